@@ -750,6 +750,9 @@ impl Runner {
         if s.rmaint.swap(on, Ordering::AcqRel) == on {
             return;
         }
+        // Its health check pauses and resumes with it.
+        let was_maint = !on || s.admin_state() == crate::backend::ADMIN_MAINT;
+        crate::backend::maint_checks(farm, s, was_maint);
         if on {
             s.set_addr(None);
         }

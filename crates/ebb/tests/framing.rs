@@ -219,3 +219,181 @@ fn http_versions_go_on_as_haproxy_passes_them() {
         assert_eq!(theirs, ours, "haproxy differs");
     }
 }
+
+/// Answers a head and the first bytes of a chunked body, then (after a
+/// pause, when given) the rest, then closes.
+fn answer_in_two(mut s: TcpStream, rest: &'static [u8]) {
+    answer_once(
+        s.try_clone().unwrap(),
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = s.write_all(rest);
+}
+
+/// The proxy section with logs to `log` (HAProxy's HTTP format).
+fn logged_cfg(be: &str, origin: SocketAddr, log: SocketAddr) -> String {
+    format!(
+        "    log {log} local0\n\
+         defaults\n    mode http\n    log global\n    option httplog\n\
+         \x20   timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         listen be\n    bind {be}\n    server s {origin}\n"
+    )
+}
+
+/// What the client got (the status, or 0 for none) and the log line's
+/// `Tr`, status and termination state.
+fn broken_exchange(a: SocketAddr, log: &Syslog, path: &str) -> (u16, String, String, String) {
+    let mut c = Client::connect(a);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+    let status = c.read_resp_opt(false).map_or(0, |r| r.status);
+    let l = log.find("access log line", |l| l.contains(&format!("GET {path} ")));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let i = w.iter().position(|x| x.starts_with("be/")).unwrap();
+    let tr = w[i + 1].split('/').nth(3).unwrap_or("").to_string();
+    (status, tr, w[i + 2].to_string(), w[i + 6].to_string())
+}
+
+/// A chunked answer whose framing breaks: in the bytes that came with
+/// the head (no CRLF after a chunk's data, a size that is not hex) it is
+/// a 502 logged `PH--` without `Tr` (HAProxy's parser reads them before
+/// the head goes on); later, once the head went on, the client is cut,
+/// logged `SD--` with the 200. As HAProxy 2.6 (compared).
+#[test]
+fn broken_chunks_from_the_server_as_haproxy() {
+    let cases: [(&str, SocketAddr); 3] = [
+        (
+            "/nocrlf",
+            raw_origin(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX"),
+        ),
+        (
+            "/badsize",
+            raw_origin(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nZZ\r\n"),
+        ),
+        ("/late", origin(answer_in_two, b"ZZ\r\n")),
+    ];
+    let want = [
+        (502, "-1", "502", "PH--"),
+        (502, "-1", "502", "PH--"),
+        (200, "", "200", "SD--"),
+    ];
+    let log = Syslog::new();
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for (i, (path, origin)) in cases.iter().enumerate() {
+        let e = Ebb::start(&format!(
+            "global\n{}",
+            logged_cfg("BIND", *origin, log.addr())
+        ));
+        let got = broken_exchange(e.addrs[0], &log, path);
+        let (st, tr, code, term) = want[i];
+        assert_eq!(
+            (got.0, got.2.as_str(), got.3.as_str()),
+            (st, code, term),
+            "{path}"
+        );
+        if !tr.is_empty() {
+            assert_eq!(got.1, tr, "{path}");
+        }
+        ours.push(got);
+        let pb = free_port();
+        let rest = logged_cfg(&format!("127.0.0.1:{pb}"), *origin, log.addr());
+        if let Some(_h) = haproxy_with("broken-chunks-hap", &rest) {
+            let be = SocketAddr::from(([127, 0, 0, 1], pb));
+            wait_until("haproxy listening", || TcpStream::connect(be).is_ok());
+            theirs.push(broken_exchange(be, &log, path));
+        }
+    }
+    if !theirs.is_empty() {
+        let strip = |v: &[(u16, String, String, String)]| {
+            v.iter()
+                .map(|(s, tr, code, term)| (*s, tr == "-1", code.clone(), term.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(&theirs), strip(&ours), "haproxy (left), ebb (right)");
+    }
+}
+
+/// An origin that switches protocols whatever it was asked (`101`, then
+/// `hello`), and what it received of each request head.
+fn switching_origin() -> SocketAddr {
+    raw_origin(
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\nhello",
+    )
+}
+
+/// What the client got: the status (0: none) and whether `hello` came
+/// through the tunnel; and the log line's status and termination state.
+fn upgrade_exchange(a: SocketAddr, log: &Syslog, req: &str) -> (u16, bool, String, String) {
+    let mut c = Client::connect(a);
+    c.send(req.as_bytes());
+    let r = c.read_resp_opt(false);
+    let status = r.as_ref().map_or(0, |r| r.status);
+    let mut rest = c.take_buffered();
+    if status == 101 {
+        let mut b = [0u8; 64];
+        while rest.len() < 5 {
+            match c.s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => rest.extend_from_slice(&b[..n]),
+            }
+        }
+    }
+    let first = req.lines().next().unwrap_or("").trim_end().to_string();
+    let l = log.find("access log line", |l| l.contains(&first));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let i = w.iter().position(|x| x.starts_with("be/")).unwrap();
+    (
+        status,
+        rest.starts_with(b"hello"),
+        w[i + 2].to_string(),
+        w[i + 6].to_string(),
+    )
+}
+
+/// An Upgrade request with a body (a length above 0, chunked) is no
+/// upgrade, as HAProxy 2.6 reads it (its Upgrade field is dropped): the
+/// server's 101 to it is a 502 `PH--`; with `Content-Length: 0` it is
+/// one, tunnelled. From an HTTP/1.0 client Upgrade is ignored (RFC 9110
+/// §7.8: a server MUST ignore it), so a 101 is a 502 too, where HAProxy
+/// tunnels.
+#[test]
+fn upgrade_with_a_body_or_from_http10_is_no_upgrade() {
+    let origin = switching_origin();
+    let log = Syslog::new();
+    let up = "Connection: Upgrade\r\nUpgrade: foo\r\n";
+    let reqs = [
+        format!("POST /cl HTTP/1.1\r\nHost: h\r\n{up}Content-Length: 3\r\n\r\nabc"),
+        format!("POST /ch HTTP/1.1\r\nHost: h\r\n{up}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+        format!("POST /zero HTTP/1.1\r\nHost: h\r\n{up}Content-Length: 0\r\n\r\n"),
+        format!("GET /v10 HTTP/1.0\r\nHost: h\r\n{up}\r\n"),
+    ];
+    let e = Ebb::start(&format!(
+        "global\n{}",
+        logged_cfg("BIND", origin, log.addr())
+    ));
+    let ours: Vec<_> = reqs
+        .iter()
+        .map(|r| upgrade_exchange(e.addrs[0], &log, r))
+        .collect();
+    let no = (502, false, "502".to_string(), "PH--".to_string());
+    let yes = (101, true, "101".to_string(), "----".to_string());
+    assert_eq!(
+        ours,
+        [no.clone(), no.clone(), yes.clone(), no.clone()],
+        "{ours:?}"
+    );
+    let pb = free_port();
+    let rest = logged_cfg(&format!("127.0.0.1:{pb}"), origin, log.addr());
+    if let Some(_h) = haproxy_with("upgrade-body-hap", &rest) {
+        let be = SocketAddr::from(([127, 0, 0, 1], pb));
+        wait_until("haproxy listening", || TcpStream::connect(be).is_ok());
+        let theirs: Vec<_> = reqs.iter().map(|r| upgrade_exchange(be, &log, r)).collect();
+        // The same but HTTP/1.0, which haproxy tunnels.
+        assert_eq!(
+            theirs,
+            [no.clone(), no.clone(), yes.clone(), yes],
+            "haproxy"
+        );
+    }
+}

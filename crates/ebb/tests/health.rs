@@ -808,3 +808,134 @@ fn on_marked_down_refuses_an_http2_stream() {
         assert!(!out.contains(":status:"), "hap={hap}: {out}");
     }
 }
+
+/// The fields of a server's line of `show servers state b`: its
+/// operational state, its check's health and its check's state bits.
+fn state_fields(sock: &Path, srv: &str) -> (String, String, String) {
+    let out = cli_cmd(sock, "show servers state b");
+    let w: Vec<String> = out
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|w| w.get(3).is_some_and(|n| n == srv))
+        .unwrap_or_else(|| panic!("no line of {srv}: {out}"));
+    (w[5].clone(), w[12].clone(), w[13].clone())
+}
+
+/// An HTTP check's target: each check is a connection it accepts and
+/// answers (a plain connect may end before it is accepted, uncounted).
+fn http_target(bind: &str) -> Origin {
+    Origin::start_on(bind, "chk", Mode::Ok)
+}
+
+/// Waits until `srv` of backend `b` is UP after a passed HTTP check.
+fn wait_http_checked_up(sock: &Path, srv: &str) {
+    wait_until("a passed check", || {
+        let r = stat_row(sock, "b", srv);
+        r.get("status").is_some_and(|s| s == "UP")
+            && r.get("check_status").is_some_and(|s| s == "L7OK")
+    });
+}
+
+/// A server in maintenance is not checked (HAProxy 2.6 pauses its
+/// check): `disable server` and the `disabled` keyword alike. Meanwhile
+/// `show stat` shows no check status, bounds or health (the failure
+/// counters stay), `show servers state` health 0 with the paused bit
+/// (14), and failures count for nothing; `enable server` resumes the
+/// check at health `rise`, one failure from DOWN.
+#[test]
+fn maintenance_pauses_the_health_check() {
+    for hap in sides() {
+        let chk = http_target("127.0.0.1:0");
+        let port = chk.addr.port();
+        let off = http_target("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    option httpchk GET /\n\
+             \x20   server s1 127.0.0.1:{port} check inter 100ms fall 3 rise 2\n\
+             \x20   server s2 {} check inter 100ms fall 3 rise 2 disabled\n",
+            off.addr
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.addr(), "http", &servers);
+        let Some((_p, sock, _fe)) = start("maint-pause", hap, &c) else {
+            continue;
+        };
+        wait_http_checked_up(&sock, "s1");
+        assert_eq!(cli_cmd(&sock, "disable server b/s1"), "\n");
+        wait_status(&sock, "s1", "MAINT");
+        for srv in ["s1", "s2"] {
+            let r = stat_row(&sock, "b", srv);
+            let empty = ["check_status", "check_desc", "check_rise", "check_health"];
+            for k in empty {
+                assert_eq!(r[k], "", "hap={hap} {srv} {k}");
+            }
+            assert_eq!(r["chkfail"], "0", "hap={hap} {srv}");
+            let st = state_fields(&sock, srv);
+            assert_eq!(st, ("0".into(), "0".into(), "14".into()), "hap={hap} {srv}");
+        }
+        // No check reaches either server, and failures count for nothing
+        // (ten intervals: fewer on a loaded machine, never more; a check
+        // under way when maintenance began may still land).
+        drop(chk);
+        let seen = off.conns.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(
+            (seen, off.conns.load(Ordering::SeqCst)),
+            (0, 0),
+            "hap={hap}"
+        );
+        let r = stat_row(&sock, "b", "s1");
+        let got = (r["status"].as_str(), r["chkfail"].as_str());
+        assert_eq!(got, ("MAINT", "0"), "hap={hap}");
+        // Back at health `rise`: the first failure takes it DOWN.
+        assert_eq!(cli_cmd(&sock, "enable server b/s1"), "\n");
+        log_line(
+            &log,
+            "Server b/s1 is UP/READY (leaving forced maintenance).",
+        );
+        wait_status(&sock, "s1", "DOWN");
+        let r = stat_row(&sock, "b", "s1");
+        assert_eq!(r["chkfail"], "1", "hap={hap}");
+        let l = log_line(
+            &log,
+            "Server b/s1 is DOWN, reason: Layer4 connection problem",
+        );
+        assert!(l.contains("check duration"), "hap={hap}: {l}");
+    }
+}
+
+/// A `disabled` server is not checked; leaving maintenance its health
+/// starts at `rise`: `UP 1/3` at once (`fall 3`); a passed check then
+/// brings it to full health (HAProxy's, compared).
+#[test]
+fn enable_server_resumes_at_health_rise() {
+    for hap in sides() {
+        let chk = http_target("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    option httpchk GET /\n\
+             \x20   server s1 {} check inter 100ms fall 3 rise 2 disabled\n",
+            chk.addr
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.addr(), "http", &servers);
+        let Some((_p, sock, _fe)) = start("maint-resume", hap, &c) else {
+            continue;
+        };
+        wait_status(&sock, "s1", "MAINT");
+        // Five intervals without a check.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(chk.conns.load(Ordering::SeqCst), 0, "hap={hap}");
+        assert_eq!(cli_cmd(&sock, "enable server b/s1"), "\n");
+        // The next check comes at its date (HAProxy's paused task keeps
+        // waking every `inter`): "UP 1/3" until then; a passed check at
+        // `rise` or more is full health.
+        let r = stat_row(&sock, "b", "s1");
+        let now = (r["status"].as_str(), r["check_health"].as_str());
+        assert!(
+            matches!(now, ("UP 1/3", "2") | ("UP", "4")),
+            "hap={hap}: {now:?}"
+        );
+        wait_http_checked_up(&sock, "s1");
+        assert_eq!(stat_row(&sock, "b", "s1")["check_health"], "4");
+        assert!(chk.conns.load(Ordering::SeqCst) >= 1, "hap={hap}");
+    }
+}

@@ -1608,7 +1608,11 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     }
     let was = s.usable();
     let in_force = s.admin_state();
+    let was_maint = s.in_maint();
     let before = s.admin.swap(state, Ordering::Relaxed);
+    // Its health first: the trackers that leave maintenance with it
+    // read it.
+    maint_checks(farm, s, was_maint);
     if was != s.usable() {
         s.ext.changed(s.usable());
         farm.note_state();
@@ -1632,11 +1636,19 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         );
         check::log_if_none_left(farm);
     } else if before == ADMIN_MAINT && state != ADMIN_MAINT {
+        // HAProxy names the state it leaves in: DOWN while its agent or
+        // the server it tracks says so.
         check::log_event(
             farm,
             format!(
-                "Server {}/{} is UP/READY (leaving forced maintenance).",
-                farm.name, s.name
+                "Server {}/{} is {}/READY (leaving forced maintenance).",
+                farm.name,
+                s.name,
+                if s.up.load(Ordering::Relaxed) {
+                    "UP"
+                } else {
+                    "DOWN"
+                }
             ),
         );
     }
@@ -1834,6 +1846,19 @@ impl ServerRt {
             .collect()
     }
 
+    /// Whether it is in maintenance: forced, inherited from the server it
+    /// tracks, or for want of an address (HAProxy's `SRV_ADMF_MAINT`).
+    pub fn in_maint(&self) -> bool {
+        self.admin_state() == ADMIN_MAINT || self.rmaint.load(Ordering::Relaxed)
+    }
+
+    /// Whether its health check is paused: enabled, but the server is in
+    /// maintenance (HAProxy's `CHK_ST_PAUSED`: no check runs, the stats
+    /// show none of its fields).
+    pub fn check_paused(&self) -> bool {
+        self.opts.check && self.check_on.load(Ordering::Relaxed) && self.in_maint()
+    }
+
     /// Whether it or the server at the end of its `track` chain runs
     /// health checks.
     pub fn checked(&self) -> bool {
@@ -1865,6 +1890,31 @@ fn admin_moved(farm: &Farm, s: &ServerRt, before: u8) {
     }
 }
 
+/// The maintenance of `s` (of `farm`) began or ended (`was`: before), as
+/// HAProxy's srv_update_status: its health check pauses at health 0 (the
+/// server stops; checks change nothing meanwhile, see
+/// [`check::refresh_up`]) and resumes at health `rise`, one failure from
+/// DOWN (`UP 1/3`), its next check at its usual date. Leaving, the
+/// server's state is its views' again, without a line of its own (the
+/// line leaving maintenance names it).
+pub(crate) fn maint_checks(farm: &Farm, s: &ServerRt, was: bool) {
+    let now = s.in_maint();
+    if was == now {
+        return;
+    }
+    if s.opts.check && s.check_on.load(Ordering::Relaxed) {
+        let (ok, streak) = match now {
+            true => (false, 0),
+            false => (true, s.opts.fall.max(1) - 1),
+        };
+        s.check_ok.store(ok, Ordering::Relaxed);
+        s.check_streak.store(streak, Ordering::Relaxed);
+    }
+    if !now {
+        check::settle_up(farm, s);
+    }
+}
+
 /// Passes a tracked server's administrative state in force on to its
 /// trackers, down the chains (HAProxy's `srv_set_admin_flag` on the
 /// inherited flags), with their state changes noted and logged.
@@ -1873,10 +1923,12 @@ pub fn propagate_admin(s: &ServerRt) {
     for (f, t) in s.tracker_list() {
         let was = t.usable();
         let before = t.admin_state();
+        let was_maint = t.in_maint();
         t.iadmin.store(st, Ordering::Relaxed);
         if t.admin_state() == before {
             continue;
         }
+        maint_checks(&f, &t, was_maint);
         if was != t.usable() {
             t.ext.changed(t.usable());
             f.note_state();

@@ -341,9 +341,13 @@ pub fn complete_request_into(
     // RFC 9110 §10.1.1: ignore 100-continue from an HTTP/1.0 client.
     head.expect_continue = http11 && f.expect_continue;
     // RFC 9110 §7.8: Upgrade counts only with the `upgrade` connection
-    // option, and a server ignores it from HTTP/1.0.
+    // option, and a server ignores it from HTTP/1.0 (HAProxy 2.6 does
+    // not: it tunnels; ebb keeps to the RFC). As HAProxy 2.6, a request
+    // with a body (chunked, or a length above 0) is no upgrade: its
+    // Upgrade goes (a server's 101 to it is then a 502).
+    let bodyless = head.framing == BodyFraming::None;
     head.upgrade = match f.upgrade {
-        Some(u) if http11 && f.conn_upgrade && !u.is_empty() => Some(u),
+        Some(u) if http11 && f.conn_upgrade && !u.is_empty() && bodyless => Some(u),
         _ => None,
     };
     if let Some(u) = head.upgrade {

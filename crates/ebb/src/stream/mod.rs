@@ -876,8 +876,9 @@ impl Stream {
         if backend.l4.tcp_mode {
             // A tcp frontend's upgraded stream routed to a tcp backend
             // (`tcp::upgrade`): HAProxy cannot set it and closes the
-            // connection without an answer.
-            return Act::Reject(false, Some(bi), true);
+            // connection without an answer, logged `IR` (an internal
+            // error, not a denied request).
+            return Act::TcpBackend(bi);
         }
         let base = ReqView {
             be: Some(&backend.name),
@@ -1278,6 +1279,12 @@ impl Stream {
                 self.keep_alive = false;
                 c.closing = true;
                 self.end_exchange(c, ctx, 0, bi, 0, Some(line));
+            }
+            Act::TcpBackend(bi) => {
+                self.keep_alive = false;
+                c.closing = true;
+                self.local_term = Some("IR");
+                self.end_exchange(c, ctx, 0, Some(bi), 0, Some(true));
             }
             Act::NoBackend => {
                 c.error_response(503, keep_alive, version, head_req, &[]);
@@ -1757,6 +1764,8 @@ impl Stream {
                     ([tq, -1, -1, -1, tq], local_term, &buf[..line_end])
                 }
                 None => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
+                // `IR`: an upgraded stream routed to a tcp backend.
+                Some(true) if local_term == "IR" => ([-1, -1, -1, -1, tq], "IR", &buf[..line_end]),
                 Some(true) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
                 Some(false) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
             };
@@ -2122,6 +2131,9 @@ enum Act {
     /// field says whether the log knows the request line (not when the
     /// frontend's `tcp-request content` rules refused it).
     Reject(bool, Option<usize>, bool),
+    /// A tcp frontend's upgraded stream routed to this tcp backend: the
+    /// connection closes without an answer, logged `IR`.
+    TcpBackend(usize),
 }
 
 /// Runs `tcp-request content` rules on a parsed request (HAProxy: in an

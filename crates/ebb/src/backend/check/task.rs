@@ -202,7 +202,11 @@ impl Checker {
                 return Status::Continue;
             }
         }
-        let on = s.check_on.load(Ordering::Relaxed);
+        // Maintenance pauses the check (HAProxy's `CHK_ST_PAUSED`) and
+        // resets its health (`backend::maint_checks`): the count starts
+        // again from there.
+        let on = s.check_on.load(Ordering::Relaxed) && !s.check_paused();
+        self.streak = s.check_streak.load(Ordering::Relaxed);
         let report = s.hana.pending.lock().ok().and_then(|mut p| p.take());
         if let Some(desc) = report.filter(|_| on) {
             self.on_error(&s, desc, ctx.now());
@@ -218,7 +222,8 @@ impl Checker {
                 Some(r) => {
                     self.in_flight = false;
                     s.ext.check_busy.store(false, Ordering::Relaxed);
-                    // `disable health` meanwhile: the result is ignored.
+                    // `disable health` or maintenance meanwhile: the
+                    // result is ignored.
                     if on {
                         self.apply(&s, r, false);
                     }
@@ -280,7 +285,12 @@ impl Checker {
                 return Status::Continue;
             }
         }
-        let next = spread(self.interval(&s), &mut self.rng);
+        // Paused, HAProxy's task wakes every `inter` and starts none.
+        let inter = match s.check_paused() {
+            true => s.opts.inter,
+            false => self.interval(&s),
+        };
+        let next = spread(inter, &mut self.rng);
         self.next_at = ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32);
         ctx.set_expire(me, self.next_at);
         Status::Continue
@@ -301,13 +311,12 @@ pub fn log_event(farm: &Farm, line: String) {
 /// with `why` (`reason: ..., check duration: ...` or `changed from CLI`)
 /// and moves the queues. Returns whether the state changed.
 pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bool {
-    let check =
-        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
-    let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
-    // `track`: the tracked server's health too (HAProxy's tracking
-    // server goes down with it and comes up with it).
-    let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
-    let up = check && agent && tracked;
+    // In maintenance checks change nothing (HAProxy's srv_set_running
+    // and srv_set_stopped): leaving it settles the state.
+    if s.in_maint() {
+        return false;
+    }
+    let up = views_up(s);
     let was = s.up.swap(up, Ordering::AcqRel);
     if was == up {
         return false;
@@ -368,6 +377,34 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_if_none_left(farm);
     }
     true
+}
+
+/// Whether a server's views say UP: its health check (when configured
+/// and enabled), its agent (when enabled), and the server it tracks
+/// (HAProxy's tracking server goes down with it and comes up with it).
+fn views_up(s: &ServerRt) -> bool {
+    let check =
+        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+    let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
+    check && agent && tracked
+}
+
+/// Sets the state of a server that left maintenance from its views,
+/// without a line of its own (the line of leaving maintenance names the
+/// state); its trackers out of maintenance follow, with theirs.
+pub fn settle_up(farm: &Farm, s: &ServerRt) {
+    let up = views_up(s);
+    if s.up.swap(up, Ordering::AcqRel) == up {
+        return;
+    }
+    if up {
+        s.up_since.set(Instant::now());
+    }
+    farm.note_state();
+    for (f, t) in s.tracker_list() {
+        refresh_up(&f, &t, || format!("via {}/{}", s.backend, s.name));
+    }
 }
 
 /// HAProxy's note when only backup servers are left.
@@ -527,6 +564,11 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
     // HAProxy starts a checked server UP with its health at `rise`, as
     // if `fall - 1` checks had failed ("UP 1/3"): the first failure takes
     // it DOWN, the first success to full health.
+    // One in maintenance (`disabled`, a state file) starts paused at
+    // health 0.
+    if s.check_paused() {
+        s.check_ok.store(false, Ordering::Relaxed);
+    }
     let start_streak = match s.check_ok.load(Ordering::Relaxed) {
         true => s.opts.fall.max(1) - 1,
         false => 0,

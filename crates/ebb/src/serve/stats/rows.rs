@@ -392,7 +392,18 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     }
     let (lastchg, down) = s.ext.ages();
     r.lastchg = Some(lastchg);
-    if s.opts.check {
+    // HAProxy shows the counters of an enabled check, and its status,
+    // bounds and health only while it runs (not paused in maintenance).
+    let check_on = s.opts.check && s.check_on.load(Ordering::Relaxed);
+    if check_on {
+        r.chkfail = Some(ld(&s.ext.chkfail));
+        r.chkdown = Some(ld(&s.ext.chkdown));
+        r.downtime = Some(down);
+    }
+    if s.opts.observe != crate::config::Observe::None {
+        r.hanafail = Some(ld(&s.hana.failed));
+    }
+    if check_on && !s.check_paused() {
         let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
         let (code, num, desc, last) = check_code(&v);
         // HAProxy's `* ` marks a check under way.
@@ -405,12 +416,6 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
         r.last_chk = last;
         let ms = s.ext.check_ms.load(Ordering::Relaxed);
         r.check_duration = (ms != u64::MAX).then_some(ms);
-        r.chkfail = Some(ld(&s.ext.chkfail));
-        if s.opts.observe != crate::config::Observe::None {
-            r.hanafail = Some(ld(&s.hana.failed));
-        }
-        r.chkdown = Some(ld(&s.ext.chkdown));
-        r.downtime = Some(down);
         let (rise, fall) = (u64::from(s.opts.rise.max(1)), u64::from(s.opts.fall.max(1)));
         r.check_rise = Some(rise);
         r.check_fall = Some(fall);

@@ -1054,6 +1054,25 @@ impl Stream {
                             up = u;
                             sd = side.borrow_mut();
                         }
+                        let after = sd.ibuf.get(sd.istart + up.resp.head_len..sd.iend);
+                        if up.resp.framing == BodyFraming::Chunked
+                            && after.is_some_and(chunks_broken)
+                        {
+                            // HAProxy's parser reads the body bytes that
+                            // came with the head before the head goes on:
+                            // a broken chunk there is a 502 (`PH`, no
+                            // `Tr`), as a bad head.
+                            if let Some(s) = &up.server {
+                                s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+                                observe(s, Seen::HttpRsp);
+                            }
+                            up.t_resp = None;
+                            up.keep_server = false;
+                            drop(sd);
+                            self.up = Some(up);
+                            self.fail(c, ctx, ExchangeError::bad_response_head());
+                            return true;
+                        }
                         if !response_body_ready(c, ctx.now(), &mut up, &sd) {
                             drop(sd);
                             self.up = Some(up);
@@ -1251,6 +1270,20 @@ impl Stream {
         self.up = Some(up);
         moved
     }
+}
+
+/// Whether the chunked body bytes `after` (those that came with the
+/// head) already break the framing: a bad size, no CRLF after a chunk.
+fn chunks_broken(mut after: &[u8]) -> bool {
+    let mut d = ChunkedDecoder::default();
+    while !after.is_empty() {
+        match d.decode(after) {
+            Err(_) => return true,
+            Ok(x) if x.done || x.consumed == 0 => return false,
+            Ok(x) => after = after.get(x.consumed..).unwrap_or(&[]),
+        }
+    }
+    false
 }
 
 /// `option forwardfor` or `option originalto` as HAProxy applies them:
