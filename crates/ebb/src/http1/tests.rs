@@ -1277,6 +1277,21 @@ fn chunk_header_and_encoder() {
 /// 1994-11-06T08:49:37Z, RFC 9110's example date.
 const EXAMPLE_SECS: u64 = 784_111_777;
 
+/// `get_in_turn` reads the clock at a turn's first answer only: within
+/// the turn the text stays what it was (here, planted by `get_at`), a new
+/// turn (or no turn, 0) reads the clock again.
+#[test]
+fn date_cache_reads_the_clock_once_per_turn() {
+    const OLD: &[u8; DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+    let mut dc = DateCache::new();
+    assert_ne!(dc.get_in_turn(7), OLD);
+    dc.get_at(UNIX_EPOCH + Duration::from_secs(EXAMPLE_SECS));
+    assert_eq!(dc.get_in_turn(7), OLD);
+    assert_ne!(dc.get_in_turn(8), OLD);
+    dc.get_at(UNIX_EPOCH + Duration::from_secs(EXAMPLE_SECS));
+    assert_ne!(dc.get_in_turn(0), OLD);
+}
+
 #[test]
 fn date_cache_formats_once_per_second() {
     let mut dc = DateCache::new();

@@ -73,6 +73,9 @@ pub struct DateCache {
     from: SystemTime,
     until: SystemTime,
     buf: [u8; DATE_LEN],
+    /// The scheduler turn (its tick) whose clock reading the text is for
+    /// (0: none), see [`DateCache::get_in_turn`].
+    turn: u32,
     /// How many times the text was formatted (for tests and stats).
     formats: u64,
 }
@@ -94,8 +97,21 @@ impl DateCache {
             from: UNIX_EPOCH,
             until: UNIX_EPOCH,
             buf: [b' '; DATE_LEN],
+            turn: 0,
             formats: 0,
         }
+    }
+
+    /// The Date value for the scheduler turn whose tick is `turn`: the
+    /// clock is read at the first answer of a turn only, the turn's later
+    /// answers take the same text (HAProxy too reads the date once per
+    /// loop turn). `turn` 0 (no tick) reads the clock.
+    pub fn get_in_turn(&mut self, turn: u32) -> &[u8; DATE_LEN] {
+        if turn == 0 || turn != self.turn {
+            self.turn = turn;
+            return self.get();
+        }
+        &self.buf
     }
 
     /// The Date value for the current clock.

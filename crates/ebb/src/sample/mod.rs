@@ -243,7 +243,7 @@ impl<'a> Ctx<'a> {
     /// `last_rule_line`).
     pub fn note_last_rule(&self, loc: &crate::loc::Loc) {
         if let Some(Ok(mut v)) = self.vars.map(|v| v.try_borrow_mut()) {
-            v.info.last_rule = Some(loc.clone());
+            v.info.note_last_rule(loc);
         }
     }
 

@@ -328,6 +328,18 @@ impl TxnInfo {
         std::time::SystemTime::now()
             .checked_sub(std::time::Duration::from_millis(u64::from(self.req_age_ms)))
     }
+
+    /// Notes `loc` as the exchange's last final rule: the one noted
+    /// before (in this exchange or the previous one) when it is the same
+    /// rule (the usual case), else a copy.
+    #[inline]
+    pub fn note_last_rule(&mut self, loc: &crate::loc::Loc) {
+        let prev = self.last_rule.take().or(self.spare_rule.take());
+        self.last_rule = Some(match prev {
+            Some(l) if std::sync::Arc::ptr_eq(&l.file, &loc.file) && l.line == loc.line => l,
+            _ => loc.clone(),
+        });
+    }
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
@@ -405,6 +417,11 @@ pub struct TxnInfo {
     /// Where the last final rule of the exchange is written
     /// (`last_rule_file`, `last_rule_line`).
     pub last_rule: Option<crate::loc::Loc>,
+    /// The previous exchange's `last_rule`, kept so that the same rule
+    /// noted again reuses it (see [`TxnInfo::note_last_rule`]): no
+    /// reference count moved per request on the configuration's file
+    /// name, which every thread's exchanges share. Never read as a rule.
+    spare_rule: Option<crate::loc::Loc>,
     /// `http-request disable-l7-retry` held: no layer-7 retry for this
     /// exchange.
     pub no_l7_retry: bool,
@@ -640,7 +657,9 @@ impl VarStore {
         self.req_caps.clear();
         self.res_caps.clear();
         self.txn.clear();
+        let spare = self.info.last_rule.take().or(self.info.spare_rule.take());
         self.info = TxnInfo::default();
+        self.info.spare_rule = spare;
         self.req.clear();
         self.res.clear();
     }

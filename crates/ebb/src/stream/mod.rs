@@ -1150,7 +1150,8 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_done(c, fe, p, done.as_deref(), keep_alive, be_name, &[]);
+                let now = ctx.now();
+                self.answer_done(c, fe, p, done.as_deref(), keep_alive, be_name, &[], now);
                 let st = p.status;
                 self.local_term = Some("LR");
                 self.finish_return(c, ctx, st, be);
@@ -1832,11 +1833,12 @@ impl Stream {
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
     ) {
-        self.answer_done(c, fe, p, None, keep_alive, be, extra);
+        self.answer_done(c, fe, p, None, keep_alive, be, extra, 0);
     }
 
     /// [`Stream::answer_prepared`] with the formats already evaluated
-    /// (`done`) when the rule ran.
+    /// (`done`) when the rule ran; `now` is the scheduler turn's tick (0
+    /// when unknown), for the `Date` of a whole literal answer.
     #[allow(clippy::too_many_arguments)]
     fn answer_done(
         &mut self,
@@ -1847,6 +1849,7 @@ impl Stream {
         keep_alive: bool,
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
+        now: Tick,
     ) {
         if let (None, Some(lit), true) = (done, &p.literal, extra.is_empty()) {
             // All literal: an HTTP/1.1 request kept alive takes the whole
@@ -1862,7 +1865,7 @@ impl Stream {
                     crate::mux::h1::out::whole_answer(head, &[&p.body])
                 });
                 if let Some(w) = whole {
-                    if c.respond_whole(w) {
+                    if c.respond_whole(w, now) {
                         return;
                     }
                 }

@@ -1278,10 +1278,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// request, when it is what [`Conn::respond`] would write: an HTTP/1.1
     /// request but `HEAD`, on a connection kept alive, not taken by an
     /// HTTP/2 lane's native answer. Returns whether it was written (else
-    /// the caller answers through [`Conn::respond`]).
+    /// the caller answers through [`Conn::respond`]). `now` is the
+    /// scheduler turn's tick: the `Date` is read once per turn (0: read
+    /// now, see [`crate::http1::DateCache::get_in_turn`]).
     ///
     /// [`WholeAnswer`]: crate::stream::msg::WholeAnswer
-    pub(crate) fn respond_whole(&mut self, a: &crate::stream::msg::WholeAnswer) -> bool {
+    pub(crate) fn respond_whole(&mut self, a: &crate::stream::msg::WholeAnswer, now: Tick) -> bool {
         if self.closing
             || self.head.version != Version::Http11
             || self.head.method == Method::Head
@@ -1289,7 +1291,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         {
             return false;
         }
-        let date = *self.w.date.borrow_mut().get();
+        let date = *self.w.date.borrow_mut().get_in_turn(now);
         a.write(&mut self.wbuf, &date);
         true
     }
@@ -1647,6 +1649,17 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 return self.close(ctx);
             }
             if !moved {
+                break;
+            }
+            if !self.rd_ready
+                && matches!(self.input, In::Head)
+                && self.rstart == self.rend
+                && !self.has_output()
+            {
+                // Nothing can move in another pass: no read is due (the
+                // socket was drained), no request is buffered, nothing
+                // waits to be written (a keep-alive answer that left
+                // whole: the usual end of a request's run).
                 break;
             }
         }
