@@ -97,6 +97,36 @@ fn connections_that_keep_their_state_while_idle_carry_nothing_over() {
     with_rules_side_by_side("idle-many-hap", check_many);
 }
 
+/// Connections that close after their answer (`Connection: close`) give
+/// their state to the thread's pools for the next connection (instead of
+/// keeping it in a warm place, freed with them): the next one sees
+/// nothing of theirs, nor does a connection that idled in a warm place
+/// before it closed.
+fn check_closing(a: SocketAddr) {
+    for i in 0..4 {
+        let mut c = Client::connect(a);
+        let extra = format!("x-who: c{i}\r\nx-sess: s{i}\r\nConnection: close\r\n");
+        assert_eq!(ask(&mut c, &extra), format!("txn=c{i} sess=s{i} first=1"));
+        assert!(c.closed());
+        let mut d = Client::connect(a);
+        assert_eq!(ask(&mut d, "Connection: close\r\n"), "txn= sess= first=1");
+        assert!(d.closed());
+    }
+    let mut one = Client::connect(a);
+    assert_eq!(ask(&mut one, "x-sess: kept\r\n"), "txn= sess=kept first=1");
+    let last = "x-who: one\r\nConnection: close\r\n";
+    assert_eq!(ask(&mut one, last), "txn=one sess=kept first=0");
+    assert!(one.closed());
+    let mut two = Client::connect(a);
+    assert_eq!(ask(&mut two, ""), "txn= sess= first=1");
+    assert_eq!(ask(&mut two, ""), "txn= sess= first=0");
+}
+
+#[test]
+fn closing_connections_leave_nothing_to_the_next() {
+    with_rules_side_by_side("idle-close-hap", check_closing);
+}
+
 const TRACKING: &str = "\
     tcp-request connection track-sc0 src table conns
     http-request track-sc1 req.hdr(x-key) table keys if { req.hdr(x-key) -m found }

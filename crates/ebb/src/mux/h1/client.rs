@@ -796,7 +796,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if self.warm.is_some() {
             return;
         }
-        if !self.parked {
+        self.park_in(true);
+    }
+
+    /// [`Conn::park`]'s work; `warm_ok`: whether the connection may keep
+    /// its state in one of the thread's warm places (an idle one, which
+    /// may have a next exchange; not a closing one, whose state would be
+    /// freed with it while the thread's next connection allocates a new
+    /// stream and store).
+    fn park_in(&mut self, warm_ok: bool) {
+        if warm_ok && !self.parked {
             self.warm = Worker::warm_idle(&self.w);
             if self.warm.is_some() {
                 return;
@@ -1519,8 +1528,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
-        // A clean stream serves the thread's next connection.
-        self.park();
+        // A clean stream serves the thread's next connection: it goes to
+        // the pool, and a warm place this connection held goes back
+        // (kept, both would be freed with the connection: two heap blocks
+        // allocated and freed per connection).
+        self.warm = None;
+        self.park_in(false);
         if let Some(mux) = self.lane_of {
             // A lane: its HTTP/2 connection holds the socket and counts
             // the connection; it learns of the end through the pipe.
