@@ -880,8 +880,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             fmt: self.fe.log_format.as_ref(),
             asap: false,
         };
+        let sd = self.fe.log_sd(&e);
         self.w
-            .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());
+            .log_fe_error_sd(&self.fe, crate::log::format(&e), sd, self.fe.err_level());
     }
 
     /// GOAWAY is out and nothing remains: shut our side and drop the
