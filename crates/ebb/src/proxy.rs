@@ -706,6 +706,49 @@ impl FrontendRt {
         .flatten()
     }
 
+    /// The log entry of a connection that carried no request (HAProxy's
+    /// `sess_build_logline` without a stream): `<BADREQ>`, status 0, `PR`,
+    /// no backend nor server, every timer but `tt` -1; `fmt` unset.
+    #[allow(clippy::too_many_arguments)]
+    pub fn no_request_entry<'a>(
+        &'a self,
+        client: std::net::SocketAddr,
+        accept: std::time::SystemTime,
+        tt: i64,
+        actconn: u32,
+        local: Option<std::net::SocketAddr>,
+        tls: bool,
+        vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
+    ) -> crate::log::Entry<'a> {
+        crate::log::Entry {
+            client,
+            accept,
+            frontend: &self.name,
+            backend: &self.name,
+            server: "<NOSRV>",
+            tq: -1,
+            tw: -1,
+            tc: -1,
+            tr: -1,
+            tt,
+            status: 0,
+            bytes: 0,
+            term: "PR",
+            actconn,
+            feconn: self.cur_conns(),
+            request_line: b"<BADREQ>",
+            request_date: None,
+            local,
+            tls,
+            cookie_flags: "--",
+            h2: false,
+            vars,
+            ncaps: self.ncaps(),
+            fmt: None,
+            asap: false,
+        }
+    }
+
     /// The RFC 5424 structured data of line `e` (`log-format-sd`), `None`
     /// without one (the `-` of HAProxy's default).
     pub fn log_sd(&self, e: &crate::log::Entry<'_>) -> Option<Vec<u8>> {
