@@ -654,7 +654,12 @@ pub fn compile(
     }
     // A tcp session is logged with the format at its end, as HAProxy
     // does; HAProxy refuses its HTTP variables there.
-    if let Some(f) = p.log_format.as_ref().filter(|_| p.kind.is_frontend()) {
+    let formats = [&p.log_format, &p.log_format_sd, &p.error_log_format];
+    for f in formats
+        .into_iter()
+        .flatten()
+        .filter(|_| p.kind.is_frontend())
+    {
         if let Some(why) = f.value.tcp_refusal() {
             return Err(err(
                 &f.loc,

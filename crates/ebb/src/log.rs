@@ -288,6 +288,13 @@ impl Logger {
     }
     /// Sends `msg` at `level` to every target that takes that level.
     pub fn send(&self, level: u8, msg: &[u8]) {
+        self.send_sd(level, msg, None);
+    }
+
+    /// [`Logger::send`] with the RFC 5424 structured data `sd` (a
+    /// frontend's `log-format-sd`), written by `rfc5424` targets only;
+    /// `None` or empty: `-`.
+    pub fn send_sd(&self, level: u8, msg: &[u8], sd: Option<&[u8]>) {
         if self.targets.is_empty() {
             return;
         }
@@ -299,6 +306,9 @@ impl Logger {
             let lv = level.max(t.min_level);
             let mut out = Vec::with_capacity(64 + msg.len());
             header(&mut out, t.format, t.facility, lv, &self.ident, now);
+            if t.format == LogFormat::Rfc5424 {
+                structured_data(&mut out, sd);
+            }
             out.extend_from_slice(msg);
             while out.last().is_some_and(|&b| b == b'\n' || b == 0) {
                 out.pop();
@@ -371,9 +381,10 @@ pub fn header(out: &mut Vec<u8>, f: LogFormat, facility: u8, level: u8, id: &Ide
             let _ = write!(out, "{}[{}]: ", id.tag, crate::sys::pid());
         }
         LogFormat::Rfc5424 => {
+            // MSGID `-`; the structured data follows ([`structured_data`]).
             let _ = write!(
                 out,
-                "{} {} {} - - ",
+                "{} {} {} - ",
                 id.host.as_deref().unwrap_or("-"),
                 id.tag,
                 crate::sys::pid()
@@ -381,6 +392,20 @@ pub fn header(out: &mut Vec<u8>, f: LogFormat, facility: u8, level: u8, id: &Ide
         }
         _ => {}
     }
+}
+
+/// The structured-data field of an RFC 5424 header and the space after
+/// it: `sd` without its trailing spaces, `-` when nothing is left (as
+/// HAProxy's `__send_log`).
+pub fn structured_data(out: &mut Vec<u8>, sd: Option<&[u8]>) {
+    let sd = sd.unwrap_or_default();
+    let end = sd.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    if end == 0 {
+        out.push(b'-');
+    } else {
+        out.extend_from_slice(&sd[..end]);
+    }
+    out.push(b' ');
 }
 
 /// `dd/Mon/yyyy:HH:MM:SS.mmm` in UTC.
@@ -501,7 +526,22 @@ mod tests {
         // 2026-11-03 04:05:06.789012 UTC; local0 (16), info (6).
         let t = UNIX_EPOCH + Duration::from_micros(1_793_678_706_789_012);
         header(&mut v, f, 16, 6, &id, t);
+        if f == LogFormat::Rfc5424 {
+            structured_data(&mut v, None);
+        }
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn structured_data_loses_trailing_spaces_and_defaults_to_dash() {
+        let sd = |s: Option<&[u8]>| {
+            let mut v = Vec::new();
+            structured_data(&mut v, s);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(sd(None), "- ");
+        assert_eq!(sd(Some(b"  ")), "- ");
+        assert_eq!(sd(Some(b"[x@1 b=\"2\"]  ")), "[x@1 b=\"2\"] ");
     }
 
     #[test]

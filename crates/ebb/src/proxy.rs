@@ -694,10 +694,69 @@ impl FrontendRt {
     /// The local address of a client connection `s` for a log line, when
     /// the frontend's `log-format` reads it (no system call otherwise).
     pub fn log_local(&self, s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
-        self.log_format
-            .as_ref()
-            .filter(|l| l.needs_local())
-            .and_then(|_| s.local_addr().ok())
+        [
+            &self.log_format,
+            &self.log_format_sd,
+            &self.error_log_format,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|l| l.needs_local())
+        .then(|| s.local_addr().ok())
+        .flatten()
+    }
+
+    /// The log entry of a connection that carried no request (HAProxy's
+    /// `sess_build_logline` without a stream): `<BADREQ>`, status 0, `PR`,
+    /// no backend nor server, every timer but `tt` -1; `fmt` unset.
+    #[allow(clippy::too_many_arguments)]
+    pub fn no_request_entry<'a>(
+        &'a self,
+        client: std::net::SocketAddr,
+        accept: std::time::SystemTime,
+        tt: i64,
+        actconn: u32,
+        local: Option<std::net::SocketAddr>,
+        tls: bool,
+        vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
+    ) -> crate::log::Entry<'a> {
+        crate::log::Entry {
+            client,
+            accept,
+            frontend: &self.name,
+            backend: &self.name,
+            server: "<NOSRV>",
+            tq: -1,
+            tw: -1,
+            tc: -1,
+            tr: -1,
+            tt,
+            status: 0,
+            bytes: 0,
+            term: "PR",
+            actconn,
+            feconn: self.cur_conns(),
+            request_line: b"<BADREQ>",
+            request_date: None,
+            local,
+            tls,
+            cookie_flags: "--",
+            h2: false,
+            vars,
+            ncaps: self.ncaps(),
+            fmt: None,
+            asap: false,
+        }
+    }
+
+    /// The RFC 5424 structured data of line `e` (`log-format-sd`), `None`
+    /// without one (the `-` of HAProxy's default).
+    pub fn log_sd(&self, e: &crate::log::Entry<'_>) -> Option<Vec<u8>> {
+        let f = self.log_format_sd.as_ref()?;
+        Some(crate::log::format(&crate::log::Entry {
+            fmt: Some(f),
+            ..*e
+        }))
     }
 
     /// The syslog level of an exchange's line, `None` when it is not
@@ -789,6 +848,10 @@ pub struct FrontendRt {
     pub after_response: Vec<RespRule>,
     /// `log-format`; `None`: HAProxy's httplog format.
     pub log_format: Option<crate::sample::logline::LogLine>,
+    /// `log-format-sd`: RFC 5424 structured data; `None`: `-`.
+    pub log_format_sd: Option<crate::sample::logline::LogLine>,
+    /// `error-log-format`: connection-error lines; `None`: ebb's fixed line.
+    pub error_log_format: Option<crate::sample::logline::LogLine>,
     /// `capture request|response header` lines, in order.
     pub captures: Vec<crate::sample::logline::CaptureHdr>,
     /// `capture cookie`, `unique-id-format`, `unique-id-header`.
@@ -1808,6 +1871,8 @@ pub fn compile_keeping(
                 http_response,
                 after_response,
                 log_format: p.log_format.as_ref().map(|l| l.value.clone()),
+                log_format_sd: p.log_format_sd.as_ref().map(|l| l.value.clone()),
+                error_log_format: p.error_log_format.as_ref().map(|l| l.value.clone()),
                 captures: p.captures.clone(),
                 txn: crate::config::cookie::FrontTxn::of(p),
                 use_backends,

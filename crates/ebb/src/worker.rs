@@ -290,10 +290,17 @@ impl Worker {
     /// An access line at syslog `level`, to the targets of the frontend
     /// last passed to [`Worker::logging`].
     pub fn log_access(&self, line: Vec<u8>, level: u8) {
+        self.log_access_sd(line, None, level);
+    }
+
+    /// [`Worker::log_access`] with the line's RFC 5424 structured data
+    /// (the frontend's `log-format-sd`, [`FrontendRt::log_sd`]).
+    pub fn log_access_sd(&self, line: Vec<u8>, sd: Option<Vec<u8>>, level: u8) {
         let cur = self.log_fe.borrow();
+        let sd = sd.as_deref();
         match cur.as_deref().and_then(|n| self.shared.fe_loggers.get(n)) {
-            Some(l) => l.send(level, &line),
-            None => self.shared.logger.send(level, &line),
+            Some(l) => l.send_sd(level, &line, sd),
+            None => self.shared.logger.send_sd(level, &line, sd),
         }
     }
 
@@ -302,10 +309,17 @@ impl Worker {
     /// lines and as HAProxy sends them; for a frontend that logs nothing,
     /// as [`Worker::log_error_at`].
     pub fn log_fe_error(&self, fe: &FrontendRt, line: Vec<u8>, level: u8) {
+        self.log_fe_error_sd(fe, line, None, level);
+    }
+
+    /// [`Worker::log_fe_error`] with the line's RFC 5424 structured data.
+    pub fn log_fe_error_sd(&self, fe: &FrontendRt, line: Vec<u8>, sd: Option<Vec<u8>>, level: u8) {
         if self.logging(fe) {
-            self.log_access(line, level);
-        } else {
+            self.log_access_sd(line, sd, level);
+        } else if self.shared.logger.is_empty() {
             self.log_error_at(line, level);
+        } else {
+            self.shared.logger.send_sd(level, &line, sd.as_deref());
         }
     }
 

@@ -1327,3 +1327,139 @@ fn date_and_counter_aliases_in_headers_and_unique_ids() {
         check("haproxy", format!("127.0.0.1:{port}").parse().unwrap());
     }
 }
+
+/// The part of an RFC 5424 line after its MSGID: the structured data and
+/// the message (`<PRI>1 TIMESTAMP HOST TAG PID MSGID ` cut off).
+fn after_msgid(l: &str) -> String {
+    l.splitn(7, ' ').nth(6).unwrap_or_default().to_string()
+}
+
+/// `log-format-sd` fills the structured data of `rfc5424` lines only, as
+/// HAProxy 2.6 writes it (beside Debian's haproxy when installed).
+#[test]
+fn log_format_sd_beside_haproxy() {
+    let cfg = |first: &str, bind: &str, rfc: &UdpSocket, plain: &UdpSocket| {
+        format!(
+            "global\n{first}defaults\n    mode http\n    timeout client 10s\n    timeout connect 5s\n    timeout server 10s\n\
+             frontend fe\n    bind {bind}\n    option httplog\n    log udp@{} format rfc5424 local0\n    log udp@{} local0\n\
+             \x20   log-format-sd [ex@1234\\ status=\\\"%ST\\\"\\ fe=\\\"%f\\\"]\\ \\ \n\
+             \x20   http-request return status 200\n",
+            rfc.local_addr().unwrap(),
+            plain.local_addr().unwrap(),
+        )
+    };
+    let udp = || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    };
+    let (rfc, plain) = (udp(), udp());
+    let e = common::Ebb::start(&cfg("", "BIND", &rfc, &plain));
+    assert_eq!(get(e.addrs[0], "/sd").status, 200);
+    let want = "[ex@1234 status=\"200\" fe=\"fe\"] ";
+    let l = recv_udp(&rfc);
+    assert!(after_msgid(&l).starts_with(want), "{l}");
+    assert!(l.ends_with("\"GET /sd HTTP/1.1\"\n"), "{l}");
+    // Not in the other format's line.
+    let l = recv_udp(&plain);
+    assert!(!l.contains("ex@1234"), "{l}");
+    // Without `log-format-sd`: `-`.
+    let cfg_plain = cfg("", "BIND", &rfc, &plain).replace("log-format-sd", "#");
+    let e2 = common::Ebb::start(&cfg_plain);
+    assert_eq!(get(e2.addrs[0], "/nosd").status, 200);
+    let l = recv_udp(&rfc);
+    assert!(after_msgid(&l).starts_with("- "), "{l}");
+    let _ = recv_udp(&plain);
+    drop((e, e2));
+    let (hrfc, hplain) = (udp(), udp());
+    let Some((_h, addr)) = common::haproxy_beside("logsd", |sock, bind| {
+        let first = format!("    stats socket {} level admin\n", sock.display());
+        cfg(&first, bind, &hrfc, &hplain)
+    }) else {
+        return;
+    };
+    assert_eq!(get(addr, "/sd").status, 200);
+    let l = recv_udp(&hrfc);
+    assert!(after_msgid(&l).starts_with(want), "haproxy: {l}");
+    let l = recv_udp(&hplain);
+    assert!(!l.contains("ex@1234"), "haproxy: {l}");
+}
+
+/// Starts ebb, then haproxy when installed, on one configuration (`bind
+/// BIND {bind_extra}`, the frontend's `fe_lines`, one rfc5424 target),
+/// sends `send` on a connection to each and checks that the line after
+/// the MSGID is `want` for both.
+fn error_line_beside(name: &str, bind_extra: &str, fe_lines: &str, want: &str) {
+    let cfg = |first: &str, bind: &str, rfc: &UdpSocket| {
+        format!(
+            "global\n{first}defaults\n    mode http\n    timeout client 10s\n    timeout connect 5s\n    timeout server 10s\n\
+             frontend fe\n    bind {bind} {bind_extra}\n    log udp@{} format rfc5424 local0\n{fe_lines}\
+             \x20   http-request return status 200\n",
+            rfc.local_addr().unwrap(),
+        )
+    };
+    let udp = || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    };
+    // Plaintext HTTP: not a TLS hello, not a PROXY header.
+    let send = |a: std::net::SocketAddr| {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        let mut b = Vec::new();
+        let _ = c.read_to_end(&mut b);
+    };
+    let rfc = udp();
+    let e = common::Ebb::start(&cfg("", "BIND", &rfc));
+    send(e.addrs[0]);
+    let l = recv_udp(&rfc);
+    assert_eq!(after_msgid(&l), want, "{l}");
+    drop(e);
+    let hrfc = udp();
+    let Some((_h, addr)) = common::haproxy_beside(name, |sock, bind| {
+        let first = format!("    stats socket {} level admin\n", sock.display());
+        cfg(&first, bind, &hrfc)
+    }) else {
+        return;
+    };
+    send(addr);
+    let l = recv_udp(&hrfc);
+    assert_eq!(after_msgid(&l), want, "haproxy: {l}");
+}
+
+/// `error-log-format` gives the line of a connection that failed before
+/// any request (plaintext on a TLS port), with the structured data, as
+/// HAProxy 2.6 (beside Debian's haproxy when installed).
+#[test]
+fn error_log_format_beside_haproxy() {
+    let d = scratch("errlogfmt");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = d.join("both.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    // (`%ST` is not compared: ebb writes -1 where HAProxy writes 0.)
+    error_line_beside(
+        "errlogfmt",
+        &format!("ssl crt {}", pem.display()),
+        "    error-log-format \"%ci conn-error %f %tsc %r %B\"\n    log-format-sd [ex@1\\ fe=\\\"%f\\\"]\n",
+        "[ex@1 fe=\"fe\"] 127.0.0.1 conn-error fe PR-- <BADREQ> 0\n",
+    );
+}
+
+/// `error-log-format` also gives the line of a connection whose PROXY
+/// header is bad (`accept-proxy`), as HAProxy 2.6 (beside Debian's haproxy
+/// when installed).
+#[test]
+fn error_log_format_for_a_bad_proxy_header_beside_haproxy() {
+    error_line_beside(
+        "errlogpp",
+        "accept-proxy",
+        "    error-log-format \"%ci conn-error %f %tsc %r\"\n",
+        "- 127.0.0.1 conn-error fe PR-- <BADREQ>\n",
+    );
+}

@@ -3725,3 +3725,25 @@ fn fullconn_and_minconn() {
         "expects an integer argument",
     );
 }
+
+#[test]
+fn log_format_sd_and_error_log_format() {
+    let c = ok(&format!(
+        "defaults\n    log-format-sd [x@1\\ a=\\\"%ST\\\"]\n    error-log-format \"%ci %f\"\n{}",
+        fe("")
+    ));
+    let f = c.frontends().next().unwrap();
+    assert!(f.log_format_sd.is_some() && f.error_log_format.is_some());
+    err1(
+        &fe("    log-format-sd a b"),
+        "t.cfg:3: ",
+        "expects one format string",
+    );
+    err1(
+        &fe("    error-log-format %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch 'nope'",
+    );
+    err1(&be("    log-format-sd x"), "t.cfg:2: ", "not allowed");
+    err1(&be("    error-log-format x"), "t.cfg:2: ", "not allowed");
+}

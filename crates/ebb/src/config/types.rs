@@ -547,6 +547,12 @@ pub struct Proxy {
     pub http_after_response: Vec<HttpResponseRule>,
     /// `log-format` (frontends; inherited from `defaults`).
     pub log_format: Option<Spanned<crate::sample::logline::LogLine>>,
+    /// `log-format-sd`: the RFC 5424 structured data of this frontend's
+    /// lines (frontends; inherited from `defaults`).
+    pub log_format_sd: Option<Spanned<crate::sample::logline::LogLine>>,
+    /// `error-log-format`: the format of connection-error lines (a failed
+    /// TLS handshake, a bad PROXY header) (frontends; from `defaults`).
+    pub error_log_format: Option<Spanned<crate::sample::logline::LogLine>>,
     /// `capture request|response header NAME len N` (frontends).
     pub captures: Vec<crate::sample::logline::CaptureHdr>,
     pub use_backends: Vec<UseBackend>,

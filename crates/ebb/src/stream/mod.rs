@@ -1781,7 +1781,7 @@ impl Stream {
             });
             let ab = crate::proxy::abnormal(term.as_bytes(), false, false, Some(status));
             if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
-                c.w.log_access(crate::log::format(&entry), level);
+                c.w.log_access_sd(crate::log::format(&entry), c.fe.log_sd(&entry), level);
             }
         }
         c.rstart += c.head.head_len.min(c.rend - c.rstart);

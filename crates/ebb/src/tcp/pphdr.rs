@@ -43,6 +43,8 @@ struct Reader {
     /// The peer's FIN (or a hang-up) was seen: what the socket holds is
     /// all that will come.
     hup: bool,
+    /// When the connection was accepted (`error-log-format`'s `%Tt`).
+    accepted: std::time::SystemTime,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -69,6 +71,7 @@ pub(super) fn spawn(
         h2,
         deadline,
         hup: false,
+        accepted: std::time::SystemTime::now(),
     };
     let id = ctx.new_tasklet_obj("proxy_hdr", r);
     if let Err(e) = ctx.register_fd(fd, id, false) {
@@ -108,13 +111,35 @@ fn judge(buf: &[u8], closed: bool) -> Step {
 
 impl Reader {
     fn fail(&mut self, ctx: &mut Ctx, why: &str) -> Status {
-        self.w.log_error(
-            format!(
-                "{}: {}: {why}: connection closed (accept-proxy)",
-                self.fe.name, self.peer
-            )
-            .into_bytes(),
-        );
+        let fmt = self.fe.error_log_format.as_ref();
+        if let Some(fmt) = fmt.filter(|_| self.w.logging(&self.fe)) {
+            // HAProxy's `error-log-format` line for a connection that
+            // failed before any request (as `mux::h1`'s TLS failures).
+            let tt = std::time::SystemTime::now()
+                .duration_since(self.accepted)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let mut e = self.fe.no_request_entry(
+                self.peer,
+                self.accepted,
+                tt,
+                self.w.actconn(),
+                self.sock.as_ref().and_then(|s| self.fe.log_local(s)),
+                self.tls.is_some(),
+                self.early.as_ref().map(|e| &*e.vars),
+            );
+            e.fmt = Some(fmt);
+            let sd = self.fe.log_sd(&e);
+            self.w
+                .log_access_sd(crate::log::format(&e), sd, self.fe.err_level());
+        } else {
+            self.w.log_error(
+                format!(
+                    "{}: {}: {why}: connection closed (accept-proxy)",
+                    self.fe.name, self.peer
+                )
+                .into_bytes(),
+            );
+        }
         self.drop_sock(ctx);
         Status::Done
     }

@@ -1143,7 +1143,9 @@ impl Session {
                 .map(|s| s.cur.load(Ordering::Relaxed))
                 .sum()
         });
-        if let Some(fmt) = &self.fe.log_format {
+        // `log-format-sd` renders over the same facts as the line.
+        let mut sd = None;
+        if self.fe.log_format.is_some() || self.fe.log_format_sd.is_some() {
             // The facts the tcplog line shows, where the format's
             // variables read them.
             if let Ok(mut v) = self.vars.try_borrow_mut() {
@@ -1180,11 +1182,14 @@ impl Session {
                 h2: false,
                 vars: Some(&*self.vars),
                 ncaps: (0, 0),
-                fmt: Some(fmt),
+                fmt: self.fe.log_format.as_ref(),
                 asap,
             };
-            self.w.log_access(crate::log::format(&entry), level);
-            return;
+            sd = self.fe.log_sd(&entry);
+            if self.fe.log_format.is_some() {
+                self.w.log_access_sd(crate::log::format(&entry), sd, level);
+                return;
+            }
         }
         let line = super::tcplog(&super::TcpLog {
             client: self.peer,
@@ -1207,7 +1212,7 @@ impl Session {
             queues: self.queues,
             asap,
         });
-        self.w.log_access(line, level);
+        self.w.log_access_sd(line, sd, level);
     }
 }
 

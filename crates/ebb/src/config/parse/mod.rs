@@ -235,6 +235,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         http_response: Vec::new(),
         http_after_response: Vec::new(),
         log_format: None,
+        log_format_sd: None,
+        error_log_format: None,
         captures: Vec::new(),
         use_backends: Vec::new(),
         default_backend: None,

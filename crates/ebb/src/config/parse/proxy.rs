@@ -86,6 +86,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "unique-id-header",
     "http-send-name-header",
     "log-tag",
+    "log-format-sd",
+    "error-log-format",
     "disabled",
     "enabled",
     "monitor-uri",
@@ -97,8 +99,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
-    "log-format-sd",
-    "error-log-format",
     "email-alert",
     "external-check",
     "grace",
@@ -383,16 +383,20 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             // HAProxy 2.6 requires the name (no default field).
             px.send_name_header = Some(header_name_arg(kw, w)?.to_ascii_lowercase());
         }
-        "log-format" => {
+        "log-format" | "log-format-sd" | "error-log-format" => {
             ctx.allow(kw, FE, true)?;
             let [_, f] = w else {
-                return Err("'log-format' expects one format string (quote it)".to_string());
+                return Err(format!("'{kw}' expects one format string (quote it)"));
             };
-            let l = crate::sample::logline::LogLine::parse(f)?;
-            px.log_format = Some(Spanned {
-                value: l,
+            let l = Some(Spanned {
+                value: crate::sample::logline::LogLine::parse(f)?,
                 loc: loc.clone(),
             });
+            match kw {
+                "log-format" => px.log_format = l,
+                "log-format-sd" => px.log_format_sd = l,
+                _ => px.error_log_format = l,
+            }
         }
         "capture" => {
             ctx.allow(kw, FE, false)?;

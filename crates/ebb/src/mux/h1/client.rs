@@ -1200,7 +1200,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         });
         let mut l = crate::log::format(&entry);
         l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
-        self.w.log_fe_error(&self.fe, l, self.fe.err_level());
+        let sd = self.fe.log_sd(&entry);
+        self.w.log_fe_error_sd(&self.fe, l, sd, self.fe.err_level());
         self.rstart = self.rend;
         self.closing = true;
         self.req_start = None;
@@ -1431,24 +1432,48 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.wbuf = self.w.get_wbuf();
         }
         if self.tr.is_handshaking() {
-            self.w.log_fe_error(
-                &self.fe,
-                format!(
-                    "{} [{}] {}: SSL handshake timeout{}",
-                    self.sess.peer,
-                    self.fe.name,
-                    self.fe.name,
-                    self.tr.hello_note()
-                )
-                .into_bytes(),
-                self.fe.err_level(),
-            );
+            self.conn_error(format!(
+                "{} [{}] {}: SSL handshake timeout{}",
+                self.sess.peer,
+                self.fe.name,
+                self.fe.name,
+                self.tr.hello_note()
+            ));
             return self.close(ctx);
         }
         if matches!(self.input, In::Head) && !self.has_output() {
             self.unfinished_request(ctx, 408, "cR");
         }
         self.close(ctx)
+    }
+
+    /// A connection error before any request (a TLS handshake that failed
+    /// or timed out), HAProxy's `session_kill_embryonic` line: the
+    /// frontend's `error-log-format` when it has one and logs (with its
+    /// `log-format-sd`; no request: status 0, `PR`, `<BADREQ>`), else
+    /// `line`.
+    fn conn_error(&self, line: String) {
+        let level = self.fe.err_level();
+        let fmt = self.fe.error_log_format.as_ref();
+        let Some(fmt) = fmt.filter(|_| self.w.logging(&self.fe)) else {
+            self.w.log_fe_error(&self.fe, line.into_bytes(), level);
+            return;
+        };
+        let tt = std::time::SystemTime::now()
+            .duration_since(self.sess.accepted())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut e = self.log_entry(LogFacts {
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            times: [-1, -1, -1, -1, tt],
+            status: 0,
+            bytes: 0,
+            term: "PR",
+            request_line: b"<BADREQ>",
+        });
+        e.fmt = Some(fmt);
+        let sd = self.fe.log_sd(&e);
+        self.w.log_access_sd(crate::log::format(&e), sd, level);
     }
 
     /// A connection that ends before a request came whole, as HAProxy's
@@ -1492,8 +1517,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             term,
             request_line: b"<BADREQ>",
         });
+        let sd = self.fe.log_sd(&e);
         self.w
-            .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());
+            .log_fe_error_sd(&self.fe, crate::log::format(&e), sd, self.fe.err_level());
     }
 
     /// The next date this connection must act by, given its state.
@@ -1622,15 +1648,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             } else {
                                 "SSL error"
                             };
-                            self.w.log_fe_error(
-                                &self.fe,
-                                format!(
-                                    "{} [{}] {}: {what}: {e}",
-                                    self.sess.peer, self.fe.name, self.fe.name
-                                )
-                                .into_bytes(),
-                                self.fe.err_level(),
-                            );
+                            self.conn_error(format!(
+                                "{} [{}] {}: {what}: {e}",
+                                self.sess.peer, self.fe.name, self.fe.name
+                            ));
                         }
                         return self.close(ctx);
                     }

@@ -853,35 +853,19 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             return;
         }
         let tt = i64::from(ctx.now().wrapping_sub(self.born) as i32).max(0);
-        let e = crate::log::Entry {
-            client: self.peer,
-            accept: self.accepted,
-            frontend: &self.fe.name,
-            backend: &self.fe.name,
-            server: "<NOSRV>",
-            tq: -1,
-            tw: -1,
-            tc: -1,
-            tr: -1,
+        let mut e = self.fe.no_request_entry(
+            self.peer,
+            self.accepted,
             tt,
-            status: 0,
-            bytes: 0,
-            term: "PR",
-            actconn: self.w.actconn(),
-            feconn: self.fe.cur_conns(),
-            request_line: b"<BADREQ>",
-            request_date: None,
-            local: self.fe.log_local(self.tr.tcp()),
-            tls: self.tr.is_tls(),
-            cookie_flags: "--",
-            h2: false,
-            vars: Some(&self.session.1),
-            ncaps: self.fe.ncaps(),
-            fmt: self.fe.log_format.as_ref(),
-            asap: false,
-        };
+            self.w.actconn(),
+            self.fe.log_local(self.tr.tcp()),
+            self.tr.is_tls(),
+            Some(&self.session.1),
+        );
+        e.fmt = self.fe.log_format.as_ref();
+        let sd = self.fe.log_sd(&e);
         self.w
-            .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());
+            .log_fe_error_sd(&self.fe, crate::log::format(&e), sd, self.fe.err_level());
     }
 
     /// GOAWAY is out and nothing remains: shut our side and drop the

@@ -665,7 +665,7 @@ pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool)
     let retried = up.retries_left != up.farm.retries;
     let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
     if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
-        c.w.log_access(crate::log::format(&entry), level);
+        c.w.log_access_sd(crate::log::format(&entry), c.fe.log_sd(&entry), level);
     }
 }
 
