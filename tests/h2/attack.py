@@ -271,11 +271,12 @@ def continuation_flood(addr, _):
 
 
 def hpack_bomb(addr, _):
-    """A 4 KB table entry referenced 3000 times: 12 MB decoded from 7 KB.
+    """A 4 KB table entry referenced 150 times: 600 KB decoded from 4 KB,
+    in fewer fields than a block may have (201, see too_many_fields).
     Answered 431 (the list is over SETTINGS_MAX_HEADER_LIST_SIZE), the
     connection goes on."""
     p = Peer(addr)
-    block = request_block() + literal(b"x-big", b"a" * 4000, indexed=True) + b"\xbe" * 3000
+    block = request_block() + literal(b"x-big", b"a" * 4000, indexed=True) + b"\xbe" * 150
     p.send(headers(1, block))
     p.wait(lambda q: q.ended(1))
     st = p.status(1)
@@ -285,16 +286,28 @@ def hpack_bomb(addr, _):
 
 
 def oversized_list(addr, _):
-    """A plainly oversized header list (200 fields of 100 bytes), sent in
+    """A plainly oversized header list (150 fields of 150 bytes), sent in
     HEADERS + CONTINUATION: 431."""
     p = Peer(addr)
-    block = request_block(extra=[(b"x-f%d" % i, b"v" * 100) for i in range(200)])
+    block = request_block(extra=[(b"x-f%d" % i, b"v" * 150) for i in range(150)])
     cut = 16000
     p.send(frame(HEADERS, END_STREAM, 1, block[:cut]) +
            frame(CONTINUATION, END_HEADERS, 1, block[cut:]))
     p.wait(lambda q: q.ended(1))
     st = p.status(1)
     return st == b"431", f"status {st}, RST {p.rsts()}"
+
+
+def too_many_fields(addr, _):
+    """A block of more fields than HAProxy 2.6's HPACK list holds (2 x
+    tune.http.maxhdr entries, the end mark one of them: 201 fields by
+    default), each a one-byte index: GOAWAY COMPRESSION_ERROR, as
+    HAProxy's."""
+    p = Peer(addr)
+    # `accept` (static 19) 198 times past the four pseudo-header fields.
+    p.send(headers(1, request_block() + b"\x93" * 198))
+    p.wait(lambda q: q.goaway() is not None)
+    return p.goaway() == "COMPRESSION_ERROR", f"GOAWAY {p.goaway()}"
 
 
 def settings_flood(addr, _):
@@ -403,7 +416,8 @@ def too_many_streams(addr, _):
     return ok, f"limit {limit}, RST {p.rsts()[:4]}... ({len(p.rsts())} in all)"
 
 
-ATTACKS = [rapid_reset, continuation_flood, hpack_bomb, oversized_list, settings_flood,
+ATTACKS = [rapid_reset, continuation_flood, hpack_bomb, oversized_list, too_many_fields,
+           settings_flood,
            ping_flood, empty_data_flood, window_update_flood, zero_window_update_flood,
            zero_window_reader, stream_id_regression, even_stream_id, stream_id_reuse,
            data_on_closed_stream, data_after_end_stream, oversized_frame, too_many_streams]

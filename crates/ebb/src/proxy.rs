@@ -935,6 +935,11 @@ fn h2_config(g: &crate::config::Global) -> crate::h2::Config {
     if let Some(n) = g.h2_header_table_size {
         c.header_table_size = n;
     }
+    // HAProxy 2.6's HPACK list: 2 x `tune.http.maxhdr` entries, the end
+    // mark included.
+    if let Some(n) = g.max_hdr {
+        c.max_fields = u32::try_from(2 * n - 1).unwrap_or(u32::MAX);
+    }
     // HAProxy 2.6: `tune.h2.max-frame-size`, else the buffer size, and
     // never more than a buffer (nor less than the RFC's 16384).
     let buf = u32::try_from(g.bufsize).unwrap_or(u32::MAX);

@@ -991,3 +991,97 @@ fn a_cached_file_body_goes_straight_into_data_frames() {
         "{h2:?}"
     );
 }
+
+/// What a request of `extra` regular fields (besides the four
+/// pseudo-header fields) on `path` gets from the HTTP/2 server at `addr`:
+/// `Ok(status)` or `Err(GOAWAY error code)`.
+fn many_fields(addr: std::net::SocketAddr, path: &str, extra: usize) -> Result<u16, u32> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    raw_h2::open(&mut s);
+    let get = raw_h2::get(1, path);
+    let mut block = get[9..].to_vec();
+    for i in 0..extra {
+        let (n, v) = (format!("x-f{i}"), "v");
+        block.push(0);
+        block.push(n.len() as u8);
+        block.extend_from_slice(n.as_bytes());
+        block.push(v.len() as u8);
+        block.extend_from_slice(v.as_bytes());
+    }
+    std::io::Write::write_all(&mut s, &raw_h2::frame(raw_h2::HEADERS, 0x5, 1, &block)).unwrap();
+    loop {
+        let (kind, _, id, p) = raw_h2::next(&mut s);
+        if kind == raw_h2::GOAWAY {
+            return Err(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+        }
+        if kind == raw_h2::HEADERS && id == 1 {
+            // The answer's `:status`: indexed (0x88 200, 0x8d 404...) or
+            // a literal with the static name 8.
+            let st = match p.first() {
+                Some(0x88) => 200,
+                Some(0x89) => 204,
+                Some(0x8b) => 304,
+                Some(0x8c) => 400,
+                Some(0x8d) => 404,
+                Some(0x8e) => 500,
+                _ => {
+                    let at = p.iter().position(|&b| b == 3).expect("a :status literal");
+                    std::str::from_utf8(&p[at + 1..at + 4])
+                        .unwrap()
+                        .parse()
+                        .unwrap()
+                }
+            };
+            return Ok(st);
+        }
+    }
+}
+
+/// The fields of an HTTP/2 request are bounded as HAProxy 2.6 bounds them:
+/// not by `tune.http.maxhdr` as such (HAProxy counts it in its HTTP/1
+/// parser only) but by its HPACK list of 2 x `tune.http.maxhdr` entries,
+/// the end mark one of them: 201 fields by default (197 past the four
+/// pseudo-header fields) are served, on a fixed answer and through the
+/// proxy; one more is a connection error COMPRESSION_ERROR (GOAWAY 9).
+/// With `tune.http.maxhdr 20`, 39. Before, ebb answered 400 past 100
+/// fields (its HTTP/1 limit applied to the HTTP/1 form of the head) and
+/// took any count up to the list size. Side by side with haproxy when it
+/// is installed.
+#[test]
+fn request_fields_are_bounded_by_haproxys_hpack_list() {
+    let origin = Origin::start("o", Mode::Ok);
+    let cfg = |maxhdr: &str, bind: &str| {
+        format!(
+            "global\n{maxhdr}defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind} proto h2\n\
+             \x20   http-request return status 200 content-type text/plain string ok if {{ path /fixed }}\n\
+             \x20   default_backend be\n\
+             backend be\n    server o {}\n",
+            origin.addr
+        )
+    };
+    for (maxhdr, top) in [("", 197), ("    tune.http.maxhdr 20\n", 35)] {
+        let e = Ebb::start(&cfg(maxhdr, "BIND"));
+        let hap = haproxy_beside("h2fields", |k, b| {
+            format!(
+                "global\n    stats socket {} level admin\n{}",
+                k.display(),
+                cfg(maxhdr, b).trim_start_matches("global\n")
+            )
+        });
+        for path in ["/fixed", "/proxied"] {
+            for (extra, want) in [(top / 2, Ok(200)), (top, Ok(200)), (top + 1, Err(9))] {
+                let got = many_fields(e.addr(), path, extra);
+                assert_eq!(got, want, "ebb, {maxhdr:?} {path} with {extra} fields");
+                if let Some((_, a)) = &hap {
+                    let theirs = many_fields(*a, path, extra);
+                    assert_eq!(
+                        got, theirs,
+                        "haproxy, {maxhdr:?} {path} with {extra} fields"
+                    );
+                }
+            }
+        }
+    }
+}

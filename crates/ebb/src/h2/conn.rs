@@ -51,6 +51,7 @@
 //! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` (100) | HAProxy `tune.h2.max-concurrent-streams` 100; nginx `http2_max_concurrent_streams` 128 |
 //! | rapid reset (CVE-2023-44487) | token bucket over resets received or sent for stream errors (431 included): `reset_burst` 1000, `reset_rate_per_s` 33, then GOAWAY ENHANCE_YOUR_CALM | nghttp2 the same bucket; nginx refuses past 2 x concurrent streams opened per read and 1000 requests per connection; HAProxy 2.6 counts an aborted stream against the concurrent limit until its work ends |
 //! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes or `max_continuations` (128) frames: GOAWAY ENHANCE_YOUR_CALM; never more than that buffered | HAProxy: the whole block must fit one buffer (`tune.bufsize`); nginx: `large_client_header_buffers` |
+//! | many fields | more than `max_fields` (2 x `tune.http.maxhdr` - 1, 201) in a field block, pseudo-header fields included: GOAWAY COMPRESSION_ERROR | HAProxy 2.6 the same (its HPACK list holds 2 x `tune.http.maxhdr` entries, the end mark included); nginx: `large_client_header_buffers` |
 //! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size` (16 KiB): copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR) | RFC 7541 §7.3, RFC 9113 §10.5.1; HAProxy: the decoded list must fit a buffer |
 //! | SETTINGS/PING/WINDOW_UPDATE (0 or tiny)/empty DATA/PRIORITY floods | `flood_limit` (1000) such frames without useful work (a new stream or DATA bytes) in between, or `max_pending_control` (1000) answers the peer does not read: GOAWAY ENHANCE_YOUR_CALM; a 0 increment on a stream is a stream error and spends a reset token | RFC 9113 §10.5; nghttp2 `max_outbound_ack` 1000; nginx closes when received bytes / 8 exceed payload bytes + 1 MiB |
 //! | zero-window slow reader | no DATA queued beyond the windows nor past `max_output` (64 KiB) unwritten bytes; a stream waiting that way for `stall_timeout_ms` (30 s) is reset CANCEL by [`Connection::tick`] | RFC 9113 §10.5; HAProxy and nginx: `timeout client` / `send_timeout` |
@@ -86,6 +87,11 @@ pub struct Config {
     /// SETTINGS_MAX_HEADER_LIST_SIZE: 16384, HAProxy's `tune.bufsize`
     /// default, in which a whole request head must fit.
     pub max_header_list_size: u32,
+    /// Most fields (pseudo-header fields included) in one field block;
+    /// past it, a connection error COMPRESSION_ERROR. HAProxy 2.6 decodes
+    /// a block into a list of 2 x `tune.http.maxhdr` entries, one of them
+    /// the end mark: 201 by default (`tune.http.maxhdr` 101).
+    pub max_fields: u32,
     /// How long a stream may wait on a zero send window (or a full output
     /// buffer) before it is reset (ms). 30 s, HAProxy's common `timeout
     /// client`.
@@ -120,6 +126,7 @@ impl Default for Config {
             header_table_size: hpack::DEFAULT_TABLE_SIZE as u32,
             max_frame_size: frame::MIN_MAX_FRAME_SIZE,
             max_header_list_size: 16_384,
+            max_fields: 2 * 101 - 1,
             stall_timeout_ms: 30_000,
             flood_limit: FLOOD_LIMIT,
             max_pending_control: MAX_PENDING_CONTROL,
@@ -338,6 +345,17 @@ pub struct Connection {
     decoder: Decoder,
     encoder: Encoder,
     head: RequestHead,
+    /// The field block `head` was decoded from, when that decoding left
+    /// the dynamic table as it was (indexed fields and literals not
+    /// indexed only): the same bytes on the same table decode to the same
+    /// list, so `head` (and its checks' verdict, `last_checked`) is
+    /// reused as is. Clients send a connection's requests this way
+    /// (h2load, browsers for a page's assets).
+    last_block: Vec<u8>,
+    /// The table's generation `last_block` was decoded on; the verdict of
+    /// `head.check()` on it (None: no block to reuse).
+    last_gen: u64,
+    last_checked: Option<Result<(), super::request::Malformed>>,
     trailers: hpack::HeaderList,
     block: Vec<u8>,
     pending: Option<Pending>,
@@ -421,6 +439,9 @@ impl Connection {
             decoder: Decoder::new(cfg.header_table_size as usize),
             encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
             head: RequestHead::default(),
+            last_block: Vec::new(),
+            last_gen: 0,
+            last_checked: None,
             trailers: hpack::HeaderList::default(),
             block: Vec::new(),
             pending: None,
@@ -443,6 +464,7 @@ impl Connection {
             recent_pos: 0,
             recent_max: 0,
         };
+        c.decoder.set_max_fields(cfg.max_fields as usize);
         let mut params = match role {
             Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
             Role::Client => {
@@ -1173,12 +1195,33 @@ impl Connection {
                 Ok(Some(Ev::Trailers(id)))
             }
             BlockKind::Request => {
-                self.decoder
-                    .decode(&self.block, max_list, &mut self.head.list)
-                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
-                let too_large = self.head.list.too_large;
-                let checked = self.head.check();
-                self.head.wire_len = self.block.len();
+                let gen = self.decoder.table().generation();
+                let reuse = self.last_checked.filter(|_| {
+                    self.last_gen == gen
+                        && self.block.len() == self.last_block.len()
+                        && self.block == self.last_block
+                });
+                self.head.repeated = reuse.is_some();
+                let (too_large, checked) = match reuse {
+                    // The list, its size and the checks' findings as they
+                    // were (not too large: that is never kept).
+                    Some(checked) => (false, checked),
+                    None => {
+                        self.last_checked = None;
+                        self.decoder
+                            .decode(&self.block, max_list, &mut self.head.list)
+                            .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                        let too_large = self.head.list.too_large;
+                        let checked = self.head.check();
+                        self.head.wire_len = self.block.len();
+                        if !too_large && self.decoder.table().generation() == gen {
+                            std::mem::swap(&mut self.last_block, &mut self.block);
+                            self.last_gen = gen;
+                            self.last_checked = Some(checked);
+                        }
+                        (too_large, checked)
+                    }
+                };
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {
                     id,

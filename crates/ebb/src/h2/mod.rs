@@ -33,3 +33,16 @@ mod tests;
 pub use conn::{Config, Connection, Event, HeadEncoder, Progress, Role, SendError};
 pub use frame::{ErrorCode, H2Error};
 pub use request::{Malformed, RequestHead, ResponseHead, Written};
+
+/// The limits the HTTP/1 form of an HTTP/2 request head is read with
+/// (by the mux and by the lane that serves its stream): `limits` without
+/// its field count. HAProxy 2.6 counts `tune.http.maxhdr` only in its
+/// HTTP/1 parser; an HTTP/2 head is bounded by its HPACK list instead
+/// (2 x `tune.http.maxhdr` - 1 fields, [`Config::max_fields`]), which
+/// the connection enforces.
+pub fn lane_limits(limits: &crate::http1::Limits) -> crate::http1::Limits {
+    crate::http1::Limits {
+        max_headers: crate::http1::MAX_HEADERS_CAP,
+        ..*limits
+    }
+}

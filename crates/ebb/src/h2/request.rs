@@ -94,6 +94,11 @@ pub struct RequestHead {
     /// The size of the field block on the wire (HEADERS and CONTINUATION
     /// payloads, padding excluded), set by the connection.
     pub wire_len: usize,
+    /// Set by the connection: this head came in the same bytes as the
+    /// request head before it on the connection, on the same HPACK table,
+    /// and is that head again, reused without a decoding or checks (so
+    /// what the caller made of the one before holds for it).
+    pub repeated: bool,
     /// What the checks saw on their way, for the HTTP/1.1 form: every
     /// value is of HTTP/1 field-value bytes (no control byte but HTAB, no
     /// DEL); `content-length` fields; a `te` (`trailers`), a `cookie`,

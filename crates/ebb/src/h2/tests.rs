@@ -1154,10 +1154,11 @@ fn hpack_bomb_and_oversized_lists_get_431() {
     let (mut c, mut cl) = open();
     let big = "a".repeat(4000);
     let mut block = cl.block(&req("GET", "/"));
-    // Insert a 4 KB entry, then index it 3 000 times (62 = newest).
+    // Insert a 4 KB entry, then index it 150 times (62 = newest): 600 KB
+    // decoded, in fewer fields than a block may have (`max_fields`).
     cl.enc
         .encode_with(b"x-big", big.as_bytes(), Indexing::Incremental, &mut block);
-    block.extend(std::iter::repeat_n(0xbe, 3_000));
+    block.extend(std::iter::repeat_n(0xbe, 150));
     let mut input = Vec::new();
     frame::write_headers(&mut input, 1, &block, true, 16_384);
     assert_eq!(feed(&mut c, &input, 2), []);
@@ -1171,6 +1172,63 @@ fn hpack_bomb_and_oversized_lists_get_431() {
     // The connection and its HPACK state go on.
     let ev = feed(&mut c, &cl.get(3, "/next"), 3);
     assert!(matches!(&ev[..], [Ev::Request { id: 3, path, .. }] if path == "/next"));
+}
+
+/// A block of more fields than `max_fields` (HAProxy's HPACK list,
+/// 2 x `tune.http.maxhdr` - 1) ends the connection (COMPRESSION_ERROR),
+/// even when each field is a one-byte index; 201 fields are a request.
+#[test]
+fn more_fields_than_the_hpack_list_end_the_connection() {
+    // 4 pseudo-header fields and `accept` (static 19) indexed k times.
+    for k in [197, 198] {
+        let (mut c, mut cl) = open();
+        let mut block = cl.block(&req("GET", "/"));
+        block.extend(std::iter::repeat_n(0x93, k));
+        let mut input = Vec::new();
+        frame::write_headers(&mut input, 1, &block, true, 16_384);
+        let ev = feed(&mut c, &input, 2);
+        match k {
+            197 => assert!(matches!(&ev[..], [Ev::Request { id: 1, .. }]), "{ev:?}"),
+            _ => assert_eq!(ev, [Ev::Closed(ErrorCode::COMPRESSION_ERROR)]),
+        }
+    }
+}
+
+/// A block of the same bytes as the request head before it, on the same
+/// dynamic table, is that head again (reused without decoding it); once
+/// the table changed, the same bytes are decoded anew.
+#[test]
+fn a_repeated_block_is_the_same_head_until_the_table_changes() {
+    let (mut c, mut cl) = open();
+    let path = |ev: &[Ev]| match ev {
+        [Ev::Request { path, .. }] => path.clone(),
+        _ => panic!("{ev:?}"),
+    };
+    // The first inserts the fields; the second is all indexes.
+    assert_eq!(
+        path(&feed(&mut c, &cl.headers(1, &req("GET", "/a"), true), 1)),
+        "/a"
+    );
+    let again = cl.block(&req("GET", "/a"));
+    let frame_of = |id: u32| {
+        let mut f = Vec::new();
+        frame::write_headers(&mut f, id, &again, true, 16_384);
+        f
+    };
+    for id in [3, 5, 7] {
+        assert_eq!(path(&feed(&mut c, &frame_of(id), id)), "/a");
+    }
+    // `/b` is inserted: index 62 is now its `:path`, and the same bytes
+    // name other fields.
+    assert_eq!(
+        path(&feed(&mut c, &cl.headers(9, &req("GET", "/b"), true), 9)),
+        "/b"
+    );
+    let ev = feed(&mut c, &frame_of(11), 11);
+    assert!(
+        !matches!(&ev[..], [Ev::Request { path, .. }] if path == "/a"),
+        "{ev:?}"
+    );
 }
 
 fn flood(frame_bytes: &[u8], read_output: bool) -> Option<usize> {

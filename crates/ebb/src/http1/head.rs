@@ -171,8 +171,13 @@ pub(super) fn too_many_fields(fields: &[httparse::Header<'_>], max: usize, reque
 }
 
 /// Hard ceiling on [`Limits::max_headers`]: the parser keeps that many
-/// httparse slots on the stack (uninitialised, 32 bytes each).
-pub const MAX_HEADERS_CAP: usize = 256;
+/// httparse slots on the stack (uninitialised, 32 bytes each). Room for
+/// the HTTP/1 form of the largest HTTP/2 head the largest accepted
+/// `tune.http.maxhdr` (257) lets in: 2 x 257 - 1 decoded fields (two of
+/// them at least pseudo-header fields), a `host` line and the mux's
+/// framing and upgrade lines (the limits an HTTP/2 stream's lane reads
+/// its head with).
+pub const MAX_HEADERS_CAP: usize = 2 * 257 + 6;
 
 impl Default for Limits {
     fn default() -> Self {

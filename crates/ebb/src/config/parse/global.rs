@@ -475,18 +475,20 @@ impl Parser<'_> {
                 }
                 g.drain_max = Some(n);
             }
-            // HAProxy's range is 1..=32767; ebb's parser keeps at most
-            // `MAX_HEADERS_CAP` fields.
             // HAProxy's: a number, 0 for no limit.
             "maxconnrate" => g.max_conn_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
             "maxsessrate" => g.max_sess_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
             "tune.http.maxhdr" => {
                 let n = parse_u32_range(kw, &one(w)?, 1, 32767)? as usize;
-                let cap = crate::http1::MAX_HEADERS_CAP;
-                if n - 1 > cap {
+                // HAProxy's range is 1..=32767. An HTTP/2 head may decode
+                // to 2N - 1 fields (HAProxy's HPACK list), all of which
+                // ebb's parser must keep.
+                let top = (crate::http1::MAX_HEADERS_CAP - 6) / 2;
+                if n > top {
                     return Err(format!(
-                        "'tune.http.maxhdr' above {} is not supported by ebb (its parser keeps at most {cap} fields)",
-                        cap + 1
+                        "'tune.http.maxhdr' above {top} is not supported by ebb (its parser keeps at most {} fields, room for the {} an HTTP/2 head may then have)",
+                        crate::http1::MAX_HEADERS_CAP,
+                        2 * top - 1
                     ));
                 }
                 g.max_hdr = Some(n);

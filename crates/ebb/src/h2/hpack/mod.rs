@@ -52,6 +52,10 @@ pub enum HpackError {
     SizeUpdateTooLarge,
     /// A dynamic table size update after a field representation (§4.2).
     SizeUpdateNotFirst,
+    /// More fields in the block than [`Decoder::set_max_fields`] allows
+    /// (HAProxy 2.6's list of 2 x `tune.http.maxhdr` entries, one of which
+    /// ends it).
+    TooManyFields,
 }
 
 /// One decoded field: spans into [`HeaderList::bytes`], the record the
@@ -74,6 +78,8 @@ pub struct HeaderList {
     /// The list exceeded `max_list`: its fields are incomplete; answer 431
     /// or reset the stream.
     pub too_large: bool,
+    /// Fields decoded, kept or not (past `max_list` they are only counted).
+    count: usize,
 }
 
 impl HeaderList {
@@ -84,6 +90,7 @@ impl HeaderList {
         self.props.clear();
         self.list_size = 0;
         self.too_large = false;
+        self.count = 0;
     }
 
     /// Number of fields.
@@ -165,6 +172,7 @@ impl HeaderList {
     /// whether it is kept (the list is not past `max_list`).
     #[inline(always)]
     fn room(&mut self, len: usize, max_list: usize) -> bool {
+        self.count += 1;
         self.list_size = self.list_size.saturating_add(len + ENTRY_OVERHEAD);
         if self.too_large || self.list_size > max_list {
             self.too_large = true;
@@ -244,6 +252,9 @@ pub struct Decoder {
     /// same bytes again, which are then copied rather than Huffman-decoded
     /// and checked again.
     last: LastLiteral,
+    /// Most fields a block may decode to ([`HpackError::TooManyFields`]
+    /// past it).
+    max_fields: usize,
 }
 
 /// A literal field with a static-table name (`idx`, 1-61): its value's
@@ -270,7 +281,16 @@ impl Decoder {
             settings_max,
             scratch: Vec::new(),
             last: LastLiteral::default(),
+            max_fields: usize::MAX,
         }
+    }
+
+    /// Sets the most fields (pseudo-header fields included) a block may
+    /// decode to: past it [`Decoder::decode`] fails with
+    /// [`HpackError::TooManyFields`], a connection error as every HPACK
+    /// failure, as HAProxy 2.6 fails a block that overflows its list.
+    pub fn set_max_fields(&mut self, n: usize) {
+        self.max_fields = n;
     }
 
     /// The dynamic table (for tests and `show` commands).
@@ -326,6 +346,9 @@ impl Decoder {
                 let never = b & 0x10 != 0;
                 self.literal(block, &mut pos, 4, false, never, max_list, out)?;
                 fields_seen = true;
+            }
+            if out.count > self.max_fields {
+                return Err(HpackError::TooManyFields);
             }
         }
         Ok(())

@@ -610,3 +610,25 @@ fn a_literal_sent_again_decodes_as_it_did() {
     d.decode(&block, 1 << 20, &mut l).unwrap();
     assert_eq!(l.get(0), (&b":path"[..], &b"/xyz"[..]));
 }
+
+/// A block of more fields than `set_max_fields` allows fails (HAProxy's
+/// HPACK list overflow), counted even past `max_list` (where the fields
+/// are no longer kept); up to it, it decodes.
+#[test]
+fn more_fields_than_the_list_holds_fail() {
+    let mut d = Decoder::new(DEFAULT_TABLE_SIZE);
+    d.set_max_fields(3);
+    let mut l = HeaderList::default();
+    // :method GET, :scheme http, :path / (indexed 2, 6, 4).
+    d.decode(&[0x82, 0x86, 0x84], 1 << 20, &mut l).unwrap();
+    assert_eq!(l.len(), 3);
+    assert_eq!(
+        d.decode(&[0x82, 0x86, 0x84, 0x84], 1 << 20, &mut l),
+        Err(HpackError::TooManyFields)
+    );
+    // Past `max_list` the fields are only counted: still refused.
+    assert_eq!(
+        d.decode(&[0x82, 0x86, 0x84, 0x84], 40, &mut l),
+        Err(HpackError::TooManyFields)
+    );
+}

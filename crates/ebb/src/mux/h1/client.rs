@@ -615,7 +615,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 line,
                 Version::Http11,
                 self.rend - self.rstart,
-                &self.w.limits,
+                &self.req_limits(),
                 &mut self.head,
                 false,
             ),
@@ -1098,9 +1098,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.req_start.is_none() {
                         self.req_start = Some(ctx.now());
                     }
+                    let limits = self.req_limits();
                     let mut r = parse_request_into(
                         &self.rbuf[self.rstart..self.rend],
-                        &self.w.limits,
+                        &limits,
                         &mut self.head,
                     );
                     if let Ok(PStatus::Complete(())) = r {
@@ -1156,11 +1157,18 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.rend += grow;
             self.rbuf[self.rstart..self.rstart + new.len()].copy_from_slice(&new);
         }
-        parse_request_into(
-            &self.rbuf[self.rstart..self.rend],
-            &self.w.limits,
-            &mut self.head,
-        )
+        let limits = self.req_limits();
+        parse_request_into(&self.rbuf[self.rstart..self.rend], &limits, &mut self.head)
+    }
+
+    /// The limits a request head is read with: the thread's, without the
+    /// field count on an HTTP/2 lane (its connection bounds the fields as
+    /// HAProxy does, `crate::h2::lane_limits`).
+    fn req_limits(&self) -> crate::http1::Limits {
+        match self.lane_of {
+            Some(_) => crate::h2::lane_limits(&self.w.limits),
+            None => self.w.limits,
+        }
     }
 
     /// A request that could not be read (malformed, cut short, late):

@@ -145,6 +145,8 @@ pub struct H2Conn<S> {
     scratch: Vec<u8>,
     line: crate::h2::Written,
     h1: crate::http1::RequestHead,
+    /// `scratch`, `line` and `h1` are the last request head's.
+    line_written: bool,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -246,6 +248,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             scratch: Vec::new(),
             line: crate::h2::Written::Parse,
             h1: crate::http1::RequestHead::default(),
+            line_written: false,
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -509,15 +512,24 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         }
                         pp.ws_key = key;
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
+                        // The HTTP/1 form of the last head, still in
+                        // `scratch` and `h1` when that head went inline.
+                        let written = std::mem::take(&mut self.line_written);
                         if self.native_ok && end_stream && !l.tunnel {
                             // Started inline once the core is free, the
-                            // head as the parser would have cut it.
-                            self.line = head.write_h1_head(
-                                &extra[..n],
-                                &mut self.scratch,
-                                &self.w.limits,
-                                &mut self.h1,
-                            );
+                            // head as the parser would have cut it. The
+                            // same head again (the core says so) has the
+                            // same form: the extra fields follow from the
+                            // head here (`te`; no body, no upgrade).
+                            if !(head.repeated && written) {
+                                self.line = head.write_h1_head(
+                                    &extra[..n],
+                                    &mut self.scratch,
+                                    &crate::h2::lane_limits(&self.w.limits),
+                                    &mut self.h1,
+                                );
+                            }
+                            self.line_written = true;
                             After::Native(i, id)
                         } else {
                             head.write_h1(&extra[..n], &mut pp.input);
@@ -529,6 +541,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     None => {
                         // No lane could be made (out of fds): refused, so
                         // the client may retry it (RFC 9113 §8.7).
+                        self.line_written = false;
                         self.resets.push(id);
                         After::Nothing
                     }

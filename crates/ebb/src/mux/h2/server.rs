@@ -320,7 +320,12 @@ fn new_conn(
     let tr = open()?;
     let fd = tr.raw_fd();
     let now = ctx.now();
-    let cfg = Config::default();
+    // HAProxy's HPACK list of 2 x `tune.http.maxhdr` entries (the end
+    // mark one of them); `max_headers` is `tune.http.maxhdr` - 1.
+    let cfg = Config {
+        max_fields: u32::try_from(2 * t.limits.max_headers + 1).unwrap_or(u32::MAX),
+        ..Config::default()
+    };
     let conn = Rc::new(RefCell::new(SrvConn {
         tr,
         fd,
