@@ -24,6 +24,7 @@ pub(crate) mod listener;
 pub mod listener_stats;
 pub mod loc;
 pub(crate) mod log;
+pub mod mailers;
 pub(crate) mod mux;
 pub mod mworker;
 pub(crate) mod net;

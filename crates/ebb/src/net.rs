@@ -1,6 +1,7 @@
 //! Small network value types shared by the configuration and the sample
 //! engine (which must not import each other): IP networks and HTTP tokens,
-//! and the socket options proxies ask for (TCP keep-alive, no linger).
+//! and the socket options proxies ask for (TCP keep-alive, no linger);
+//! and [`WakeTask`], the readiness tasklet of a task that owns a socket.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -142,5 +143,25 @@ pub fn set_nolinger(s: &socket2::SockRef<'_>, nolinger: bool) -> std::io::Result
         s.set_linger(None)
     } else {
         Ok(())
+    }
+}
+
+/// The tasklet registered for a task's socket: each readiness event wakes
+/// the task (`Reasons::IO`), which does the I/O (peers, CLI connections,
+/// email alerts).
+pub(crate) struct WakeTask {
+    pub task: sched::TaskId,
+}
+
+impl sched::TaskletFn for WakeTask {
+    fn run(
+        &mut self,
+        ctx: &mut sched::Ctx,
+        me: sched::TaskletId,
+        _why: sched::Reasons,
+    ) -> sched::Status {
+        let _ = ctx.take_events(me);
+        ctx.wakeup(self.task, sched::Reasons::IO);
+        sched::Status::Continue
     }
 }

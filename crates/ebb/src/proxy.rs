@@ -331,6 +331,8 @@ pub struct ServersRt {
     pub check_timeout: Option<Duration>,
     /// `option log-health-checks`.
     pub log_checks: bool,
+    /// `email-alert`: its servers' changes of state are mailed.
+    pub email_alert: crate::config::EmailAlert,
     pub timeouts: BeTimeouts,
     pub forwardfor: Option<ForwardFor>,
     /// `option originalto` of the backend.
@@ -361,6 +363,9 @@ pub struct ServersRt {
     /// `option prefer-last-server` with a balance that does not hash the
     /// request (HAProxy ignores it for those).
     pub prefer_last: bool,
+    /// `max-keep-alive-queue N`: `prefer_last` holds only while the
+    /// server has a free slot or fewer than N streams queued.
+    pub max_ka_queue: Option<u32>,
 }
 
 impl ServersRt {
@@ -1418,6 +1423,7 @@ fn compile_servers(
         probe,
         check_timeout: t.check,
         log_checks: p.options.log_health_checks,
+        email_alert: p.email_alert.clone(),
         timeouts: BeTimeouts {
             connect,
             server,
@@ -1438,6 +1444,7 @@ fn compile_servers(
         use_server: Vec::new(),
         persist: p.options.persist,
         send_name: p.send_name_header.clone(),
+        max_ka_queue: p.max_keep_alive_queue,
         prefer_last: p.options.prefer_last_server
             && !matches!(
                 p.balance,
@@ -1609,6 +1616,7 @@ pub fn compile_keeping(
     let states = load_states(cfg, warnings);
     for p in &cfg.proxies {
         warnings.extend(crate::config::unreachable_rules(p));
+        warnings.extend(crate::config::mailers::ignored(p));
     }
     let tables = Arc::new(crate::table::Tables::new(
         cfg.stick_tables()

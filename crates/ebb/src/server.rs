@@ -1098,6 +1098,7 @@ fn start_checks(
         let first: Vec<_> = dates.by_ref().take(inters.len()).collect();
         let (f, name) = (Arc::clone(log), b.name.clone());
         let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
+        let log = crate::mailers::wrap(log, crate::mailers::Alerts::new(&s.email_alert, handle));
         crate::backend::check::start(
             &s.farm,
             s.probe.clone(),

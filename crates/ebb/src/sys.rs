@@ -303,6 +303,25 @@ pub fn utc_offset(t: i64) -> i32 {
     tm.tm_gmtoff as i32
 }
 
+/// The local time zone's abbreviation at `t` (seconds since the epoch),
+/// as `strftime`'s `%Z` writes it ("UTC", "CET"...): email alerts' `Date`.
+pub fn zone_name(t: i64) -> String {
+    let tt = t as libc::time_t;
+    // SAFETY: tm is plain data filled in by localtime_r.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is the
+    // thread-safe variant.
+    let r = unsafe { libc::localtime_r(&tt, &mut tm) };
+    if r.is_null() || tm.tm_zone.is_null() {
+        return String::new();
+    }
+    // SAFETY: a non-null tm_zone points at a NUL-terminated name in the
+    // C library's time zone data, which lives as long as the process.
+    unsafe { std::ffi::CStr::from_ptr(tm.tm_zone) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Points standard input, output and error at `/dev/null`, as a daemon
 /// does once detached: a caller reading ebb's output through a pipe sees
 /// its end, and a closed terminal cannot fail a write.

@@ -218,19 +218,6 @@ struct CliConn {
     timeout_ms: u32,
 }
 
-/// Wakes the connection's task on socket readiness.
-struct CliIo {
-    task: TaskId,
-}
-
-impl TaskletFn for CliIo {
-    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
-        let _ = ctx.take_events(me);
-        ctx.wakeup(self.task, Reasons::IO);
-        Status::Continue
-    }
-}
-
 fn spawn(
     ctx: &mut Ctx,
     st: UnixStream,
@@ -357,7 +344,7 @@ impl TaskFn for CliConn {
             return self.close(ctx);
         }
         if self.io.is_none() {
-            let io = ctx.new_tasklet_obj("cli_io", CliIo { task: me });
+            let io = ctx.new_tasklet_obj("cli_io", crate::net::WakeTask { task: me });
             self.io = Some(io);
             if ctx.register_fd(self.fd, io, true).is_err() {
                 return self.close(ctx);

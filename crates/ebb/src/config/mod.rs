@@ -39,6 +39,7 @@ pub mod cookie;
 pub mod cpumap;
 mod fcgi;
 mod lexer;
+pub(crate) mod mailers;
 
 mod parse;
 mod peers;

@@ -495,10 +495,55 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("mailers L\n    mailer x 127.0.0.1:25\n    timeout mail 1s\nglobal\n    bogus\n");
+    let e = errs("ring L\n    size 1000\n    format raw\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'mailers' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'ring' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
+}
+
+#[test]
+fn mailers_and_email_alerts() {
+    let c = ok(
+        "mailers m\n    mailer a 127.0.0.1:25\n    mailer b 127.0.0.2:2525\n    timeout mail 3s\n\
+defaults\n    email-alert mailers m\n    email-alert from x@y\n\
+backend b\n    email-alert to z@y\n    email-alert level info\n    server s 127.0.0.1:80\n",
+    );
+    let e = &c.proxies[0].email_alert;
+    assert_eq!(e.from.as_deref(), Some("x@y"));
+    assert_eq!(e.to.as_deref(), Some("z@y"));
+    assert_eq!(e.level, 6);
+    assert_eq!(
+        e.targets,
+        vec![
+            "127.0.0.1:25".parse().unwrap(),
+            "127.0.0.2:2525".parse().unwrap()
+        ]
+    );
+    assert_eq!(e.timeout, std::time::Duration::from_secs(3));
+    // Without `to`: HAProxy warns and sends nothing.
+    let c = ok("mailers m\n    mailer a 127.0.0.1:25\nbackend b\n    email-alert mailers m\n    email-alert from x@y\n    server s 127.0.0.1:80\n");
+    assert!(c.proxies[0].email_alert.targets.is_empty());
+    assert!(crate::config::mailers::ignored(&c.proxies[0]).is_some());
+    err1(
+        "backend b\n    email-alert mailers m\n    email-alert from x@y\n    email-alert to z@y\n    server s 127.0.0.1:80\n",
+        "t.cfg:1: ",
+        "unable to find mailers 'm'",
+    );
+    err1("mailers m\n    mailer a 127.0.0.1\n", "t.cfg:2: ", "port");
+    err1(
+        "backend b\n    email-alert level x\n",
+        "t.cfg:2: ",
+        "unknown log level 'x'",
+    );
+}
+
+#[test]
+fn proxy_grace_is_refused_as_haproxy_2_6_refuses_it() {
+    err1(
+        "backend b\n    grace 1s\n",
+        "t.cfg:2: ",
+        "the 'grace' keyword is not supported any more since HAProxy version 2.5",
+    );
 }
 
 #[test]

@@ -524,6 +524,11 @@ pub struct Proxy {
     /// `fullconn N` (backends): the backend's load at which its servers
     /// reach their `maxconn` (see `minconn`); unset, HAProxy's default.
     pub fullconn: Option<u32>,
+    /// `max-keep-alive-queue N` (backends; -1, the default, is None): with
+    /// `option prefer-last-server`, a client's next request keeps to its
+    /// connection's server only if that server has a free slot or fewer
+    /// than N streams queued; else it is balanced.
+    pub max_keep_alive_queue: Option<u32>,
     /// `rate-limit sessions N` (frontends): most new sessions per second;
     /// 0 or unset, none.
     pub rate_limit_sessions: u32,
@@ -630,6 +635,44 @@ pub struct Proxy {
     /// `disabled` (where it was said; `enabled` clears it): the proxy is
     /// checked and not started.
     pub disabled: Option<Loc>,
+    /// `email-alert ...`: mail on its servers' changes of state.
+    pub email_alert: EmailAlert,
+}
+
+/// A proxy's `email-alert` settings (`mailers` sections: see
+/// `config::mailers`). Usable once `targets` is filled, at the end of the
+/// parse, when `mailers`, `from` and `to` are all there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmailAlert {
+    /// Any `email-alert` line was read (here or in the defaults).
+    pub set: bool,
+    pub mailers: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// `myhostname` (else the host's name).
+    pub myhostname: Option<String>,
+    /// `level`, as a syslog number: alerts at this level or more urgent
+    /// are sent (default 1, alert).
+    pub level: u8,
+    /// The section's `mailer` addresses, once resolved.
+    pub targets: Vec<std::net::SocketAddr>,
+    /// The section's `timeout mail`.
+    pub timeout: std::time::Duration,
+}
+
+impl Default for EmailAlert {
+    fn default() -> EmailAlert {
+        EmailAlert {
+            set: false,
+            mailers: None,
+            from: None,
+            to: None,
+            myhostname: None,
+            level: 1,
+            targets: Vec::new(),
+            timeout: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`

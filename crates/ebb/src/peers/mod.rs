@@ -472,19 +472,6 @@ impl TaskletFn for Acceptor {
     }
 }
 
-/// Wakes a task when its socket is ready.
-struct Wake {
-    task: TaskId,
-}
-
-impl TaskletFn for Wake {
-    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
-        let _ = ctx.take_events(me);
-        ctx.wakeup(self.task, Reasons::IO);
-        Status::Continue
-    }
-}
-
 /// A socket with its buffers and its readiness tasklet.
 struct Io {
     sock: TcpStream,
@@ -514,7 +501,7 @@ impl Io {
     /// Registers the socket for task `me` (once).
     fn watch(&mut self, ctx: &mut Ctx, me: TaskId) -> io::Result<()> {
         if self.io.is_none() {
-            let io = ctx.new_tasklet_obj("peer_io", Wake { task: me });
+            let io = ctx.new_tasklet_obj("peer_io", crate::net::WakeTask { task: me });
             self.io = Some(io);
             ctx.register_fd(self.fd, io, true)?;
         }

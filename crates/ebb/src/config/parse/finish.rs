@@ -423,6 +423,9 @@ impl Parser<'_> {
         errs.extend(crate::config::cache::check(&self.caches, &self.proxies));
         errs.extend(crate::config::fcgi::check(&self.fcgi_apps));
         errs.extend(crate::config::program::check(&self.programs));
+        for (loc, m) in crate::config::mailers::resolve(&self.mailers, &mut self.proxies) {
+            err(&mut errs, &loc, m);
+        }
         errs.extend(crate::config::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,

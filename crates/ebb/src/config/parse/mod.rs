@@ -14,8 +14,9 @@
 //! listen, defaults) with [`options`], [`server`], [`bind`], [`tls`],
 //! [`checks`], [`rules`] and [`reply`]; [`log`] targets; [`userlist`]
 //! sections; and [`finish`], the end checks. Resolvers, peers, cache,
-//! program and fcgi-app sections are parsed by their modules beside this
-//! one, in `config`: the walker opens them and hands them their lines.
+//! program, fcgi-app and mailers sections are parsed by their modules
+//! beside this one, in `config`: the walker opens them and hands them
+//! their lines.
 
 mod bind;
 mod checks;
@@ -87,6 +88,8 @@ enum Section {
     FcgiApp(usize),
     /// A `program` section (index in `Parser::programs`).
     Program(usize),
+    /// A `mailers` section (index in `Parser::mailers`).
+    Mailers(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -209,6 +212,8 @@ pub(crate) struct Parser<'e> {
     /// `fcgi-app` sections (syntax-checked only).
     fcgi_apps: Vec<super::fcgi::FcgiApp>,
     programs: Vec<Program>,
+    /// `mailers` sections, resolved into the proxies at the end.
+    mailers: Vec<super::mailers::MailersSection>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -223,6 +228,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         backlog: None,
         rate_limit_sessions: 0,
         fullconn: None,
+        max_keep_alive_queue: None,
         id: None,
         description: None,
         source: None,
@@ -290,6 +296,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         send_name_header: None,
         log_tag: None,
         disabled: None,
+        email_alert: EmailAlert::default(),
     }
 }
 
@@ -317,14 +324,12 @@ fn fresh_defaults() -> Proxy {
     )
 }
 
-const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "ring",
-    "mailers",
-    "log-forward",
-    "crt-store",
-    "traces",
-    "acme",
-];
+/// A syslog level's number (`emerg` 0 ... `debug` 7).
+pub(super) fn log_level_num(s: &str) -> Option<u8> {
+    log::log_level(s).map(|l| l as u8)
+}
+
+const UNSUPPORTED_SECTIONS: &[&str] = &["ring", "log-forward", "crt-store", "traces", "acme"];
 
 impl<'e> Parser<'e> {
     pub(crate) fn new(env: EnvLookup<'e>) -> Self {
@@ -352,6 +357,7 @@ impl<'e> Parser<'e> {
             userlist_refs: Vec::new(),
             fcgi_apps: Vec::new(),
             programs: Vec::new(),
+            mailers: Vec::new(),
         }
     }
 
@@ -519,6 +525,18 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "mailers" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::mailers::open(&self.mailers, words, &loc) {
+                    Ok(m) => {
+                        self.mailers.push(m);
+                        self.section = Section::Mailers(self.mailers.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             "fcgi-app" => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -565,6 +583,10 @@ impl<'e> Parser<'e> {
             },
             Section::Program(i) => match self.programs.get_mut(i) {
                 Some(p) => super::program::program_kw(p, words),
+                None => Ok(()),
+            },
+            Section::Mailers(i) => match self.mailers.get_mut(i) {
+                Some(m) => super::mailers::mailers_kw(m, words),
                 None => Ok(()),
             },
             Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {

@@ -38,6 +38,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "maxconn",
     "rate-limit",
     "fullconn",
+    "max-keep-alive-queue",
+    "email-alert",
     "option",
     "log",
     "bind",
@@ -99,10 +101,7 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
-    "email-alert",
     "external-check",
-    "grace",
-    "max-keep-alive-queue",
     "max-session-srv-conns",
 ];
 
@@ -132,6 +131,17 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
     }
     let loc = ctx.loc;
     match kw {
+        "grace" => {
+            // HAProxy 2.6 refuses it too (global `grace` is another keyword).
+            return Err(
+                "the 'grace' keyword is not supported any more since HAProxy version 2.5"
+                    .to_string(),
+            );
+        }
+        "email-alert" => {
+            ctx.allow(kw, FE | BE, true)?;
+            crate::config::mailers::email_alert_kw(&mut px.email_alert, w)?;
+        }
         "mode" => {
             ctx.allow(kw, FE | BE, true)?;
             match arg(w, 1, kw)? {
@@ -550,6 +560,22 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             };
             // HAProxy's atol: 0 is "unset" (the default is computed).
             px.fullconn = Some(parse_u32_range(kw, n, 0, i32::MAX as u32)?).filter(|n| *n > 0);
+        }
+        "max-keep-alive-queue" => {
+            ctx.allow(kw, BE, true)?;
+            let [_, n] = w else {
+                return Err(
+                    "'max-keep-alive-queue' expects an integer value (or -1 to disable)"
+                        .to_string(),
+                );
+            };
+            // HAProxy's strtol (base 0); -1 (its default) is no limit.
+            px.max_keep_alive_queue = match n.as_str() {
+                "-1" => None,
+                n => Some(parse_c_uint(n).filter(|v| *v < i32::MAX as u32).ok_or_else(|| {
+                    format!("'max-keep-alive-queue': '{n}' is not an integer from -1 to 2147483646")
+                })?),
+            };
         }
         "rate-limit" => {
             ctx.allow(kw, FE, true)?;

@@ -82,14 +82,19 @@ impl Stream {
     /// `option prefer-last-server`: the server of the connection kept
     /// private to this client (HAProxy's connection attached to the
     /// session; a shared idle one is not), when in this backend and
-    /// usable.
+    /// usable, and with `max-keep-alive-queue N` when it has a free slot
+    /// or fewer than N streams queued (HAProxy's assign_server).
     pub(super) fn last_server(&self, up: &Upstream) -> Option<usize> {
         let BackendKind::Servers(sr) = &up.be.kind else {
             return None;
         };
         let a = self.attached.as_ref().filter(|_| sr.prefer_last)?;
         let s = up.farm.servers.get(a.srv.idx)?;
-        (s.uid == a.srv.uid && s.usable()).then_some(s.idx)
+        let room = || match sr.max_ka_queue {
+            None => true,
+            Some(n) => up.farm.has_room(s) || s.queue.lock().map_or(0, |q| q.len()) < n as usize,
+        };
+        (s.uid == a.srv.uid && s.usable() && room()).then_some(s.idx)
     }
 
     /// We hold a slot of `s`: reuse a connection to it or connect.
