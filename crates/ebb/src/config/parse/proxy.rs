@@ -99,11 +99,7 @@ const PROXY_KEYWORDS: &[&str] = &[
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
-const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
-    "filter",
-    "external-check",
-    "max-session-srv-conns",
-];
+const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &["filter", "external-check", "max-session-srv-conns"];
 
 /// The one argument of `kw`, a field name (`unique-id-header NAME`).
 fn header_name_arg<'a>(kw: &str, w: &'a [String]) -> Result<&'a str, String> {
