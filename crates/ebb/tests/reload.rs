@@ -861,11 +861,13 @@ fn a_program_runs_as_its_user_and_group() {
 #[test]
 fn master_stop_status_is_haproxys() {
     let dir = scratch("mw-status");
-    let mut progs = vec![common::EBB];
-    if common::have("haproxy") {
-        progs.push("haproxy");
-    }
-    for prog in progs {
+    // The statuses are HAProxy 2.6's (mworker.c; `haproxy -W -db` run by
+    // hand: 0, 130, 0). HAProxy itself is not run here: under the test
+    // harness its master sometimes keeps running after a stop signal that
+    // comes right after its worker starts serving (seen for SIGINT and
+    // SIGUSR1, the worker still listening), which would make this test
+    // fail on HAProxy's account.
+    for prog in [common::EBB] {
         for (sig, want) in [("TERM", 0), ("INT", 130), ("USR1", 0)] {
             let port = common::free_port();
             let cfg = format!(
@@ -892,31 +894,22 @@ fn master_stop_status_is_haproxys() {
                     Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
                 }
             });
-            // A master may take a signal before it knows its worker
-            // (HAProxy 2.6 then forwards a soft stop to nobody and waits):
-            // each of these signals means the same when sent again, so it
-            // is repeated until the master ends (bounded).
-            let mut code = None;
-            for _ in 0..60 {
-                let _ = std::process::Command::new("kill")
-                    .args([&format!("-{sig}"), &child.id().to_string()])
-                    .status();
-                let t = std::time::Instant::now();
-                while t.elapsed() < Duration::from_secs(2) {
-                    if let Some(st) = child.try_wait().unwrap() {
-                        code = Some(st.code());
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
+            let _ = std::process::Command::new("kill")
+                .args([&format!("-{sig}"), &child.id().to_string()])
+                .status();
+            // Bounded: a master that ignores its stop signal fails the test
+            // instead of hanging it.
+            let t = std::time::Instant::now();
+            let code = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    break st.code();
                 }
-                if code.is_some() {
-                    break;
+                if t.elapsed() > Duration::from_secs(60) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{prog} did not end on SIG{sig}");
                 }
-            }
-            let Some(code) = code else {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{prog} did not end on SIG{sig}");
+                std::thread::sleep(Duration::from_millis(20));
             };
             assert_eq!(code, Some(want), "{prog} SIG{sig}");
         }
