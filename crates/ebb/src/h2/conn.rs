@@ -1196,11 +1196,9 @@ impl Connection {
             }
             BlockKind::Request => {
                 let gen = self.decoder.table().generation();
-                let reuse = self.last_checked.filter(|_| {
-                    self.last_gen == gen
-                        && self.block.len() == self.last_block.len()
-                        && self.block == self.last_block
-                });
+                let reuse = self
+                    .last_checked
+                    .filter(|_| self.last_gen == gen && self.block == self.last_block);
                 self.head.repeated = reuse.is_some();
                 let (too_large, checked) = match reuse {
                     // The list, its size and the checks' findings as they
