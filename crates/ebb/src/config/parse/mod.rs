@@ -425,6 +425,29 @@ impl<'e> Parser<'e> {
         self.section = Section::None;
     }
 
+    /// A section kept in a list (`cache`, `program`, `mailers`, `fcgi-app`) was opened by its
+    /// module's `open` (which checked its name against those already declared): keep it and
+    /// read the lines that follow into it, or report why not and skip them.
+    fn opened<T>(
+        &mut self,
+        opened: Result<T, String>,
+        loc: Loc,
+        list: fn(&mut Self) -> &mut Vec<T>,
+        section: fn(usize) -> Section,
+    ) {
+        match opened {
+            Ok(s) => {
+                let list = list(self);
+                list.push(s);
+                self.section = section(list.len() - 1);
+            }
+            Err(e) => {
+                self.section = Section::Unsupported;
+                self.error(loc, e);
+            }
+        }
+    }
+
     fn line(&mut self, words: &[String], loc: Loc) {
         let kw = words[0].as_str();
         match kw {
@@ -503,50 +526,26 @@ impl<'e> Parser<'e> {
             }
             "cache" => {
                 self.close_section();
-                self.section = Section::Unsupported;
-                match super::cache::open(&self.caches, words, &loc) {
-                    Ok(c) => {
-                        self.caches.push(c);
-                        self.section = Section::Cache(self.caches.len() - 1);
-                    }
-                    Err(e) => self.error(loc, e),
-                }
+                let opened = super::cache::open(&self.caches, words, &loc);
+                self.opened(opened, loc, |p| &mut p.caches, Section::Cache);
                 return;
             }
             "program" => {
                 self.close_section();
-                self.section = Section::Unsupported;
-                match super::program::open(&self.programs, words, &loc) {
-                    Ok(p) => {
-                        self.programs.push(p);
-                        self.section = Section::Program(self.programs.len() - 1);
-                    }
-                    Err(e) => self.error(loc, e),
-                }
+                let opened = super::program::open(&self.programs, words, &loc);
+                self.opened(opened, loc, |p| &mut p.programs, Section::Program);
                 return;
             }
             "mailers" => {
                 self.close_section();
-                self.section = Section::Unsupported;
-                match super::mailers::open(&self.mailers, words, &loc) {
-                    Ok(m) => {
-                        self.mailers.push(m);
-                        self.section = Section::Mailers(self.mailers.len() - 1);
-                    }
-                    Err(e) => self.error(loc, e),
-                }
+                let opened = super::mailers::open(&self.mailers, words, &loc);
+                self.opened(opened, loc, |p| &mut p.mailers, Section::Mailers);
                 return;
             }
             "fcgi-app" => {
                 self.close_section();
-                self.section = Section::Unsupported;
-                match super::fcgi::open(&self.fcgi_apps, words, &loc) {
-                    Ok(a) => {
-                        self.fcgi_apps.push(a);
-                        self.section = Section::FcgiApp(self.fcgi_apps.len() - 1);
-                    }
-                    Err(e) => self.error(loc, e),
-                }
+                let opened = super::fcgi::open(&self.fcgi_apps, words, &loc);
+                self.opened(opened, loc, |p| &mut p.fcgi_apps, Section::FcgiApp);
                 return;
             }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
