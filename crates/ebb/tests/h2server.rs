@@ -630,3 +630,89 @@ fn alpn_on_a_server_picks_the_protocol() {
         "{err}"
     );
 }
+
+/// The `x-f*` fields of an answer, and its status, through `a` (HTTP/1.1).
+fn fields_through(a: SocketAddr) -> (u16, usize) {
+    let r = get(a, "/");
+    let n = r
+        .headers
+        .iter()
+        .filter(|(k, _)| k.starts_with("x-f"))
+        .count();
+    (r.status, n)
+}
+
+/// An HTTP/2 server's answer is bounded as HAProxy 2.6 bounds an HTTP/2
+/// field block (its HPACK list of 2 x `tune.http.maxhdr` entries: 201
+/// fields, `:status` included), not by `tune.http.maxhdr` as an HTTP/1.1
+/// answer: 150 and 201 fields reach HTTP/1.1 and HTTP/2 clients whole,
+/// 202 are a 502, as through HAProxy 2.6 beside (`SH--`). Before, more
+/// than 100 fields were a 502: the stream read the answer's HTTP/1 form
+/// with the HTTP/1 count.
+#[test]
+fn answer_fields_are_bounded_by_haproxys_hpack_list() {
+    let dir = scratch("h2server-fields");
+    for (n, want) in [(150, 200), (201, 200), (202, 502)] {
+        let (_p, a, _rx) = scripted(&format!("fields:{n}"));
+        let e = ebb_to(a, "", "");
+        let (status, got) = fields_through(e.addrs[0]);
+        assert_eq!(status, want, "{n} fields");
+        if want == 200 {
+            assert_eq!(got, n - 1, "{n} fields");
+        }
+        if have("nghttp") {
+            let o = Command::new("nghttp")
+                .args(["-v", "-t", "60", &format!("http://{}/", e.addrs[1])])
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout);
+            let line = format!(") :status: {want}");
+            assert!(out.contains(&line), "{n} fields over HTTP/2: {out}");
+            if want == 200 {
+                let x = out.lines().filter(|l| l.contains(") x-f")).count();
+                assert_eq!(x, n - 1, "{n} fields over HTTP/2");
+            }
+        }
+        if have("haproxy") {
+            let h = free_addr();
+            let cfg = format!(
+                "frontend f\n    bind {h}\n    default_backend b\n\
+                 backend b\n    server s {a} proto h2\n"
+            );
+            let _hap = haproxy(&dir, "fields", &cfg, h);
+            let (hs, hn) = fields_through(h);
+            assert_eq!((hs, hn), (status, got), "{n} fields, HAProxy beside");
+        }
+    }
+}
+
+/// All an HTTP/1.1 client gets for `GET /` through `a` (the server side
+/// closes it when the answer is cut).
+fn raw_answer(a: SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A server that resets a stream after its HEADERS, or sends GOAWAY
+/// (last-stream-id: that stream) in the middle of its DATA and closes:
+/// the client got the 200 and the DATA that came, then its answer is cut
+/// (the connection closes), as through HAProxy 2.6 (200, `SD--`, checked
+/// by hand with the same script).
+#[test]
+fn server_cuts_an_answer_it_started() {
+    for (mode, body) in [("rsthead", ""), ("goaway", "abc")] {
+        let (_p, a, _rx) = scripted(mode);
+        let e = ebb_to(a, "", "");
+        let out = raw_answer(e.addrs[0]);
+        assert!(out.starts_with("HTTP/1.1 200"), "{mode}: {out}");
+        let (_, rest) = out.split_once("\r\n\r\n").unwrap();
+        assert!(rest.contains(body), "{mode}: {out}");
+        assert!(!rest.ends_with("0\r\n\r\n"), "{mode}: not cut: {out}");
+    }
+}

@@ -10,6 +10,12 @@ MODE:
            GOAWAY with last-stream-id 1 (so it was not processed) and the
            connection closes
   stall    SETTINGS, then nothing
+  rsthead  every answer is `:status 200` without END_STREAM, then
+           RST_STREAM INTERNAL_ERROR
+  goaway   every answer is `:status 200`, DATA "abc" without END_STREAM,
+           then GOAWAY (last-stream-id: that stream, NO_ERROR) and close
+  fields:N every answer is `:status 200` and N - 1 fields `x-fNNN: v`
+           (literal, not indexed): N fields in the block
 
 Answers are HEADERS with `:status 200` (HPACK static index 8) and
 END_STREAM: no HPACK decoder is needed, requests are only counted.
@@ -62,6 +68,22 @@ def serve(conn, mode):
                     conn.sendall(frame(7, 0, 0, struct.pack(">II", 1, 0)))
                     conn.close()
                     return
+                elif mode == "rsthead":
+                    conn.sendall(frame(1, 4, stream, b"\x88") + frame(3, 0, stream, struct.pack(">I", 2)))
+                elif mode == "goaway":
+                    conn.sendall(
+                        frame(1, 4, stream, b"\x88")
+                        + frame(0, 0, stream, b"abc")
+                        + frame(7, 0, 0, struct.pack(">II", stream, 0))
+                    )
+                    conn.close()
+                    return
+                elif mode.startswith("fields:"):
+                    n = int(mode[7:])
+                    block = b"\x88" + b"".join(
+                        b"\x00\x06x-f%03d\x01v" % i for i in range(n - 1)
+                    )
+                    conn.sendall(frame(1, 5, stream, block))
                 else:
                     conn.sendall(frame(1, 5, stream, b"\x88"))
     except (EOFError, OSError):

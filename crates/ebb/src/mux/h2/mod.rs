@@ -30,7 +30,10 @@
 //! chunks, trailers as the last chunk's; it reads the lane's answer back
 //! (head, then a body by length, chunks or until the lane closes) into
 //! HEADERS and DATA frames, as the stream's send window allows: a lane
-//! whose buffer is full waits, as on a full socket. Request DATA is
+//! whose buffer is full waits, as on a full socket. Its buffer shrinks
+//! to [`LANE_OUT_SHUT`] while that window is shut (a client that reads
+//! nothing), so the answer waits in the stream's own buffers and on the
+//! server's socket, not here too. Request DATA is
 //! granted back to the client (WINDOW_UPDATE) as the lane reads it. A
 //! reset stream aborts its lane (its server side is released as when an
 //! HTTP/1 client leaves). Lanes are reused from one stream to the next
@@ -67,8 +70,14 @@ use crate::proxy::FrontendRt;
 use crate::transport::{LaneEnd, LanePipe, Transport};
 use crate::worker::Worker;
 
-/// Answer bytes a lane may buffer before it waits for the client.
+/// Answer bytes a lane may buffer before it waits for the client, while
+/// its stream's send window is open (a large answer moves in few runs).
 const LANE_OUT_MAX: usize = 32 * 1024;
+/// What it may buffer once that window is shut (the client reads
+/// nothing): the answer then waits in the stream's own buffers and on
+/// the server's socket rather than here too (HAProxy's stream holds one
+/// buffer). Not 0: a chunked answer's end and trailers still pass.
+const LANE_OUT_SHUT: usize = 1024;
 /// How long a closing connection keeps reading (and dropping) the
 /// client's bytes after its GOAWAY, so the client reads it before the
 /// socket closes (a close with unread input would reset it).
@@ -483,6 +492,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         l.stage.clear();
                         l.trailers.clear();
                         let mut pp = l.pipe.borrow_mut();
+                        pp.out_max = LANE_OUT_MAX;
                         // `te: trailers` (the only `te` HTTP/2 allows) tells
                         // an HTTP/2 server the client takes trailers.
                         let te = head.te();
@@ -761,7 +771,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     fn serve_lanes(&mut self, ctx: &mut Ctx) -> bool {
         let now = Self::now(ctx);
         let mut moved = false;
-        let limits = self.w.limits;
+        // The lane's answer head passed the stream's own checks (an
+        // HTTP/2 server's up to its HPACK list, more than `maxhdr`).
+        let limits = crate::h2::lane_limits(&self.w.limits);
         for l in &mut self.lanes {
             let closed = l.pipe.borrow().closed;
             let mut lane_moved = false;
@@ -804,6 +816,20 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     abort(ctx, l);
                     lane_moved = true;
                 }
+            }
+            if l.id != 0 && !l.side_idle {
+                // The lane's room follows the stream's send window once
+                // the head is out (the head itself passes whole).
+                let cap = match l.resp {
+                    Resp::Head => LANE_OUT_MAX,
+                    _ => usize::try_from(self.h2.send_window(l.id))
+                        .unwrap_or(0)
+                        .clamp(LANE_OUT_SHUT, LANE_OUT_MAX),
+                };
+                let mut p = l.pipe.borrow_mut();
+                // A lane that waited on a full pipe has room again.
+                lane_moved |= p.output.len() >= p.out_max && p.output.len() < cap;
+                p.out_max = cap;
             }
             if closed && l.id == 0 {
                 l.gone = true;
@@ -1251,6 +1277,7 @@ fn finish<S>(h2: &mut Connection, l: &mut Lane<S>, p: &mut LanePipe, now: u32) {
     }
     l.id = 0;
     l.resp = Resp::Head;
+    p.out_max = LANE_OUT_MAX;
 }
 
 impl<S: Exchange + Default + 'static> TaskletFn for H2Conn<S> {

@@ -1011,7 +1011,14 @@ impl Stream {
         // 4. Response head.
         if up.resp_left.is_none() {
             if sd.istart < sd.iend {
-                let limits = c.w.limits;
+                // An HTTP/2 server's head is bounded by its HPACK list
+                // (the connection's `max_fields`), not `tune.http.maxhdr`:
+                // HAProxy 2.6 counts that only in its HTTP/1 parser.
+                let limits = if sd.h2.is_some() {
+                    crate::h2::lane_limits(&c.w.limits)
+                } else {
+                    c.w.limits
+                };
                 let r = parse_response_into(
                     &sd.ibuf[sd.istart..sd.iend],
                     &limits,
@@ -1117,7 +1124,11 @@ impl Stream {
         // Input to compress this run (a range of `sd.ibuf`).
         let mut to_comp = 0..0;
         if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
-            let avail = &sd.ibuf[sd.istart..sd.iend];
+            // No more than fills the client's buffer: a client that reads
+            // nothing holds one buffer of answer there and one here (the
+            // rest waits on the server's socket), not a buffer and a half.
+            let room = bufsize - c.pending_out();
+            let avail = &sd.ibuf[sd.istart..sd.iend.min(sd.istart + room)];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
@@ -1168,7 +1179,7 @@ impl Stream {
                         c.wbuf.extend_from_slice(avail);
                         up.bytes_out += avail.len() as u64;
                     }
-                    sd.istart = sd.iend;
+                    sd.istart += avail.len();
                     moved = true;
                 }
                 Some(Left::Recode(r)) => {
