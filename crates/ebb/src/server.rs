@@ -1320,6 +1320,7 @@ fn spawn_signal_thread(
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
                 sd_notify("STOPPING=1");
+                crate::drain::announce();
                 // `grace` delays the soft stop of SIGUSR1 (HAProxy's
                 // soft-stop signal; its SIGTERM and SIGINT stop at once):
                 // meanwhile listeners accept and connections keep alive

@@ -919,8 +919,9 @@ fn master_stop_status_is_haproxys() {
 /// What a process (`pid`, serving `a`) did after SIGUSR1 under global
 /// `grace 3s`: how long after the signal a new connection was last
 /// answered, whether a keep-alive connection's answers during that time
-/// kept it open, and whether the listener then closed.
-fn grace_run(pid: u32, a: SocketAddr) -> (Duration, bool, bool) {
+/// kept it open, whether `show info` on `sock` said `Stopping: 1` then,
+/// and whether the listener then closed.
+fn grace_run(pid: u32, a: SocketAddr, sock: &std::path::Path) -> (Duration, bool, bool, bool) {
     let req = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
     let mut ka = common::Client::connect(a);
     ka.send(req);
@@ -935,6 +936,7 @@ fn grace_run(pid: u32, a: SocketAddr) -> (Duration, bool, bool) {
     let mut last_ok = Duration::ZERO;
     let mut kept_alive = true;
     let mut ka_live = true;
+    let mut said_stopping = false;
     let refused = common::came_within(Duration::from_secs(40), || {
         let Ok(s) = TcpStream::connect(a) else {
             return true;
@@ -955,16 +957,19 @@ fn grace_run(pid: u32, a: SocketAddr) -> (Duration, bool, bool) {
                 _ => kept_alive = false,
             }
             ka_live = kept_alive;
+            said_stopping |= common::cli_cmd(sock, "show info")
+                .lines()
+                .any(|l| l == "Stopping: 1");
         }
         std::thread::sleep(Duration::from_millis(50));
         false
     });
-    (last_ok, kept_alive, refused)
+    (last_ok, kept_alive, said_stopping, refused)
 }
 
 /// Global `grace 3s`: after SIGUSR1 the listener goes on accepting and
-/// answering, keep-alive included, for the grace; then the soft stop
-/// closes it. Beside haproxy.
+/// answering, keep-alive included, for the grace (`show info` says
+/// `Stopping: 1` meanwhile); then the soft stop closes it. Beside haproxy.
 #[test]
 fn global_grace_delays_the_soft_stop_as_haproxy() {
     let cfg = |sock: &std::path::Path, bind: &str| {
@@ -975,20 +980,22 @@ fn global_grace_delays_the_soft_stop_as_haproxy() {
             sock.display()
         )
     };
-    let check = |who: &str, (last_ok, kept_alive, refused): (Duration, bool, bool)| {
-        assert!(refused, "{who}: the listener did not close after the grace");
-        assert!(kept_alive, "{who}: keep-alive ended during the grace");
-        // Answered until at least a second into the grace (the connects
-        // run every 50 ms): the stop did not close the listener at once.
-        assert!(
-            last_ok >= Duration::from_secs(1),
-            "{who}: last answer {last_ok:?} after the signal"
-        );
-    };
-    let (mut e, _) = common::ebb_with_admin("grace", cfg);
-    check("ebb", grace_run(e.pid(), e.addr()));
+    let check =
+        |who: &str, (last_ok, kept_alive, stopping, refused): (Duration, bool, bool, bool)| {
+            assert!(refused, "{who}: the listener did not close after the grace");
+            assert!(kept_alive, "{who}: keep-alive ended during the grace");
+            assert!(stopping, "{who}: show info did not say Stopping: 1");
+            // Answered until at least a second into the grace (the connects
+            // run every 50 ms): the stop did not close the listener at once.
+            assert!(
+                last_ok >= Duration::from_secs(1),
+                "{who}: last answer {last_ok:?} after the signal"
+            );
+        };
+    let (mut e, sock) = common::ebb_with_admin("grace", cfg);
+    check("ebb", grace_run(e.pid(), e.addr(), &sock));
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
     if let Some((h, a)) = common::haproxy_beside("grace", cfg) {
-        check("haproxy", grace_run(h.pid(), a));
+        check("haproxy", grace_run(h.pid(), a, &h.sock));
     }
 }
