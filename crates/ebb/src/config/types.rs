@@ -904,6 +904,9 @@ pub struct ProxyOptions {
     /// `option idle-close-on-response`: a soft stop leaves idle client
     /// connections open until their next request, answered with close.
     pub idle_close_on_response: bool,
+    /// `option contstats` (frontend): byte counters updated as data flows
+    /// (every 5 s at least), not only at the end; tcp streams only.
+    pub contstats: bool,
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
