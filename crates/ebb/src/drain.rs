@@ -24,6 +24,7 @@
 //! - `option idle-close-on-response` (frontend): idle connections are not
 //!   closed; each waits for its next request, answered with close.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,19 @@ pub const IDLE_GRACE_MS: u32 = 1000;
 
 static SPREAD: OnceLock<Option<CloseSpread>> = OnceLock::new();
 static STOP_START: OnceLock<Instant> = OnceLock::new();
+/// A stop signal came (set before a `grace` delay, unlike [`begin`]).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// A stop signal came: the process is stopping (`show info`'s
+/// `Stopping`), though under global `grace` it serves as before for now.
+pub fn announce() {
+    STOPPING.store(true, Ordering::Relaxed);
+}
+
+/// Whether the process is stopping (HAProxy's `stopping`).
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::Relaxed)
+}
 
 /// Sets the process's `close-spread-time` (once, at start).
 pub fn configure(spread: Option<CloseSpread>) {
@@ -46,6 +60,7 @@ pub fn configure(spread: Option<CloseSpread>) {
 
 /// The soft stop begins now (the first call wins).
 pub fn begin() {
+    announce();
     let _ = STOP_START.get_or_init(Instant::now);
 }
 

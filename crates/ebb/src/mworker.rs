@@ -614,11 +614,16 @@ impl Master {
     }
 
     /// An old worker still there a second after `hard-stop-after` (its
-    /// own timer should have ended it: it is stuck) is killed.
+    /// own timer should have ended it: it is stuck) is killed. Its
+    /// `grace` comes first: a SIGUSR1 starts the timer after it.
     fn backstop(&mut self) {
-        let Some(d) = self.cfg.as_ref().and_then(|c| c.global.hard_stop_after) else {
+        let Some(cfg) = self.cfg.as_ref() else {
             return;
         };
+        let Some(d) = cfg.global.hard_stop_after else {
+            return;
+        };
+        let d = d + cfg.global.grace.unwrap_or_default();
         for w in &mut self.workers {
             if w.killed {
                 continue;

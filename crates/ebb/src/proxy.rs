@@ -811,6 +811,8 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option contstats` (see `tcp::session`).
+    pub contstats: bool,
     /// `option abortonclose` reached this frontend (from its `defaults`
     /// or as a `listen`): HAProxy 2.6 watches a client for its close
     /// while the request is served only when the frontend has it too
@@ -1467,6 +1469,38 @@ fn ms(d: Option<Duration>) -> Option<u32> {
     d.map(|d| d.as_millis().clamp(1, u32::MAX as u128 / 2) as u32)
 }
 
+/// `option contstats` is built for tcp streams only: a frontend whose
+/// streams are or may become HTTP (`mode http`, `switch-mode http`, a
+/// backend in `mode http`, a backend named at run time) refuses it, its
+/// HTTP counters being added at the end of each exchange.
+fn contstats_tcp_only<'a>(
+    p: &crate::config::Proxy,
+    be_cfg: &impl Fn(&str) -> Option<&'a crate::config::Proxy>,
+) -> Result<(), ConfigError> {
+    use crate::config::{ProxyMode, TcpAction};
+    let http_be = p.use_backends.iter().any(|u| {
+        u.dynamic.is_some() || be_cfg(&u.backend).is_some_and(|b| b.mode == ProxyMode::Http)
+    }) || p
+        .default_backend
+        .as_ref()
+        .and_then(|d| be_cfg(&d.value))
+        .is_some_and(|b| b.mode == ProxyMode::Http);
+    let switch = p
+        .tcp_request
+        .iter()
+        .any(|r| matches!(r.action, TcpAction::SwitchMode(_)));
+    if p.mode == ProxyMode::Http || http_be || switch {
+        return Err(err(
+            &p.loc,
+            format!(
+                "'option contstats' in '{}': ebb updates byte counters continuously for tcp streams only (its HTTP streams count at the end of each exchange), and this proxy's streams are or may become HTTP",
+                p.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
     ConfigError {
         loc: loc.clone(),
@@ -1821,6 +1855,9 @@ pub fn compile_keeping(
                     return Err(e);
                 }
             }
+            if p.options.contstats {
+                contstats_tcp_only(p, &be_cfg)?;
+            }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(
                     index(&d.value)
@@ -1866,6 +1903,7 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                contstats: p.options.contstats,
                 abort_on_close: p.options.abortonclose,
                 nolinger: p.options.nolinger,
                 dontlog_normal: p.options.dontlog_normal,

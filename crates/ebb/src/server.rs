@@ -635,7 +635,13 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         checks: (check_pool.submitter(), Arc::clone(&check_log)),
         ..reload
     };
-    spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug, reload);
+    spawn_signal_thread(
+        rt.handle(),
+        cfg.global.hard_stop_after,
+        cfg.global.grace,
+        opts.debug,
+        reload,
+    );
 
     if !opts.quiet {
         // `-q` / `quiet`: no start-up message either.
@@ -1258,9 +1264,28 @@ fn join_errors(errs: Vec<ConfigError>) -> String {
         .join("\n")
 }
 
+/// The soft stop proper: listeners close, connections drain (bounded by
+/// `hard-stop-after`, counted from here).
+fn soft_stop(h: &RuntimeHandle, hard_stop_after: Option<Duration>) {
+    crate::drain::begin();
+    crate::handover::release();
+    h.stop();
+    if let Some(d) = hard_stop_after {
+        let h2 = h.clone();
+        let _ = std::thread::Builder::new()
+            .name("ebb-hard-stop".into())
+            .spawn(move || {
+                std::thread::sleep(d);
+                eprintln!("ebb: hard-stop-after expired: hard stop");
+                h2.hard_stop();
+            });
+    }
+}
+
 fn spawn_signal_thread(
     h: RuntimeHandle,
     hard_stop_after: Option<Duration>,
+    grace: Option<Duration>,
     debug: bool,
     reload: Reload,
 ) {
@@ -1295,18 +1320,31 @@ fn spawn_signal_thread(
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
                 sd_notify("STOPPING=1");
-                crate::drain::begin();
-                crate::handover::release();
-                h.stop();
-                if let Some(d) = hard_stop_after {
-                    let h2 = h.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("ebb-hard-stop".into())
-                        .spawn(move || {
-                            std::thread::sleep(d);
-                            eprintln!("ebb: hard-stop-after expired: hard stop");
-                            h2.hard_stop();
-                        });
+                crate::drain::announce();
+                // `grace` delays the soft stop of SIGUSR1 (HAProxy's
+                // soft-stop signal; its SIGTERM and SIGINT stop at once):
+                // meanwhile listeners accept and connections keep alive
+                // as before, and `hard-stop-after` has not started.
+                match grace.filter(|_| sig == libc::SIGUSR1) {
+                    Some(g) => {
+                        eprintln!("ebb: scheduling a soft-stop in {} ms", g.as_millis());
+                        let h2 = h.clone();
+                        let r =
+                            std::thread::Builder::new()
+                                .name("ebb-grace".into())
+                                .spawn(move || {
+                                    std::thread::sleep(g);
+                                    eprintln!(
+                                        "ebb: grace period expired, proceeding with soft-stop now"
+                                    );
+                                    soft_stop(&h2, hard_stop_after);
+                                });
+                        if r.is_err() {
+                            eprintln!("ebb: cannot start the grace timer: stopping now");
+                            soft_stop(&h, hard_stop_after);
+                        }
+                    }
+                    None => soft_stop(&h, hard_stop_after),
                 }
             }
         });

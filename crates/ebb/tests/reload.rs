@@ -915,3 +915,87 @@ fn master_stop_status_is_haproxys() {
         }
     }
 }
+
+/// What a process (`pid`, serving `a`) did after SIGUSR1 under global
+/// `grace 3s`: how long after the signal a new connection was last
+/// answered, whether a keep-alive connection's answers during that time
+/// kept it open, whether `show info` on `sock` said `Stopping: 1` then,
+/// and whether the listener then closed.
+fn grace_run(pid: u32, a: SocketAddr, sock: &std::path::Path) -> (Duration, bool, bool, bool) {
+    let req = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+    let mut ka = common::Client::connect(a);
+    ka.send(req);
+    assert_eq!(ka.read_resp().status, 200);
+    let t = std::time::Instant::now();
+    let ok = std::process::Command::new("kill")
+        .args(["-USR1", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let mut last_ok = Duration::ZERO;
+    let mut kept_alive = true;
+    let mut ka_live = true;
+    let mut said_stopping = false;
+    let refused = common::came_within(Duration::from_secs(40), || {
+        let Ok(s) = TcpStream::connect(a) else {
+            return true;
+        };
+        let mut c = common::Client::from_stream(s);
+        c.send(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        if c.read_resp_opt(false).is_some_and(|r| r.status == 200) {
+            last_ok = t.elapsed();
+        }
+        // The keep-alive connection, while the grace runs (a margin of a
+        // second: the soft stop then closes it after its answer).
+        if ka_live && t.elapsed() < Duration::from_secs(2) {
+            ka.send(req);
+            match ka.read_resp_opt(false) {
+                Some(r) if r.status == 200 => {
+                    kept_alive &= r.header("connection") != Some("close");
+                }
+                _ => kept_alive = false,
+            }
+            ka_live = kept_alive;
+            said_stopping |= common::cli_cmd(sock, "show info")
+                .lines()
+                .any(|l| l == "Stopping: 1");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        false
+    });
+    (last_ok, kept_alive, said_stopping, refused)
+}
+
+/// Global `grace 3s`: after SIGUSR1 the listener goes on accepting and
+/// answering, keep-alive included, for the grace (`show info` says
+/// `Stopping: 1` meanwhile); then the soft stop closes it. Beside haproxy.
+#[test]
+fn global_grace_delays_the_soft_stop_as_haproxy() {
+    let cfg = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n    grace 3s\n\
+             defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 10s\n\
+             frontend fe\n    bind {bind}\n    http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let check =
+        |who: &str, (last_ok, kept_alive, stopping, refused): (Duration, bool, bool, bool)| {
+            assert!(refused, "{who}: the listener did not close after the grace");
+            assert!(kept_alive, "{who}: keep-alive ended during the grace");
+            assert!(stopping, "{who}: show info did not say Stopping: 1");
+            // Answered until at least a second into the grace (the connects
+            // run every 50 ms): the stop did not close the listener at once.
+            assert!(
+                last_ok >= Duration::from_secs(1),
+                "{who}: last answer {last_ok:?} after the signal"
+            );
+        };
+    let (mut e, sock) = common::ebb_with_admin("grace", cfg);
+    check("ebb", grace_run(e.pid(), e.addr(), &sock));
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+    if let Some((h, a)) = common::haproxy_beside("grace", cfg) {
+        check("haproxy", grace_run(h.pid(), a, &h.sock));
+    }
+}

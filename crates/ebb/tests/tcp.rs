@@ -1099,3 +1099,111 @@ fn a_side_that_reads_writes_on_to_the_other_side_itself() {
     assert!(srv >= 2 * N as u64, "tcp_srv {srv}\n{p}");
     assert!(cli <= N as u64 + N as u64 / 2, "tcp_cli {cli}\n{p}");
 }
+
+/// A server that sends each connection `chunks` chunks of 100 kB, one
+/// every 100 ms, then closes (a long download).
+fn trickle_server(chunks: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                for _ in 0..chunks {
+                    if s.write_all(&[b'x'; 100_000]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// What a proxy with `option contstats` (admin socket `sock`, serving
+/// `a`) showed of a 10 MB download taking 10 s: the frontend's `bout`
+/// once it moved, with the bytes the client had then, and at the end.
+fn contstats_run(sock: &Path, a: SocketAddr) -> (u64, u64, u64) {
+    let got = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let g2 = Arc::clone(&got);
+    let mut c = TcpStream::connect(a).unwrap();
+    c.write_all(b"hello").unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = vec![0u8; 65536];
+        while let Ok(n) = c.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            g2.fetch_add(n as u64, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let bout = || -> u64 {
+        stat_row(sock, "px", "FRONTEND")
+            .get("bout")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut moved = (0, 0);
+    assert!(came_within(LONG, || {
+        let b = bout();
+        moved = (b, got.load(std::sync::atomic::Ordering::SeqCst));
+        b > 0
+    }));
+    reader.join().unwrap();
+    let mut end = 0;
+    came_within(LONG, || {
+        end = bout();
+        end == 10_000_000
+    });
+    (moved.0, moved.1, end)
+}
+
+/// `option contstats` in tcp mode: `show stat`'s byte counters move while
+/// a long transfer runs (at least every 5 s), not only at its end; the
+/// end total is the same. Beside haproxy.
+#[test]
+fn contstats_counts_a_long_transfer_as_it_flows() {
+    let origin = trickle_server(100);
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             listen px\n    bind {bind}\n    option contstats\n    server s1 {origin}\n",
+            sock.display()
+        )
+    };
+    let check = |who: &str, (moved, had, end): (u64, u64, u64)| {
+        assert!(
+            moved > 0 && had < 10_000_000,
+            "{who}: bout {moved} with {had} bytes received"
+        );
+        assert_eq!(end, 10_000_000, "{who}");
+    };
+    let (e, sock) = ebb_with_admin("contstats", cfg);
+    check("ebb", contstats_run(&sock, e.addr()));
+    if let Some((h, a)) = haproxy_beside("contstats", cfg) {
+        check("haproxy", contstats_run(&h.sock, a));
+    }
+}
+
+/// `option contstats` where streams are or may become HTTP is refused
+/// (ebb's HTTP counters move at the end of each exchange).
+#[test]
+fn contstats_refused_for_http_streams() {
+    let dir = scratch("contstats-http");
+    let base = "defaults\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
+    for (fe, be) in [
+        ("mode http\n    option contstats\n", "mode http\n"),
+        ("mode tcp\n    option contstats\n", "mode http\n"),
+        (
+            "mode tcp\n    option contstats\n    tcp-request content switch-mode http\n",
+            "mode tcp\n",
+        ),
+    ] {
+        let text = format!(
+            "{base}frontend fe\n    bind 127.0.0.1:0\n    {fe}    default_backend be\nbackend be\n    {be}    server s 127.0.0.1:1\n"
+        );
+        assert_refused(&dir, "c.cfg", &text, "'option contstats'", false);
+    }
+}

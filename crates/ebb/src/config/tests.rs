@@ -340,6 +340,13 @@ fn ip_networks() {
 // ---------------------------------------------------------------- global
 
 #[test]
+fn global_grace() {
+    let g = ok("global\n    grace 2500\n").global;
+    assert_eq!(g.grace, Some(Duration::from_millis(2500)));
+    assert_eq!(ok("global\n    grace 0\n").global.grace, None);
+}
+
+#[test]
 fn global_keywords() {
     let c = ok("global
     nbthread 4

@@ -225,6 +225,10 @@ pub struct Global {
     pub profiling_tasks: ProfilingMode,
     /// `hard-stop-after T`.
     pub hard_stop_after: Option<Duration>,
+    /// `grace T`: after SIGUSR1, how long the process goes on serving
+    /// and accepting as before (only "stopping" shows the stop) before
+    /// its soft stop begins; `None` (or `grace 0`): at once.
+    pub grace: Option<Duration>,
     /// `log ...` lines, in order.
     pub log: Vec<LogTarget>,
     /// `pidfile PATH`.
@@ -331,6 +335,7 @@ impl Default for Global {
             ssl_cachesize: None,
             profiling_tasks: ProfilingMode::Auto,
             hard_stop_after: None,
+            grace: None,
             log: Vec::new(),
             pidfile: None,
             stats_sockets: Vec::new(),
@@ -899,6 +904,9 @@ pub struct ProxyOptions {
     /// `option idle-close-on-response`: a soft stop leaves idle client
     /// connections open until their next request, answered with close.
     pub idle_close_on_response: bool,
+    /// `option contstats` (frontend): byte counters updated as data flows
+    /// (every 5 s at least), not only at the end; tcp streams only.
+    pub contstats: bool,
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,

@@ -86,7 +86,7 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("MaxSessRate", conn_max.to_string()),
         ("Idle_pct", idle.to_string()),
         ("node", c.node.clone()),
-        ("Stopping", "0".into()),
+        ("Stopping", u8::from(crate::drain::stopping()).to_string()),
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
         ("DroppedLogs", crate::log::dropped().to_string()),

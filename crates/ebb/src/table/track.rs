@@ -366,6 +366,33 @@ impl Stk {
         self.err.set(true);
     }
 
+    /// Bytes that flowed at `now` (`option contstats`): added to every
+    /// tracker's byte counts and rates, nothing released.
+    pub fn add_bytes(&self, now: u32, bytes_in: u64, bytes_out: u64) {
+        if self.sess.borrow().is_none() && self.strm.borrow().is_none() {
+            return;
+        }
+        const BYTES: u32 = super::store::kinds_mask(&[
+            Data::BytesInCnt,
+            Data::BytesInRate,
+            Data::BytesOutCnt,
+            Data::BytesOutRate,
+        ]);
+        let adds = [
+            (Data::BytesInCnt, bytes_in),
+            (Data::BytesInRate, bytes_in),
+            (Data::BytesOutCnt, bytes_out),
+            (Data::BytesOutRate, bytes_out),
+        ];
+        let add = |t: &Tracker| {
+            if t.table.stores_any(BYTES) {
+                t.table.add_many(t.entry, &adds, now);
+            }
+        };
+        each(&self.sess, &add);
+        each(&self.strm, &add);
+    }
+
     /// The exchange ended at `now`: counts its error (refused, or a
     /// server's 4xx), its failure (`fail`: HAProxy's `http_fail_*`, see
     /// [`http_failure`]) and bytes on every tracker, then releases the

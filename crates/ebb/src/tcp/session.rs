@@ -125,7 +125,16 @@ pub(super) struct Session {
     upgrade: Option<(Option<usize>, Option<bool>)>,
     /// `bind ... proto none`: it may not.
     no_upgrade: bool,
+    /// Bytes (from the client, from the server) already added to the
+    /// counters: `option contstats` adds them as they flow.
+    counted: (u64, u64),
+    /// `option contstats`: the next date the counters are brought up to
+    /// date at the latest (HAProxy's 5 s).
+    count_at: Tick,
 }
+
+/// `option contstats`: the longest the counters lag the bytes.
+const CONTSTATS_MS: u32 = 5000;
 
 impl Session {
     #[allow(clippy::too_many_arguments)]
@@ -197,6 +206,8 @@ impl Session {
             term: *b"--",
             upgrade: None,
             no_upgrade: early.no_upgrade,
+            counted: (0, 0),
+            count_at: ETERNITY,
         };
         // The dates log-format strings read (`%Ts` in a unique id).
         s.vars.borrow_mut().info.accept_date = Some(s.accept_time);
@@ -1045,17 +1056,10 @@ impl Session {
                 .spliced_out
                 .fetch_add(spliced, Ordering::Relaxed);
         }
-        if let Some(s) = &self.server {
-            s.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
-            s.counters.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
-        }
-        for c in std::iter::once(&self.fe.http).chain(self.be.as_ref().map(|b| &b.http)) {
-            let c = c.local();
-            c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
-            c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
-        }
+        // What `option contstats` did not count yet (all of it without).
+        let (d_in, d_out) = self.count_bytes();
         // The trackers count the session's bytes, then let go.
-        self.stk.end(ctx.now(), false, false, bytes_in, bytes_out);
+        self.stk.end(ctx.now(), false, false, d_in, d_out);
         self.note_times(ctx.now());
         if !self.silent && !self.logged {
             self.log(ctx, bytes_in, bytes_out, false);
@@ -1081,6 +1085,49 @@ impl Session {
     /// stream_update_time_stats for a tcp stream): from the accept, the
     /// wait for a server (rules and queue), the connect, no response
     /// time, the total; no sample when no connection was made.
+    /// Adds the bytes that flowed since the last count to the server's,
+    /// the frontend's and the backend's counters; returns them (for the
+    /// trackers).
+    fn count_bytes(&mut self) -> (u64, u64) {
+        let (t_in, t_out) = {
+            let p = self.pipe.borrow();
+            (p.cli.bytes_read, p.srv.bytes_read)
+        };
+        let d_in = t_in.saturating_sub(self.counted.0);
+        let d_out = t_out.saturating_sub(self.counted.1);
+        self.counted = (t_in, t_out);
+        if d_in == 0 && d_out == 0 {
+            return (0, 0);
+        }
+        if let Some(s) = &self.server {
+            s.counters.bytes_in.fetch_add(d_in, Ordering::Relaxed);
+            s.counters.bytes_out.fetch_add(d_out, Ordering::Relaxed);
+        }
+        for c in std::iter::once(&self.fe.http).chain(self.be.as_ref().map(|b| &b.http)) {
+            let c = c.local();
+            c.bytes_in.fetch_add(d_in, Ordering::Relaxed);
+            c.bytes_out.fetch_add(d_out, Ordering::Relaxed);
+        }
+        (d_in, d_out)
+    }
+
+    /// `option contstats`, as HAProxy 2.6: once the backend is known, each
+    /// run brings the counters (and the trackers' byte counts) up to date,
+    /// and a timer does so every 5 s at least while data flows without
+    /// waking the session.
+    fn count_continuously(&mut self, now: Tick) {
+        if !self.fe.contstats || self.be.is_none() {
+            return;
+        }
+        let (d_in, d_out) = self.count_bytes();
+        if d_in != 0 || d_out != 0 {
+            self.stk.add_bytes(now, d_in, d_out);
+        }
+        if self.count_at == ETERNITY || ticks::is_expired(self.count_at, now) {
+            self.count_at = ticks::add(now, CONTSTATS_MS);
+        }
+    }
+
     fn note_times(&self, now: Tick) {
         let Some(farm) = &self.farm else { return };
         let d = |a: Tick, b: Tick| u64::from(b.wrapping_sub(a)).min(u64::from(u32::MAX >> 1));
@@ -1297,7 +1344,8 @@ impl sched::TaskletFn for Session {
         if self.ended() {
             return self.close(ctx);
         }
-        ctx.tasklet_set_expire(me, self.next_timer());
+        self.count_continuously(ctx.now());
+        ctx.tasklet_set_expire(me, ticks::first(self.next_timer(), self.count_at));
         Status::Continue
     }
 }

@@ -43,6 +43,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.ssl.cachesize",
     "profiling.tasks",
     "hard-stop-after",
+    "grace",
     "log",
     "pidfile",
     "stats",
@@ -280,6 +281,8 @@ impl Parser<'_> {
                 }
             }
             "hard-stop-after" => g.hard_stop_after = Some(parse_time(&one(w)?)?),
+            // HAProxy 2.6: 0 is no grace (its timer is not set).
+            "grace" => g.grace = Some(parse_time(&one(w)?)?).filter(|d| !d.is_zero()),
             "close-spread-time" => {
                 let v = one(w)?;
                 g.close_spread = Some(if v == "infinite" {

@@ -19,7 +19,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "accept-invalid-http-request",
     "accept-invalid-http-response",
     "checkcache",
-    "contstats",
     "forceclose",
     "http_proxy",
 ];
@@ -51,6 +50,7 @@ const OPTIONS: &[&str] = &[
     "prefer-last-server",
     "log-health-checks",
     "idle-close-on-response",
+    "contstats",
     "disable-h2-upgrade",
     "http-buffer-request",
     "splice-auto",
@@ -107,6 +107,7 @@ pub(super) fn proxy_option(
         | "dontlognull"
         | "logasap"
         | "idle-close-on-response"
+        | "contstats"
         | "disable-h2-upgrade"
         | "socket-stats" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
@@ -247,6 +248,10 @@ pub(super) fn proxy_option(
         "idle-close-on-response" => {
             no_args(rest)?;
             o.idle_close_on_response = !no;
+        }
+        "contstats" => {
+            no_args(rest)?;
+            o.contstats = !no;
         }
         "disable-h2-upgrade" => {
             no_args(rest)?;
