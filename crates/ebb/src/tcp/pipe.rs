@@ -724,9 +724,23 @@ impl Pipe {
         }
         // (The session drops any event bits left from an earlier socket
         // before connecting.)
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.srv.wr, self.srv.hup)
-        {
-            Some(true) => {
+        match crate::backend::connect_outcome_reset(
+            st.tcp(),
+            &mut self.socks,
+            self.srv.wr,
+            self.srv.hup,
+        ) {
+            // Established, then reset by the server before we saw it:
+            // connected, and the server side has failed (`SD`).
+            Some(Err(crate::backend::Reset)) => {
+                self.connecting = false;
+                self.t_conn = Some(now);
+                self.srv.err = true;
+                self.srv.eof = true;
+                self.srv.last_io = now;
+                Some(true)
+            }
+            Some(Ok(true)) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.srv.wr = true;
@@ -738,7 +752,7 @@ impl Pipe {
                 self.srv.wr = false;
                 None
             }
-            Some(false) => {
+            Some(Ok(false)) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 Some(false)
