@@ -941,7 +941,9 @@ fn short_sessions(to: SocketAddr, n: usize) {
 /// What a short session costs in system calls (bench/conn_cost.py counts
 /// the same): the server socket is made non-blocking at `socket()` (no
 /// `fcntl`), its connect is confirmed by the writable edge (no
-/// `SO_ERROR`, no `getpeername`), and at the end a socket closed both
+/// `SO_ERROR`, no `getpeername`) or, a loopback server's, by the client's
+/// byte sent at once (no writable edge either: both sockets are
+/// registered for reading alone), and at the end a socket closed both
 /// ways is closed without a failing `shutdown` and without
 /// `EPOLL_CTL_DEL` (closing it takes it out of the poller), and the FIN
 /// that ends the session is sent by that close. HAProxy 2.6,
