@@ -1422,7 +1422,12 @@ fn tcp_last_bytes_leave_with_the_fin_they_precede() {
     // that direction: it leaves with `MSG_MORE` and the FIN passed on
     // right after goes in the same segment. The origin then takes in 3
     // segments per connection (SYN, the handshake's ACK, data + FIN)
-    // instead of 4.
+    // instead of 4. Since branch tcprate a loopback server's connect is
+    // usually confirmed by those bytes, sent right after `connect` in
+    // the run that read them; the client's FIN, in their segment, is
+    // known then only when the poller has said so (a hang-up): when it
+    // is not, they leave alone and the FIN follows in a segment of its
+    // own, as HAProxy 2.6 sends it: 3 or 4 segments.
     if no_ss() {
         return;
     }
@@ -1460,7 +1465,7 @@ backend b
     };
     let ebb = run(vec!["BIND".to_string()], false).unwrap();
     println!("ebb: segments into the origin per connection {ebb:?}");
-    assert!(ebb.iter().all(|&n| n == 3), "ebb: {ebb:?}");
+    assert!(ebb.iter().all(|&n| n == 3 || n == 4), "ebb: {ebb:?}");
     // HAProxy 2.6 passes the FIN on in its own segment in this shape:
     // its figures are printed, not compared.
     if let Some(h) = run(vec![format!("127.0.0.1:{}", common::free_port())], true) {

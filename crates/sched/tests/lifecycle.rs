@@ -323,6 +323,38 @@ fn a_moved_fd_wakes_its_new_tasklet() -> io::Result<()> {
     Ok(())
 }
 
+/// An fd registered for reading alone reports no writability, however
+/// writable it is; once a write would block, `want_write` has its
+/// writability watched, and readiness already there is reported at once.
+/// An fd that is not registered is refused.
+#[test]
+fn want_write_adds_writability_to_a_read_registration() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (_a, b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let seen = Rc::new(Cell::new(sched::Events::NONE));
+    let s = seen.clone();
+    let conn = ctx.new_tasklet("conn", move |ctx: &mut Ctx, me, _why| {
+        s.set(s.get() | ctx.take_events(me));
+        Status::Continue
+    });
+    ctx.register_fd(b.as_raw_fd(), conn, false)?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert!(!seen.get().writable(), "{:?}", seen.get());
+    ctx.want_write(b.as_raw_fd())?;
+    ctx.want_write(b.as_raw_fd())?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert!(seen.get().writable(), "{:?}", seen.get());
+    ctx.deregister_fd(b.as_raw_fd())?;
+    assert!(ctx.want_write(b.as_raw_fd()).is_err());
+    Ok(())
+}
+
 /// A tasklet woken through the runtime's handle by a callback of its own
 /// thread (the server queue's hand-over wakes so) runs in the same turn,
 /// not after another poll.

@@ -221,13 +221,45 @@ pub fn connect_outcome(
     writable: bool,
     hup: bool,
 ) -> Option<bool> {
+    match connect_outcome_reset(s, socks, writable, hup) {
+        Some(Ok(ok)) => Some(ok),
+        Some(Err(Reset)) => Some(false),
+        None => None,
+    }
+}
+
+/// The server reset a connection it had accepted (see
+/// [`connect_outcome_reset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reset;
+
+/// [`connect_outcome`], telling a connection that was established and
+/// then reset before its first event was seen (`Err(Reset)`: the
+/// kernel's `ECONNRESET`, or `EPIPE` after the server's FIN) from a
+/// failed connect (a refusal is `ECONNREFUSED`). A server that accepts
+/// and resets at once is then an established connection ending on a
+/// server error (`SD` in a tcp session, as HAProxy logs it when it saw
+/// the connect first), not a failed connect to retry. The error is
+/// taken from the socket here: its next read finds the end.
+pub fn connect_outcome_reset(
+    s: &std::net::TcpStream,
+    socks: &mut Option<Box<socks4::Socks4>>,
+    writable: bool,
+    hup: bool,
+) -> Option<Result<bool, Reset>> {
     if writable && !hup {
-        return socks4::settle(socks, s);
+        return socks4::settle(socks, s).map(Ok);
     }
     match (s.take_error(), connected(s)) {
-        (Ok(None), true) => socks4::settle(socks, s),
+        (Ok(None), true) => socks4::settle(socks, s).map(Ok),
         (Ok(None), false) => None,
-        _ => Some(false),
+        (Ok(Some(e)), _)
+            if socks.is_none()
+                && matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) =>
+        {
+            Some(Err(Reset))
+        }
+        _ => Some(Ok(false)),
     }
 }
 

@@ -31,6 +31,13 @@
 //!
 //! Readiness (`rd`, `wr`) follows the socket's edges and is cleared only
 //! when a call comes back short or with `WouldBlock`, as on the HTTP side.
+//! The sockets are registered for reading alone (a connecting one for
+//! writing too): writability is watched from the first write that blocks
+//! on ([`Pipe::watch_blocked`], HAProxy's `fd_want_send`), so the edges
+//! of a short session's state changes with nothing to write (its
+//! connect's end, the ACK of a FIN) wake nobody. A loopback server's
+//! connect is usually complete when `connect` returns: the client's
+//! first bytes are sent at once and confirm it ([`Pipe::send_early`]).
 //!
 //! **Splice** (`option splice-request|splice-response|splice-auto`). A
 //! direction may move through a kernel pipe instead of its buffer:
@@ -209,6 +216,10 @@ pub(super) struct Sock {
     /// passed on, the socket is closed (a RST) instead, as HAProxy's
     /// silent shutdown of such a server connection.
     pub(super) silent_shut: bool,
+    /// The poller watches the socket's writability (see
+    /// [`Pipe::watch_blocked`]): a connecting socket, or one a write
+    /// found full.
+    pub(super) out: bool,
 }
 
 impl Sock {
@@ -524,6 +535,10 @@ pub(super) struct Pipe {
     pub(super) socks: Option<Box<crate::backend::socks4::Socks4>>,
     /// When the connect completed.
     pub(super) t_conn: Option<Tick>,
+    /// The connect was confirmed by [`Pipe::send_early`] (no edge of the
+    /// server socket came since its registration, so the server side has
+    /// not run for it).
+    pub(super) sent_early: bool,
     /// Bytes may flow to the server (a server is connected and the
     /// content rules have decided).
     pub(super) forwarding: bool,
@@ -569,6 +584,8 @@ impl Pipe {
         let mut m = Moved::default();
         let c2s_was_empty = self.c2s.pending() == 0;
         let mut c2s_new = false;
+        // The client's FIN came in this pass.
+        let mut fin = false;
         loop {
             self.maybe_splice();
             let eof_before = self.cli.eof;
@@ -588,8 +605,10 @@ impl Pipe {
                 self.s2c.reader_blocked = true;
             }
             c2s_new |= got && c2s_was_empty;
-            if self.cli.eof != eof_before || self.cli.err {
+            if self.cli.err {
                 m.wake_other = true;
+            } else if self.cli.eof != eof_before {
+                fin = true;
             }
             if !(got || sent) {
                 break;
@@ -610,7 +629,18 @@ impl Pipe {
                 m.again = true;
             }
             m.wake_other |= self.srv.err != err_before;
+            if fin && self.srv_prefix.is_empty() {
+                // The client's FIN goes on to the server from here once
+                // nothing is left before it, as its bytes do (HAProxy
+                // shuts the other side from the same stream): the server
+                // side need not run for it.
+                let cli_done = self.cli.clean_done();
+                let Pipe { srv, c2s, cli, .. } = self;
+                srv.shut_if_done(c2s, cli.eof, cli_done);
+                fin = !srv.shut_wr && !srv.err;
+            }
         }
+        m.wake_other |= fin;
         // The server side has bytes to write only if some are left.
         m.wake_other |= c2s_new && self.c2s.pending() + self.srv_prefix.len() > 0;
         m
@@ -724,9 +754,23 @@ impl Pipe {
         }
         // (The session drops any event bits left from an earlier socket
         // before connecting.)
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.srv.wr, self.srv.hup)
-        {
-            Some(true) => {
+        match crate::backend::connect_outcome_reset(
+            st.tcp(),
+            &mut self.socks,
+            self.srv.wr,
+            self.srv.hup,
+        ) {
+            // Established, then reset by the server before we saw it:
+            // connected, and the server side has failed (`SD`).
+            Some(Err(crate::backend::Reset)) => {
+                self.connecting = false;
+                self.t_conn = Some(now);
+                self.srv.err = true;
+                self.srv.eof = true;
+                self.srv.last_io = now;
+                Some(true)
+            }
+            Some(Ok(true)) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.srv.wr = true;
@@ -738,10 +782,84 @@ impl Pipe {
                 self.srv.wr = false;
                 None
             }
-            Some(false) => {
+            Some(Ok(false)) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 Some(false)
+            }
+        }
+    }
+
+    /// Sends what waits in `c2s` on a connect just started, when the
+    /// kernel may have completed it within `connect` (a loopback server:
+    /// the handshake runs in the calling thread's softirq): bytes that
+    /// leave confirm the connect, so no writable edge is waited for (and
+    /// the socket is registered for reading alone). `EAGAIN` (not
+    /// established yet) leaves it to the edge; a reset says the server
+    /// accepted then cut (see [`crate::backend::connect_outcome_reset`]);
+    /// any other error is a failed connect. Plain sockets without a
+    /// PROXY header or a SOCKS4 handshake only. Returns whether the
+    /// outcome is known.
+    pub(super) fn send_early(&mut self, w: &dyn Pool, now: Tick) -> bool {
+        let h = &mut self.c2s;
+        if !self.connecting || h.len() == 0 || !self.srv_prefix.is_empty() || self.socks.is_some() {
+            return false;
+        }
+        let Some(tr) = self.srv.tr.as_mut().filter(|t| !t.is_tls() && !t.is_lane()) else {
+            return false;
+        };
+        let src = &h.buf[h.start..h.end];
+        let want = src.len();
+        let r = if self.cli.eof {
+            tr.write_last(&[io::IoSlice::new(src)])
+        } else {
+            tr.write(src)
+        };
+        match r {
+            Ok(n) => {
+                h.start += n;
+                self.srv.wr = n == want;
+                self.srv.last_io = now;
+                h.release_if_empty(w);
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) => {
+                self.srv.err = true;
+                self.srv.eof = true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return false
+            }
+            Err(_) => {
+                self.connecting = false;
+                self.connect_failed = true;
+                return true;
+            }
+        }
+        self.connecting = false;
+        self.t_conn = Some(now);
+        self.sent_early = true;
+        true
+    }
+
+    /// Has the poller watch the writability of each socket whose last
+    /// write blocked (HAProxy's `fd_want_send`): the sockets are
+    /// registered for reading alone, so a short session is not woken by
+    /// edges with nothing to write (its connect's end when the bytes left
+    /// already, the ACK of its FIN). Once watched, a socket stays so.
+    pub(super) fn watch_blocked(&mut self, ctx: &mut Ctx) {
+        for s in [&mut self.cli, &mut self.srv] {
+            if s.wr || s.out || s.err {
+                continue;
+            }
+            let Some(tr) = s.tr.as_ref() else { continue };
+            s.out = true;
+            if ctx.want_write(tr.raw_fd()).is_err() {
+                s.err = true;
             }
         }
     }
@@ -784,6 +902,7 @@ impl sched::TaskletFn for SrvTasklet {
             }
         }
         let m = p.server_pass(&*self.w, ctx.now());
+        p.watch_blocked(ctx);
         drop(p);
         if m.wake_other {
             ctx.tasklet_wakeup(self.cli);

@@ -228,7 +228,9 @@ impl Session {
         let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
         let id = ctx.new_tasklet_obj(name, s);
         sess.set_tasklet(id);
-        if let Err(e) = ctx.register_fd(fd, id, true) {
+        // Read interest only: writability is watched once a write blocks
+        // (see [`Pipe::watch_blocked`]).
+        if let Err(e) = ctx.register_fd(fd, id, false) {
             ctx.kill_tasklet(id);
             return Err(e);
         }
@@ -528,15 +530,10 @@ impl Session {
         let now = ctx.now();
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let has_data = self.pipe.borrow().c2s.pending() > 0;
-        let r = crate::backend::connect_server_nb(
-            &s,
-            || s.dest(|| self.dst.or_else(|| self.local_addr())),
-            has_data,
-        )
-        .and_then(|(st, socks)| {
+        let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));
+        let r = crate::backend::connect_server_nb(&s, || dest, has_data).and_then(|(st, socks)| {
             let tr = match &s.tls {
                 Some(t) => {
-                    let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));
                     let name = t.name_for(None, dest);
                     Transport::connect_tls(st, Arc::clone(&t.config), &name)?
                 }
@@ -554,10 +551,8 @@ impl Session {
         // Readiness of an earlier socket of this session (a retry) must not
         // pass for this one's connect.
         let _ = ctx.take_events(task);
-        if ctx.register_fd(st.raw_fd(), task, true).is_err() {
-            self.connect_failed(ctx, false);
-            return;
-        }
+        let fd = st.raw_fd();
+        let loopback = s.opts.abns.is_none() && dest.is_some_and(|a| a.ip().is_loopback());
         // The PROXY header, with the TLVs of `proxy-v2-options` (the
         // unique id from the frontend's `unique-id-format`, as HAProxy
         // generates it for a tcp stream too).
@@ -596,7 +591,19 @@ impl Session {
             p.connect_failed = false;
             p.socks = socks;
             p.t_conn = None;
+            p.sent_early = false;
             p.srv_prefix = prefix;
+        }
+        // A loopback server's handshake is usually done when `connect`
+        // returns: the waiting bytes go at once and confirm it, and the
+        // socket needs no writable edge (see [`Pipe::send_early`]).
+        let known = loopback && self.pipe.borrow_mut().send_early(&*self.w, now);
+        let watch = !known || !self.pipe.borrow().srv.wr;
+        self.pipe.borrow_mut().srv.out = watch;
+        if ctx.register_fd(fd, task, watch).is_err() {
+            self.pipe.borrow_mut().srv.tr = None;
+            self.connect_failed(ctx, false);
+            return;
         }
         self.st = St::Connecting;
         self.deadline = ticks::add(now, self.timeouts.connect);
@@ -878,8 +885,19 @@ impl Session {
                         p.s2c.splice = want(crate::config::SPLICE_RESPONSE);
                         p.forwarding = true;
                     }
-                    // The server side writes what waited in `c2s`.
-                    if let Some(t) = self.srv_task {
+                    // The server side writes what waited in `c2s`, reads
+                    // what its connect's edge said is there, passes the
+                    // client's FIN; after a connect confirmed by the bytes
+                    // sent with it, only what is left of those (its
+                    // socket's own edges wake it).
+                    let waits = {
+                        let p = self.pipe.borrow();
+                        !p.sent_early
+                            || p.c2s.pending() + p.srv_prefix.len() > 0
+                            || p.srv.err
+                            || p.cli.eof
+                    };
+                    if let (true, Some(t)) = (waits, self.srv_task) {
                         ctx.tasklet_wakeup(t);
                     }
                     return;
@@ -1345,6 +1363,7 @@ impl sched::TaskletFn for Session {
             return self.close(ctx);
         }
         self.count_continuously(ctx.now());
+        self.pipe.borrow_mut().watch_blocked(ctx);
         ctx.tasklet_set_expire(me, ticks::first(self.next_timer(), self.count_at));
         Status::Continue
     }

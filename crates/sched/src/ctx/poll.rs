@@ -7,7 +7,9 @@
 //! `fdtab` names an fd's owner. An event for a freed tasklet or for an
 //! earlier registration of the same number is a detected no-op; no
 //! `epoll_ctl` is needed per request, nor when another tasklet of the
-//! thread takes the fd over ([`Ctx::move_fd`]). The thread's eventfd is
+//! thread takes the fd over ([`Ctx::move_fd`]). An fd registered for
+//! reading alone may watch writability later ([`Ctx::want_write`], one
+//! `EPOLL_CTL_MOD` for the rest of its life). The thread's eventfd is
 //! registered with a reserved token; other threads write it to wake this
 //! one (see [`crate::notify`]).
 //!
@@ -42,6 +44,38 @@ impl Ctx {
             // (Registered already: that registration stays as it was.)
             self.fd_restore(fd, prev);
         })
+    }
+
+    /// Adds writability to the events `fd`'s registration watches (one
+    /// `EPOLL_CTL_MOD`; nothing when it watches them already): HAProxy's
+    /// `fd_want_send`. An fd may be registered for reading alone and
+    /// watch writability only once a write would block, so an fd that
+    /// is always writable (a short exchange's) is not reported at every
+    /// change of its state (connect done, FIN acknowledged) with nothing
+    /// to write. Readiness already there is reported at once (the
+    /// modification re-arms the edge), so a write that blocked just
+    /// before loses no edge. It stays watched until the fd is
+    /// deregistered or closed.
+    pub fn want_write(&mut self, fd: RawFd) -> io::Result<()> {
+        let Some(e) = usize::try_from(fd).ok().and_then(|i| self.fds.get_mut(i)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not registered",
+            ));
+        };
+        if e.owner == FdEnt::NONE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not registered",
+            ));
+        }
+        if e.rw {
+            return Ok(());
+        }
+        let data = (fd as u64) << 32 | u64::from(e.gen);
+        self.epoll.modify(fd, data, true, true)?;
+        e.rw = true;
+        Ok(())
     }
 
     /// A new generation of `fd`'s entry, owned by `owner`: the epoll data
