@@ -94,6 +94,17 @@ fn h1_case_adjust_names_on_the_sides_the_options_name() {
             "{fields:?}"
         );
         assert!(!fields.contains(&"X-NEVER: 3".to_string()));
+        // From an HTTP/2 client (lower-case names) too.
+        if have("curl") {
+            let url = format!("http://{fe}/h2");
+            let (ok, _, err) = curl(&["--http2-prior-knowledge", "-H", "x-foo: 5", &url]);
+            assert!(ok, "{err}");
+            let seen = origin.heads.lock().unwrap().pop().expect("a request");
+            assert!(
+                field_lines(&seen).contains(&"X-FOO: 5".to_string()),
+                "{seen}"
+            );
+        }
         fields
     };
     let (ebb, _) = ebb_with_admin("h1case", |k, b| case_cfg(k, b, &file, origin.addr, opts));
