@@ -649,6 +649,10 @@ pub struct BackendRt {
     pub tunnel_ms: Option<u32>,
     /// `option http-restrict-req-hdr-names`, after the backend's rules.
     pub restrict_hdr_names: crate::config::RestrictHdrNames,
+    /// `option h1-case-adjust-bogus-server` with a non-empty global
+    /// `h1-case-adjust` map: the request heads written to HTTP/1 servers
+    /// get its names.
+    pub h1_case: Option<Arc<crate::http1::CaseMap>>,
     /// A `disabled` backend a frontend routes to (`Config::stopped`): as
     /// HAProxy never sets one up, no analyser of its runs, and a request
     /// routed there is logged without its request time (TR -1).
@@ -813,6 +817,10 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option contstats` (see `tcp::session`).
     pub contstats: bool,
+    /// `option h1-case-adjust-bogus-client` with a non-empty global
+    /// `h1-case-adjust` map: the heads written to HTTP/1 clients get its
+    /// names.
+    pub h1_case: Option<Arc<crate::http1::CaseMap>>,
     /// `option abortonclose` reached this frontend (from its `defaults`
     /// or as a `listen`): HAProxy 2.6 watches a client for its close
     /// while the request is served only when the frontend has it too
@@ -1648,6 +1656,8 @@ pub fn compile_keeping(
     let mut warn = Vec::new();
     let warnings = &mut warn;
     let states = load_states(cfg, warnings);
+    // One map for every proxy whose option asks for it.
+    let h1_case = (!cfg.global.h1_case.is_empty()).then(|| Arc::new(cfg.global.h1_case.clone()));
     for p in &cfg.proxies {
         warnings.extend(crate::config::unreachable_rules(p));
         warnings.extend(crate::config::mailers::ignored(p));
@@ -1797,6 +1807,7 @@ pub fn compile_keeping(
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
                 restrict_hdr_names: p.options.restrict_hdr_names,
+                h1_case: h1_case.clone().filter(|_| p.options.h1_case_server),
                 stopped: p.disabled.is_some(),
             })
         })();
@@ -1904,6 +1915,7 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 contstats: p.options.contstats,
+                h1_case: h1_case.clone().filter(|_| p.options.h1_case_client),
                 abort_on_close: p.options.abortonclose,
                 nolinger: p.options.nolinger,
                 dontlog_normal: p.options.dontlog_normal,

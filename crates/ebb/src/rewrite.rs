@@ -157,6 +157,12 @@ pub struct ReqState<'a> {
     /// What the rules run so far did, for the statistics of their proxy
     /// (taken by the caller after each proxy's rules).
     pub counts: RuleCounts,
+    /// The `103 Early Hints` answers the `early-hint` rules made, as
+    /// HTTP/1 bytes ([`ReqState::take_hints`]).
+    hints: Vec<u8>,
+    /// The last of `hints` is still open (the rule before was an
+    /// `early-hint`: adjacent ones make one answer, as HAProxy groups them).
+    hint_open: bool,
 }
 
 pub use crate::proxy::RuleCounts;
@@ -186,7 +192,47 @@ impl<'a> ReqState<'a> {
             cache_hit: None,
             strict: true,
             counts: RuleCounts::default(),
+            hints: Vec::new(),
+            hint_open: false,
         }
+    }
+
+    /// An `early-hint` rule's field: in the open 103, or a new one (HAProxy
+    /// 2.6: only for a request of version 1.1, which an HTTP/2 one is).
+    fn early_hint(&mut self, e: &HeaderEdit, base: &Ctx<'_>) {
+        if self.orig.head.version != Version::Http11 {
+            return;
+        }
+        let mut v = Vec::new();
+        let ctx = Ctx {
+            req: Some(self.req()),
+            ..*base
+        };
+        e.render_value(&ctx, &mut v);
+        if !self.hint_open {
+            self.hints
+                .extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+            self.hint_open = true;
+        }
+        self.hints.extend_from_slice(e.name.as_bytes());
+        self.hints.extend_from_slice(b": ");
+        self.hints.extend_from_slice(&v);
+        self.hints.extend_from_slice(b"\r\n");
+    }
+
+    /// Ends the open 103, if any.
+    fn close_hint(&mut self) {
+        if std::mem::take(&mut self.hint_open) {
+            self.hints.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// The 103s the rules made so far, for the caller to send before
+    /// anything else (after each proxy's rules: a 103 ends with them, or
+    /// where they stopped).
+    pub fn take_hints(&mut self) -> Vec<u8> {
+        self.close_hint();
+        std::mem::take(&mut self.hints)
     }
 
     /// The limits of a rewritten head, HAProxy's room for rewrites: its
@@ -638,6 +684,11 @@ pub fn run_request_from(
     // changed the request (`fresh = None` before it does).
     let mut fresh: Option<Ctx<'_>> = None;
     for (i, rule) in rules.iter().enumerate().skip(from) {
+        if st.hint_open && !matches!(rule.action, HttpRequestAction::EarlyHint(_)) {
+            // The rules after an `early-hint` one: its 103 is complete.
+            fresh = None;
+            st.close_hint();
+        }
         if let Some(c) = &rule.cond {
             let ctx = fresh.get_or_insert_with(|| Ctx {
                 req: Some(st.req()),
@@ -706,6 +757,10 @@ pub fn run_request_from(
                     ..*base
                 });
                 crate::stick::run_http_action(a, ctx);
+            }
+            HttpRequestAction::EarlyHint(e) => {
+                fresh = None;
+                st.early_hint(e, base);
             }
             HttpRequestAction::Header(e) => {
                 fresh = None;

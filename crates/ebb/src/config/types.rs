@@ -241,6 +241,11 @@ pub struct Global {
     pub server_state_file: Option<Spanned<PathBuf>>,
     /// `server-state-base DIR`.
     pub server_state_base: Option<Spanned<PathBuf>>,
+    /// `h1-case-adjust FROM TO` lines, then the `h1-case-adjust-file`'s
+    /// entries once the configuration is read ([`crate::http1::CaseMap`]).
+    pub h1_case: crate::http1::CaseMap,
+    /// The last `h1-case-adjust-file PATH` (HAProxy reads only the last).
+    pub h1_case_file: Option<Spanned<PathBuf>>,
     /// `daemon`: run in the background (as `-D`; `-d` keeps the foreground).
     pub daemon: bool,
     /// `quiet`: no message on standard error at start or after (as `-q`).
@@ -342,6 +347,8 @@ impl Default for Global {
             stats_timeout: None,
             server_state_file: None,
             server_state_base: None,
+            h1_case: Default::default(),
+            h1_case_file: None,
             daemon: false,
             quiet: false,
             maxsslconn: 0,
@@ -907,6 +914,12 @@ pub struct ProxyOptions {
     /// `option contstats` (frontend): byte counters updated as data flows
     /// (every 5 s at least), not only at the end; tcp streams only.
     pub contstats: bool,
+    /// `option h1-case-adjust-bogus-client`: the global `h1-case-adjust`
+    /// map applies to the heads written to HTTP/1 clients.
+    pub h1_case_client: bool,
+    /// `option h1-case-adjust-bogus-server`: the map applies to the
+    /// request heads written to HTTP/1 servers.
+    pub h1_case_server: bool,
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
@@ -1326,6 +1339,11 @@ pub enum HttpRequestAction {
     Allow,
     /// `set-header`, `add-header`, `del-header`.
     Header(HeaderEdit),
+    /// `early-hint NAME FMT`: a field of the `103 Early Hints` answer the
+    /// client gets before the final one (HTTP/1.1 and HTTP/2 requests
+    /// only); adjacent `early-hint` rules make one 103 (`rewrite`). Kept
+    /// as a `set-header` edit: its name as written, its value a log-format.
+    EarlyHint(HeaderEdit),
     /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
     Var(crate::sample::VarAction),
     UseService(Service),

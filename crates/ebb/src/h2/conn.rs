@@ -1384,13 +1384,7 @@ impl Connection {
             return Err(SendError::BadState);
         }
         s.head_sent = true;
-        // `:status` as a whole record of the list, of a fixed size: one
-        // copy rather than [`Encoder::push_field`]'s three.
-        let mut st = STATUS_RECORD;
-        let status = status.clamp(100, 999);
-        st[13] = b'0' + (status / 100) as u8;
-        st[14] = b'0' + (status / 10 % 10) as u8;
-        st[15] = b'0' + (status % 10) as u8;
+        let st = status_record(status);
         self.write_head(id, end_stream, |h| {
             h.list.extend_from_slice(&st);
             fill(h);
@@ -1398,6 +1392,30 @@ impl Connection {
         if end_stream {
             self.end_local(id);
         }
+        Ok(())
+    }
+
+    /// Sends an interim answer (`103 Early Hints`) on stream `id`
+    /// before its final one: a HEADERS frame without END_STREAM (RFC 9113
+    /// §8.1 allows any number of them before the final head).
+    pub fn send_interim_with(
+        &mut self,
+        id: u32,
+        status: u16,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> Result<(), SendError> {
+        if self.role != Role::Server || !(102..200).contains(&status) {
+            return Err(SendError::BadState);
+        }
+        let s = self.stream(id).ok_or(SendError::NoStream)?;
+        if s.head_sent || s.local_done {
+            return Err(SendError::BadState);
+        }
+        let st = status_record(status);
+        self.write_head(id, false, |h| {
+            h.list.extend_from_slice(&st);
+            fill(h);
+        });
         Ok(())
     }
 
@@ -1679,6 +1697,18 @@ impl Connection {
 /// `:status` with room for its three digits, as a record of
 /// [`Encoder::push_field`]'s list (name length 7, value length 3).
 pub(super) const STATUS_RECORD: [u8; 16] = *b"\x07\x00\x03\x00\x00\x00:status000";
+
+/// `:status` as a whole record of the field list, of a fixed size: one
+/// copy rather than [`Encoder::push_field`]'s three (`status` taken into
+/// 100..=999).
+fn status_record(status: u16) -> [u8; 16] {
+    let mut st = STATUS_RECORD;
+    let status = status.clamp(100, 999);
+    st[13] = b'0' + (status / 100) as u8;
+    st[14] = b'0' + (status / 10 % 10) as u8;
+    st[15] = b'0' + (status % 10) as u8;
+    st
+}
 
 /// Encodes the fields of one head being sent (see
 /// [`Connection::send_response_with`]).

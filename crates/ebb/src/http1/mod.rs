@@ -88,6 +88,7 @@
 //! final coding chunked → chunked; another final coding or no length →
 //! read until close.
 
+mod case;
 mod chunked;
 mod drain;
 mod error;
@@ -102,6 +103,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use case::CaseMap;
 pub(crate) use chunked::hex_value;
 pub use chunked::{
     ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, ChunkedRecoder, Decoded, CHUNK_END,

@@ -253,6 +253,9 @@ pub struct Stream {
     /// first fields, would travel between the threads at every request).
     /// Dropped when the stream goes back to the pool.
     fe_held: Option<Arc<FrontendRt>>,
+    /// The `103 Early Hints` answers the request rules made (HTTP/1
+    /// bytes), sent before the rules' decision is carried out.
+    hints: std::cell::Cell<Vec<u8>>,
 }
 
 /// A cached file is a body the client side can send.
@@ -501,7 +504,9 @@ impl Stream {
             expect_close,
             late_rule,
             fe_held,
+            hints,
         } = self;
+        hints.get_mut().clear();
         *late_rule = None;
         *fe_held = None;
         // Its backend is its connection's frontend's: not kept past it.
@@ -637,6 +642,12 @@ impl Stream {
         // rules ran; failed rewrites and internal errors on the frontend,
         // and on the backend once one is assigned.
         let counts = std::mem::take(&mut st.counts);
+        let mut made = st.take_hints();
+        if !made.is_empty() {
+            let mut h = self.hints.take();
+            h.append(&mut made);
+            self.hints.set(h);
+        }
         let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
         match bhttp {
             // Nothing to add: no atomic operation on the shared counters.
@@ -1044,6 +1055,15 @@ impl Stream {
     /// Carries out the answer [`Stream::decide`] chose, with the
     /// frontend the stream holds for its connection ([`Stream::fe_held`]).
     fn dispatch(&mut self, c: &mut H1, ctx: &mut Ctx, act: Act) {
+        let hints = self.hints.get_mut();
+        if !hints.is_empty() {
+            // `http-request early-hint`: the 103s go first.
+            let at = c.wbuf.len();
+            c.wbuf.append(hints);
+            if let Some(m) = &c.fe.h1_case {
+                m.adjust_heads(c.wbuf.get_mut(at..).unwrap_or(&mut []));
+            }
+        }
         let fe = match self.fe_held.take() {
             Some(f) if Arc::ptr_eq(&f, &c.fe) => f,
             _ => Arc::clone(&c.fe),

@@ -52,6 +52,7 @@ impl Parser<'_> {
             })
             .collect();
         self.global.environ = crate::environ::take();
+        self.read_h1_case_file();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
         let stick_tables: Vec<String> = self

@@ -24,6 +24,8 @@ use crate::sample::{Scope, VarAction};
 
 /// Keywords of the `global` section, for "did you mean" hints.
 const GLOBAL_KEYWORDS: &[&str] = &[
+    "h1-case-adjust",
+    "h1-case-adjust-file",
     "nbthread",
     "maxconn",
     "tune.bufsize",
@@ -102,12 +104,7 @@ pub fn quiet_seen() -> bool {
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
-const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
-    "nbproc",
-    "lua-load",
-    "h1-case-adjust",
-    "insecure-fork-wanted",
-];
+const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &["nbproc", "lua-load", "insecure-fork-wanted"];
 
 /// A node name as HAProxy takes it (global `node`, `stats show-node`):
 /// letters, digits, '.', '-' and '_', at least one.
@@ -228,6 +225,7 @@ impl Parser<'_> {
             }
         };
         match kw {
+            "h1-case-adjust" | "h1-case-adjust-file" => super::h1case::global(g, w, loc)?,
             "expose-experimental-directives" => {
                 if w.len() > 1 {
                     return Err(format!("'{kw}' takes no argument"));

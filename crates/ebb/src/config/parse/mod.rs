@@ -22,6 +22,7 @@ mod bind;
 mod checks;
 mod finish;
 mod global;
+mod h1case;
 mod log;
 mod options;
 mod proxy;

@@ -69,6 +69,8 @@ const OPTIONS: &[&str] = &[
     "tcp-smart-accept",
     "tcp-smart-connect",
     "http-ignore-probes",
+    "h1-case-adjust-bogus-client",
+    "h1-case-adjust-bogus-server",
 ];
 
 pub(super) fn proxy_option(
@@ -102,6 +104,8 @@ pub(super) fn proxy_option(
         | "tcp-smart-accept"
         | "http-ignore-probes" => FE,
         "tcp-smart-connect" => BE,
+        "h1-case-adjust-bogus-client" => FE,
+        "h1-case-adjust-bogus-server" => BE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -244,6 +248,14 @@ pub(super) fn proxy_option(
         "log-health-checks" => {
             no_args(rest)?;
             o.log_health_checks = !no;
+        }
+        "h1-case-adjust-bogus-client" => {
+            no_args(rest)?;
+            o.h1_case_client = !no;
+        }
+        "h1-case-adjust-bogus-server" => {
+            no_args(rest)?;
+            o.h1_case_server = !no;
         }
         "idle-close-on-response" => {
             no_args(rest)?;

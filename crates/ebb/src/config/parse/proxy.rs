@@ -954,6 +954,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
             && !matches!(
                 r.action,
                 HttpRequestAction::Header(_)
+                    | HttpRequestAction::EarlyHint(_)
                     | HttpRequestAction::Var(_)
                     | HttpRequestAction::TrackSc { .. }
                     | HttpRequestAction::ScIncGpc0(_)

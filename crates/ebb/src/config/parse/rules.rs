@@ -186,6 +186,7 @@ pub(super) fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
+        "early-hint" => HttpRequestAction::EarlyHint(parse_early_hint(args, request_scope(px))?),
         "reject" => {
             if let Some(x) = args.first() {
                 return Err(format!("unexpected '{x}' after 'http-request reject'"));
@@ -309,7 +310,7 @@ pub(super) fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, disable-l7-retry, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, early-hint, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, disable-l7-retry, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -759,4 +760,20 @@ fn parse_header_edit(
         None => LfFormat::parse("", scope)?,
     };
     Ok(HeaderEdit { op, name, value })
+}
+
+/// `http-request early-hint NAME FMT`: HAProxy's two arguments, a name
+/// and a log-format value.
+fn parse_early_hint(args: &[String], scope: Scope) -> Result<HeaderEdit, String> {
+    let [n, v] = args else {
+        return Err("'http-request early-hint' expects exactly 2 arguments".to_string());
+    };
+    let name = header_name(n)?;
+    let value = LfFormat::parse(&header_value(v)?, scope)
+        .map_err(|e| format!("'http-request early-hint {name}': {e}"))?;
+    Ok(HeaderEdit {
+        op: EditOp::Set,
+        name,
+        value,
+    })
 }

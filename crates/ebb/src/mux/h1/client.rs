@@ -1372,6 +1372,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let date = *self.w.date.borrow_mut().get();
         let keep_alive = !self.closing;
         H1Out::new(&mut self.wbuf, date, version, head_req, keep_alive)
+            .with_case(self.fe.h1_case.as_deref())
     }
 
     /// Writes ebb's error answer for `status` (or the frontend's errorfile
@@ -1388,7 +1389,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if let Some(f) = self.fe.errorfile(status) {
             // An errorfile is a whole HTTP/1 answer, sent as written; its
             // framing is its own, so the connection ends after it.
+            let at = self.wbuf.len();
             self.wbuf.extend_from_slice(f);
+            if let Some(m) = &self.fe.h1_case {
+                m.adjust_head(self.wbuf.get_mut(at..).unwrap_or(&mut []));
+            }
             self.closing = true;
             return;
         }

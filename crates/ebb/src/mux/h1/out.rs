@@ -42,6 +42,9 @@ pub(crate) struct H1Out<'a> {
     /// The body is complete (its end or its trailers were written).
     ended: bool,
     closing: bool,
+    /// `option h1-case-adjust-bogus-client`: the head's names as the map
+    /// says.
+    case: Option<&'a crate::http1::CaseMap>,
 }
 
 impl<'a> H1Out<'a> {
@@ -64,7 +67,74 @@ impl<'a> H1Out<'a> {
             no_body: false,
             ended: false,
             closing: !keep_alive,
+            case: None,
         }
+    }
+
+    /// The head's field names go through `case` (`option
+    /// h1-case-adjust-bogus-client`).
+    pub(crate) fn with_case(mut self, case: Option<&'a crate::http1::CaseMap>) -> Self {
+        self.case = case;
+        self
+    }
+
+    /// Writes the head of an answer (the status line, the fields, the
+    /// framing and connection fields, the empty line).
+    fn head(&mut self, h: RespHead<'_>) {
+        let mut w = ResponseWriter::new(self.out, h.status, &self.date);
+        let prepared = h.prepared();
+        // A field that is not a token, or a value with a control
+        // byte, is refused by the writer (no response splitting).
+        match prepared {
+            Some(p) => {
+                w.checked_lines(p.h1);
+                h.each_extra(|n, v| {
+                    let _ = w.header(n, v);
+                });
+            }
+            None => h.each_field(|n, v| {
+                let _ = w.header(n, v);
+            }),
+        }
+        // `Connection` and `Upgrade` as a stream's own answer set
+        // them (`http-request return ... hdr connection ...`): a 101
+        // carrying `upgrade` goes with `Connection: upgrade` and
+        // the connection ends after it (no tunnel follows an answer
+        // ebb made); `close` closes after any answer.
+        // Prepared fields hold no framing field (`msg::Prepared`): only
+        // the added ones may then carry these.
+        let field = |n: &[u8]| match prepared {
+            Some(_) => h.extra.get(n),
+            None => h.fields.get(n).or_else(|| h.extra.get(n)),
+        };
+        if h.status == 101 {
+            if let Some(u) = field(b"upgrade") {
+                let _ = w.header(b"Connection", b"upgrade");
+                let _ = w.header(b"Upgrade", u);
+                w.finish_bare();
+                self.chunked = None;
+                self.no_body = true;
+                self.closing = true;
+                return;
+            }
+        }
+        // An `upgrade` the stream set on its own answer is sent
+        // (HAProxy sends a `return`'s fields as given): a rule
+        // may make the answer a 101 (`http-after-response
+        // set-status 101`).
+        if let Some(u) = h.extra.get(b"upgrade") {
+            let _ = w.header(b"upgrade", u);
+        }
+        let close = field(b"connection").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        });
+        let f = framing(h.status, h.body, self.version);
+        let keep = self.keep_alive && !h.close && !close && f != BodyFraming::UntilClose;
+        w.finish(f, keep, self.version);
+        self.chunked = (f == BodyFraming::Chunked).then(ChunkedEncoder::new);
+        self.no_body = self.head_req || f == BodyFraming::None;
+        self.closing = !keep;
     }
 
     /// Whether the connection must end once this answer is out.
@@ -124,60 +194,11 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
     fn put(&mut self, m: RespMsg<'_>) -> usize {
         match m {
             Msg::Head(h) => {
-                let mut w = ResponseWriter::new(self.out, h.status, &self.date);
-                let prepared = h.prepared();
-                // A field that is not a token, or a value with a control
-                // byte, is refused by the writer (no response splitting).
-                match prepared {
-                    Some(p) => {
-                        w.checked_lines(p.h1);
-                        h.each_extra(|n, v| {
-                            let _ = w.header(n, v);
-                        });
-                    }
-                    None => h.each_field(|n, v| {
-                        let _ = w.header(n, v);
-                    }),
+                let at = self.out.len();
+                self.head(h);
+                if let Some(m) = self.case {
+                    m.adjust_head(self.out.get_mut(at..).unwrap_or(&mut []));
                 }
-                // `Connection` and `Upgrade` as a stream's own answer set
-                // them (`http-request return ... hdr connection ...`): a 101
-                // carrying `upgrade` goes with `Connection: upgrade` and
-                // the connection ends after it (no tunnel follows an answer
-                // ebb made); `close` closes after any answer.
-                // Prepared fields hold no framing field (`msg::Prepared`): only
-                // the added ones may then carry these.
-                let field = |n: &[u8]| match prepared {
-                    Some(_) => h.extra.get(n),
-                    None => h.fields.get(n).or_else(|| h.extra.get(n)),
-                };
-                if h.status == 101 {
-                    if let Some(u) = field(b"upgrade") {
-                        let _ = w.header(b"Connection", b"upgrade");
-                        let _ = w.header(b"Upgrade", u);
-                        w.finish_bare();
-                        self.chunked = None;
-                        self.no_body = true;
-                        self.closing = true;
-                        return 0;
-                    }
-                }
-                // An `upgrade` the stream set on its own answer is sent
-                // (HAProxy sends a `return`'s fields as given): a rule
-                // may make the answer a 101 (`http-after-response
-                // set-status 101`).
-                if let Some(u) = h.extra.get(b"upgrade") {
-                    let _ = w.header(b"upgrade", u);
-                }
-                let close = field(b"connection").is_some_and(|v| {
-                    v.split(|&b| b == b',')
-                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-                });
-                let f = framing(h.status, h.body, self.version);
-                let keep = self.keep_alive && !h.close && !close && f != BodyFraming::UntilClose;
-                w.finish(f, keep, self.version);
-                self.chunked = (f == BodyFraming::Chunked).then(ChunkedEncoder::new);
-                self.no_body = self.head_req || f == BodyFraming::None;
-                self.closing = !keep;
                 0
             }
             Msg::Data(d) => {

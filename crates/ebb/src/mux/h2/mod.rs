@@ -1085,6 +1085,18 @@ fn drain_answer<S>(
                 // client gets 200 (RFC 8441 §5) and the stream carries the
                 // tunnel's bytes until the lane closes.
                 let switched = l.tunnel && head.status == 101;
+                if !switched && head.status == 103 {
+                    // `103 Early Hints` (an `http-request early-hint`
+                    // rule's, or the server's) goes on, as HAProxy sends
+                    // it to an HTTP/2 client.
+                    let buf = &p.output[..n];
+                    let r = h2.send_interim_with(id, 103, |h| put_fields(h, head, buf));
+                    p.output.drain(..n);
+                    if r.is_err() {
+                        return Err(ErrorCode::INTERNAL_ERROR);
+                    }
+                    continue;
+                }
                 if !switched && (head.is_interim() || head.status == 101) {
                     // 100-continue and the like: the client needs none.
                     p.output.drain(..n);
@@ -1097,14 +1109,7 @@ fn drain_answer<S>(
                     );
                 let status = if switched { 200 } else { head.status };
                 let buf = &p.output[..n];
-                let r = h2.send_response_with(id, status, end, |h| {
-                    for f in &head.headers {
-                        let name = f.name.get(buf);
-                        if !connection_specific(name) {
-                            h.field(name, f.value.get(buf));
-                        }
-                    }
-                });
+                let r = h2.send_response_with(id, status, end, |h| put_fields(h, head, buf));
                 p.output.drain(..n);
                 if r.is_err() {
                     return Err(ErrorCode::INTERNAL_ERROR);
@@ -1236,6 +1241,17 @@ fn answer_in_pipe<S>(l: &Lane<S>) -> bool {
                 }
             }
             false
+        }
+    }
+}
+
+/// The fields of a server's answer head (in `buf`) an HTTP/2 client gets:
+/// all but the connection-specific ones.
+fn put_fields(h: &mut crate::h2::HeadEncoder<'_>, head: &ResponseHead, buf: &[u8]) {
+    for f in &head.headers {
+        let name = f.name.get(buf);
+        if !connection_specific(name) {
+            h.field(name, f.value.get(buf));
         }
     }
 }

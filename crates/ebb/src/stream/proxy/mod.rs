@@ -422,6 +422,9 @@ impl Upstream {
             field.extend_from_slice(b": ");
             field.extend_from_slice(s.name.as_bytes());
             field.extend_from_slice(b"\r\n");
+            if let Some(m) = &self.be.h1_case {
+                m.adjust_fields(&mut field);
+            }
         }
         self.name_at = Some((at, field.len()));
         self.head.splice(at..at + len, field);
@@ -605,6 +608,10 @@ impl Stream {
                 }
             }
         });
+        if let Some(m) = &be.h1_case {
+            // `option h1-case-adjust-bogus-server`.
+            m.adjust_head(&mut out);
+        }
         // `http-send-name-header`: its field goes last, as HAProxy
         // appends it to the head (after `Connection`), once the server is
         // known (`Upstream::name_server`).
@@ -1039,7 +1046,11 @@ impl Stream {
                             // (the client saw an answer: no retry now).
                             up.l7 = false;
                             let n = up.resp.head_len;
+                            let at = c.wbuf.len();
                             c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
+                            if let Some(m) = &c.fe.h1_case {
+                                m.adjust_head(c.wbuf.get_mut(at..).unwrap_or(&mut []));
+                            }
                             sd.istart += n;
                             moved = true;
                             drop(sd);

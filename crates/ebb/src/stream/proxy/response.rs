@@ -383,6 +383,10 @@ impl Stream {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
+        if let Some(m) = &c.fe.h1_case {
+            // `option h1-case-adjust-bogus-client`.
+            m.adjust_head(out.get_mut(self.resp_start..).unwrap_or(&mut []));
+        }
         up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
         if c.fe.logasap {
             // `option logasap`: the line goes now, the head forwarded,
