@@ -14,6 +14,13 @@
 # connection setup and shutdown cancel out). Every request must be
 # answered 2xx, else the script fails.
 #
+# PATHS=N (default 1): h2load gets N targets, `<path>?v=0` .. `?v=N-1`,
+# and each connection cycles through them, so no request repeats the one
+# before it (as bench/run's --h2-paths; every server answers them as the
+# plain path). With PATHS=1 every request is the same: a server may save
+# work on a repeated request (ebb reuses a repeated HTTP/2 head), PATHS=4
+# shows the general cost.
+#
 # SERVER picks the server: ebb (default), h2o (one thread, `file.file` for
 # both cases, as bench/run's scenario 9) or haproxy (fixed case only: it
 # has no file server, as in scenario 2).
@@ -23,6 +30,7 @@
 #   SERVER=h2o bench/h2_callgrind.sh
 #   MODE=strace SERVER=haproxy CASES=fixed bench/h2_callgrind.sh
 #   ANNOTATE=1 bench/h2_callgrind.sh           # also the top functions (2N run)
+#   PATHS=4 SERVER=h2o bench/h2_callgrind.sh   # no request repeats the one before
 #
 # Output: `<case>-h2c <server> instr/req` (callgrind) or, with
 # MODE=strace, one line per system call: `<case>-h2c <server> <call> <calls/req>`.
@@ -35,6 +43,7 @@ MODE=${MODE:-callgrind}
 CASES=${CASES:-fixed 100b}
 N=${N:-10000}
 PORT=${PORT:-18441}
+PATHS=${PATHS:-1}
 
 need=(h2load python3)
 case $MODE in
@@ -138,7 +147,12 @@ measure() {
     wait_port
     # A first request outside the count (the first lookup of a file).
     h2load -n 1 "http://127.0.0.1:$PORT$path" >/dev/null
-    res=$(h2load -n "$n" -c 10 -m 100 "http://127.0.0.1:$PORT$path")
+    local urls=("http://127.0.0.1:$PORT$path")
+    if [ "$PATHS" -gt 1 ]; then
+        urls=()
+        for ((i = 0; i < PATHS; i++)); do urls+=("http://127.0.0.1:$PORT$path?v=$i"); done
+    fi
+    res=$(h2load -n "$n" -c 10 -m 100 "${urls[@]}")
     # strace passes no signal on: the server (its child) gets it.
     local target=$pid
     [ "$MODE" = strace ] && target=$(pgrep -P "$pid" | head -1)
@@ -161,8 +175,8 @@ for c in $CASES; do
     if [ "$MODE" = callgrind ]; then
         i1=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$work/out.$c.$N")
         i2=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$work/out.$c.$((2 * N))")
-        python3 -c "import sys; i1,i2,n=map(int,sys.argv[1:4]); print(f'{sys.argv[5]}-h2c {sys.argv[4]:8} {(i2-i1)/n:12.0f} instr/req  (N={n} vs 2N)')" \
-            "$i1" "$i2" "$N" "$SERVER" "$c"
+        python3 -c "import sys; i1,i2,n=map(int,sys.argv[1:4]); print(f'{sys.argv[5]}-h2c {sys.argv[4]:8} {(i2-i1)/n:12.0f} instr/req  (N={n} vs 2N, PATHS={sys.argv[6]})')" \
+            "$i1" "$i2" "$N" "$SERVER" "$c" "$PATHS"
         if [ -n "${ANNOTATE:-}" ]; then
             callgrind_annotate "$work/cg.$c.$((2 * N))" 2>/dev/null | sed -n '1,60p'
         fi

@@ -269,10 +269,11 @@ const KINDS: [(&[u8], u16); 15] = [
     (b"upgrade", props::CONN_SPECIFIC),
 ];
 
-/// [`field_props`] but the parts that need a table or `http1`: `vbits`
-/// is the value's [`value_bits`], `name_ok` whether the name is a
-/// lower-case token. A `const fn` for the static table.
-const fn props_with(n: &[u8], v: &[u8], vbits: u8, name_ok: bool) -> u16 {
+/// The [`props`] bits that follow from a field's name alone: its kind,
+/// [`props::BAD_NAME`] (`name_ok`: whether it is a lower-case token), and
+/// [`props::CONN_SPECIFIC`] of a connection-specific name. A `const fn`
+/// for the static table.
+const fn name_props(n: &[u8], name_ok: bool) -> u16 {
     let mut p = props::OTHER;
     let mut i = 0;
     while i < KINDS.len() {
@@ -282,13 +283,31 @@ const fn props_with(n: &[u8], v: &[u8], vbits: u8, name_ok: bool) -> u16 {
         }
         i += 1;
     }
-    if p == props::OTHER && !n.is_empty() && n[0] == b':' {
+    let pseudo = !n.is_empty() && n[0] == b':';
+    if p == props::OTHER && pseudo {
         p = props::PSEUDO;
     }
-    let pseudo = !n.is_empty() && n[0] == b':';
     if !pseudo && !name_ok {
         p |= props::BAD_NAME;
     }
+    p
+}
+
+/// [`name_props`] of `n` at compile time (the static table's names).
+pub(crate) const fn const_name_props(n: &[u8]) -> u16 {
+    let mut name_ok = !n.is_empty();
+    let mut i = 0;
+    while i < n.len() {
+        name_ok &= is_tchar(n[i]);
+        i += 1;
+    }
+    name_props(n, name_ok)
+}
+
+/// [`name_props`] `np` with the bits of value `v` added, but the parts
+/// that need `http1`: `vbits` is the value's [`value_bits`].
+const fn value_props(np: u16, v: &[u8], vbits: u8) -> u16 {
+    let mut p = np;
     if vbits & BAD_H2 != 0 {
         p |= props::BAD_H2;
     }
@@ -329,6 +348,13 @@ const fn props_with(n: &[u8], v: &[u8], vbits: u8, name_ok: bool) -> u16 {
     p
 }
 
+/// [`field_props`] but the parts that need a table or `http1`: `vbits`
+/// is the value's [`value_bits`], `name_ok` whether the name is a
+/// lower-case token. A `const fn` for the static table.
+const fn props_with(n: &[u8], v: &[u8], vbits: u8, name_ok: bool) -> u16 {
+    value_props(name_props(n, name_ok), v, vbits)
+}
+
 /// [`props_with`] at compile time (the static table's fields).
 pub(crate) const fn const_props(n: &[u8], v: &[u8]) -> u16 {
     let mut vbits = 0u8;
@@ -365,7 +391,13 @@ pub(crate) const fn const_props(n: &[u8], v: &[u8]) -> u16 {
 
 /// The [`props`] of field `n`: `v`.
 pub(crate) fn field_props(n: &[u8], v: &[u8]) -> u16 {
-    let mut p = props_with(n, v, value_bits(v), valid_name(n));
+    field_props_named(name_props(n, valid_name(n)), v)
+}
+
+/// [`field_props`] of a field whose name's [`name_props`] are `np`
+/// (known from the static table: the name is not read again).
+pub(crate) fn field_props_named(np: u16, v: &[u8]) -> u16 {
+    let mut p = value_props(np, v, value_bits(v));
     if p & props::KIND == props::AUTHORITY
         && !v.is_empty()
         && v[0] != b':'
@@ -712,11 +744,53 @@ impl RequestHead {
         let known = self.h1_values;
         let auth = self.authority().unwrap_or(b"");
         ok &= field_line(out, fields, known, b"host", |o| o.extend_from_slice(auth));
-        for (n, v) in self.fields() {
-            match n {
-                b"host" | b"te" | b"cookie" => {}
-                _ => ok &= field_line(out, fields, known, n, |o| o.extend_from_slice(v)),
+        // The fields but `host`, `te` and `cookie`, in order; with values
+        // the checks vouch for, each run of them in one copy: the list
+        // keeps its fields as their lines, side by side.
+        let (recs, ps, bytes) = (self.list.fields(), self.list.props(), self.list.bytes());
+        let kept =
+            |i: usize| !matches!(ps[i] & props::KIND, props::HOST | props::TE | props::COOKIE);
+        let mut i = self.first_regular;
+        while i < recs.len() {
+            if !kept(i) {
+                i += 1;
+                continue;
             }
+            let mut j = i + 1;
+            while j < recs.len() && kept(j) {
+                j += 1;
+            }
+            let from = recs[i].name.start as usize;
+            let to = recs[j - 1].value.end as usize + 2;
+            match bytes.get(from..to).filter(|_| known) {
+                Some(lines) => {
+                    // The records, moved to where the lines are in `out`.
+                    let shift = (out.len() as u32).wrapping_sub(from as u32);
+                    out.extend_from_slice(lines);
+                    if let Some((f, max)) = fields.as_mut() {
+                        for r in &recs[i..j] {
+                            ok &= f.len() < *max;
+                            f.push(HeaderSpan {
+                                name: Span {
+                                    start: r.name.start.wrapping_add(shift),
+                                    end: r.name.end.wrapping_add(shift),
+                                },
+                                value: Span {
+                                    start: r.value.start.wrapping_add(shift),
+                                    end: r.value.end.wrapping_add(shift),
+                                },
+                            });
+                        }
+                    }
+                }
+                None => {
+                    for k in i..j {
+                        let (n, v) = self.list.get(k);
+                        ok &= field_line(out, fields, known, n, |o| o.extend_from_slice(v));
+                    }
+                }
+            }
+            i = j;
         }
         if self.cookie {
             // The crumbs joined by "; " on one line (§8.2.3); an empty

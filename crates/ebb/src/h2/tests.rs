@@ -780,6 +780,15 @@ fn h1_translation_with_spans_is_what_the_parser_reads() {
         ],
         vec![("x-ctl", "a\u{1}b")],
         vec![("x-del", "a\u{7f}")],
+        // Runs of fields written whole, cut by the ones left out.
+        vec![
+            ("x-a", "1"),
+            ("host", "example.com"),
+            ("x-b", "2"),
+            ("x-c", ""),
+            ("te", "trailers"),
+            ("x-d", "4"),
+        ],
     ];
     let limits = crate::http1::Limits::default();
     for (i, extra) in cases.iter().enumerate() {
@@ -804,7 +813,7 @@ fn h1_translation_with_spans_is_what_the_parser_reads() {
         let Some(line) = line else {
             // Refused by the parser: no spans given (case 2, 3).
             assert!(r.is_err(), "case {i}: {r:?}");
-            assert!(i >= 2, "case {i}");
+            assert!(i == 2 || i == 3, "case {i}");
             continue;
         };
         assert!(matches!(r, Ok(Status::Complete(()))), "case {i}");

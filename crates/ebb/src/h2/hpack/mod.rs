@@ -67,6 +67,9 @@ pub type Field = crate::http1::HeaderSpan;
 /// keeps the capacity.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderList {
+    /// The fields in order, each as its HTTP/1 line (`name: value` CRLF):
+    /// a run of them is written to an HTTP/1 head in one copy
+    /// (`RequestHead::write_h1`).
     buf: Vec<u8>,
     fields: Vec<Field>,
     /// Per field: what the §8 checks need to know of it
@@ -122,7 +125,8 @@ impl HeaderList {
         &self.fields
     }
 
-    /// The bytes the field spans index.
+    /// The bytes the field spans index: each field as its line, `name:
+    /// value` CRLF, in order, side by side.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
@@ -149,22 +153,24 @@ impl HeaderList {
             return;
         }
         let a = self.buf.len();
-        self.buf.reserve(name.len() + value.len());
+        self.buf.reserve(name.len() + value.len() + 4);
         self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(b": ");
         self.buf.extend_from_slice(value);
+        self.buf.extend_from_slice(b"\r\n");
         self.note(a, name.len(), props);
     }
 
-    /// [`HeaderList::push`] of a field whose name and value are side by
-    /// side in `nv` (the name its first `name_len` bytes), as a dynamic
-    /// table entry is: one copy.
+    /// [`HeaderList::push`] of a field already in its line form
+    /// (`name: value` CRLF, the name its first `name_len` bytes), as a
+    /// dynamic table entry is: one copy.
     #[inline(always)]
-    fn push_joined(&mut self, nv: &[u8], name_len: usize, props: u16, max_list: usize) {
-        if !self.room(nv.len(), max_list) {
+    fn push_line(&mut self, line: &[u8], name_len: usize, props: u16, max_list: usize) {
+        if !self.room(line.len().saturating_sub(4), max_list) {
             return;
         }
         let a = self.buf.len();
-        self.buf.extend_from_slice(nv);
+        self.buf.extend_from_slice(line);
         self.note(a, name_len, props);
     }
 
@@ -181,15 +187,19 @@ impl HeaderList {
         true
     }
 
-    /// Records the field just copied to `buf[at..]`, its name the first
-    /// `name_len` bytes.
+    /// Records the field line just copied to `buf[at..]` (`name: value`
+    /// CRLF), its name the first `name_len` bytes.
     #[inline(always)]
     fn note(&mut self, at: usize, name_len: usize, props: u16) {
-        let (b, c) = ((at + name_len) as u32, self.buf.len() as u32);
         let a = at as u32;
+        let b = (at + name_len) as u32;
+        let c = self.buf.len().saturating_sub(2) as u32;
         self.fields.push(Field {
             name: crate::http1::Span { start: a, end: b },
-            value: crate::http1::Span { start: b, end: c },
+            value: crate::http1::Span {
+                start: b + 2,
+                end: c,
+            },
         });
         self.props.push(props);
     }
@@ -245,7 +255,6 @@ pub struct Decoder {
     /// The SETTINGS_HEADER_TABLE_SIZE ebb announced: the largest size an
     /// update may ask for.
     settings_max: usize,
-    scratch: Vec<u8>,
     /// The last literal whose name is the static table's, as it came
     /// and as it was read: a client sends most of a connection's requests'
     /// `:path` this way (nghttp2 and browsers do not index it), often the
@@ -279,7 +288,6 @@ impl Decoder {
         Decoder {
             table: DynTable::new(settings_max),
             settings_max,
-            scratch: Vec::new(),
             last: LastLiteral::default(),
             max_fields: usize::MAX,
         }
@@ -317,14 +325,19 @@ impl Decoder {
                 let idx = decode_int(block, &mut pos, 7)?;
                 // Past the limit `push` only counts (the bomb case).
                 if idx > STATIC.len() {
-                    let (nv, nl, props) = self
+                    let (line, nl, props) = self
                         .table
-                        .get_joined(idx - STATIC.len() - 1)
+                        .get_line(idx - STATIC.len() - 1)
                         .ok_or(HpackError::BadIndex)?;
-                    out.push_joined(nv, nl, props, max_list);
+                    out.push_line(line, nl, props, max_list);
                 } else {
-                    let (name, value, props) = self.lookup(idx)?;
-                    out.push(name, value, props, max_list);
+                    // A static entry's line, in one copy.
+                    let p = match idx {
+                        1..=61 => table::STATIC_PROPS[idx - 1],
+                        _ => return Err(HpackError::BadIndex),
+                    };
+                    let (line, nl) = table::static_line(idx - 1).ok_or(HpackError::BadIndex)?;
+                    out.push_line(line, nl, p, max_list);
                 }
                 fields_seen = true;
             } else if b & 0x40 != 0 {
@@ -392,37 +405,62 @@ impl Decoder {
                 return Ok(());
             }
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        let res = (|| {
-            if idx == 0 {
-                read_string(block, pos, &mut scratch)?;
+        // The name and value are read straight into the list's bytes as
+        // their line (no copy between), then kept there or, past
+        // `max_list`, dropped.
+        let at = out.buf.len();
+        let read = (|| {
+            let named = if idx == 0 {
+                read_string(block, pos, &mut out.buf)?;
+                None
+            } else if idx <= STATIC.len() {
+                out.buf.extend_from_slice(STATIC[idx - 1].0);
+                Some(table::STATIC_NAME_PROPS[idx - 1])
             } else {
                 let (name, _, _) = self.lookup(idx)?;
-                scratch.extend_from_slice(name);
-            }
-            let name_len = scratch.len();
-            read_string(block, pos, &mut scratch)?;
-            let (name, value) = scratch.split_at(name_len);
-            let p = crate::h2::request::field_props(name, value);
-            out.push(name, value, p | (u16::from(never) * props::NEVER), max_list);
-            if index {
-                self.table.insert_with(name, value, p);
-            }
-            if (1..=STATIC.len()).contains(&idx) && value.len() <= LAST_LITERAL_MAX {
-                let l = &mut self.last;
-                l.idx = idx;
-                l.raw.clear();
-                l.raw
-                    .extend_from_slice(block.get(raw_start..*pos).unwrap_or_default());
-                l.value.clear();
-                l.value.extend_from_slice(value);
-                l.props = p;
-            }
-            Ok(())
+                out.buf.extend_from_slice(name);
+                None
+            };
+            let name_len = out.buf.len() - at;
+            out.buf.extend_from_slice(b": ");
+            read_string(block, pos, &mut out.buf)?;
+            Ok((name_len, named))
         })();
-        self.scratch = scratch;
-        res
+        let (name_len, named) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                out.buf.truncate(at);
+                return Err(e);
+            }
+        };
+        let (name, value) = out.buf[at..].split_at(name_len);
+        let value = value.get(2..).unwrap_or_default();
+        // A name from the static table is known: only the value is read.
+        let p = match named {
+            Some(np) => crate::h2::request::field_props_named(np, value),
+            None => crate::h2::request::field_props(name, value),
+        };
+        if index {
+            self.table.insert_with(name, value, p);
+        }
+        if (1..=STATIC.len()).contains(&idx) && value.len() <= LAST_LITERAL_MAX {
+            let l = &mut self.last;
+            l.idx = idx;
+            l.raw.clear();
+            l.raw
+                .extend_from_slice(block.get(raw_start..*pos).unwrap_or_default());
+            l.value.clear();
+            l.value.extend_from_slice(value);
+            l.props = p;
+        }
+        out.buf.extend_from_slice(b"\r\n");
+        let len = out.buf.len() - at - 4;
+        if out.room(len, max_list) {
+            out.note(at, name_len, p | (u16::from(never) * props::NEVER));
+        } else {
+            out.buf.truncate(at);
+        }
+        Ok(())
     }
 }
 

@@ -1,8 +1,9 @@
 //! The static table (RFC 7541 Appendix A) and the dynamic table (§2.3.2,
 //! §4).
 //!
-//! The dynamic table keeps every entry's bytes in one `Vec<u8>` (name then
-//! value) and the entries in a ring of (offset, name length, value length),
+//! The dynamic table keeps every entry's bytes in one `Vec<u8>` (as the
+//! entry's HTTP/1 line, `name: value` CRLF, which a decoded list copies
+//! whole) and the entries in a ring of (offset, name length, value length),
 //! newest at the back. Eviction pops from the front and leaves the bytes
 //! as a dead prefix, compacted when it outgrows the live part, so a warm
 //! table inserts and evicts without allocating: its store never exceeds
@@ -81,6 +82,66 @@ pub(crate) const STATIC_PROPS: [u16; 61] = {
     let mut i = 0;
     while i < STATIC.len() {
         t[i] = crate::h2::request::const_props(STATIC[i].0, STATIC[i].1);
+        i += 1;
+    }
+    t
+};
+
+/// The bytes of all [`STATIC`] entries as lines (`name: value` CRLF),
+/// in order.
+const STATIC_LINES_LEN: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < STATIC.len() {
+        n += STATIC[i].0.len() + STATIC[i].1.len() + 4;
+        i += 1;
+    }
+    n
+};
+
+/// Each [`STATIC`] entry as its line (`name: value` CRLF), side by side,
+/// with where each starts (and, last, where the last ends): an indexed
+/// static field is copied into a decoded list in one piece, as a dynamic
+/// table entry is.
+pub(crate) static STATIC_LINES: ([u8; STATIC_LINES_LEN], [u16; 62]) = {
+    let mut b = [0u8; STATIC_LINES_LEN];
+    let mut at = [0u16; 62];
+    let mut o = 0;
+    let mut i = 0;
+    while i < STATIC.len() {
+        at[i] = o as u16;
+        let parts = [STATIC[i].0, b": ", STATIC[i].1, b"\r\n"];
+        let mut p = 0;
+        while p < parts.len() {
+            let mut k = 0;
+            while k < parts[p].len() {
+                b[o] = parts[p][k];
+                o += 1;
+                k += 1;
+            }
+            p += 1;
+        }
+        i += 1;
+    }
+    at[61] = o as u16;
+    (b, at)
+};
+
+/// [`STATIC`] entry `i` (0-based) as its line, and its name's length.
+#[inline]
+pub(crate) fn static_line(i: usize) -> Option<(&'static [u8], usize)> {
+    let (b, at) = &STATIC_LINES;
+    let (from, to) = (*at.get(i)? as usize, *at.get(i + 1)? as usize);
+    Some((b.get(from..to)?, STATIC.get(i)?.0.len()))
+}
+
+/// The props of each [`STATIC`] entry's name alone (a literal that names
+/// it by its index: only its value is read).
+pub(crate) const STATIC_NAME_PROPS: [u16; 61] = {
+    let mut t = [0u16; 61];
+    let mut i = 0;
+    while i < STATIC.len() {
+        t[i] = crate::h2::request::const_name_props(STATIC[i].0);
         i += 1;
     }
     t
@@ -198,19 +259,19 @@ impl DynTable {
     pub fn get_with(&self, i: usize) -> Option<(&[u8], &[u8], u16)> {
         let &(off, nl, vl, p) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
         let (off, nl, vl) = (off as usize, nl as usize, vl as usize);
-        let e = self.store.get(off..off + nl + vl)?;
-        let (n, v) = e.split_at(nl);
+        let n = self.store.get(off..off + nl)?;
+        let v = self.store.get(off + nl + 2..off + nl + 2 + vl)?;
         Some((n, v, p))
     }
 
-    /// Entry `i` (0 the newest) as its name and value together, the
-    /// name's length and its props: the store keeps the two side by side,
-    /// so a decoded list copies an entry in one piece.
+    /// Entry `i` (0 the newest) as its line (`name: value` CRLF), the
+    /// name's length and its props: the store keeps entries so, and a
+    /// decoded list copies one in one piece.
     #[inline]
-    pub fn get_joined(&self, i: usize) -> Option<(&[u8], usize, u16)> {
+    pub fn get_line(&self, i: usize) -> Option<(&[u8], usize, u16)> {
         let &(off, nl, vl, p) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
         let (off, nl, vl) = (off as usize, nl as usize, vl as usize);
-        Some((self.store.get(off..off + nl + vl)?, nl, p))
+        Some((self.store.get(off..off + nl + vl + 4)?, nl, p))
     }
 
     fn evict_to(&mut self, target: usize) {
@@ -219,7 +280,7 @@ impl DynTable {
                 break;
             };
             self.size -= nl as usize + vl as usize + ENTRY_OVERHEAD;
-            self.dead += (nl + vl) as usize;
+            self.dead += (nl + vl) as usize + 4;
         }
         if self.entries.is_empty() {
             self.store.clear();
@@ -253,8 +314,11 @@ impl DynTable {
             self.dead = 0;
         }
         let off = self.store.len();
+        self.store.reserve(name.len() + value.len() + 4);
         self.store.extend_from_slice(name);
+        self.store.extend_from_slice(b": ");
         self.store.extend_from_slice(value);
+        self.store.extend_from_slice(b"\r\n");
         self.entries
             .push_back((off as u32, name.len() as u32, value.len() as u32, props));
         self.size += sz;

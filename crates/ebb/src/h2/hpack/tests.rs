@@ -632,3 +632,46 @@ fn more_fields_than_the_list_holds_fail() {
         Err(HpackError::TooManyFields)
     );
 }
+
+#[test]
+fn static_lines_are_the_static_table() {
+    for (i, (n, v)) in STATIC.iter().enumerate() {
+        let line = [*n, b": ", *v, b"\r\n"].concat();
+        assert_eq!(
+            table::static_line(i),
+            Some((&line[..], n.len())),
+            "entry {i}"
+        );
+    }
+    assert_eq!(table::static_line(61), None);
+}
+
+#[test]
+fn decoded_fields_lie_side_by_side_as_lines() {
+    // Static indexed, dynamic indexed, literal with a static name, literal
+    // with a new name (RFC 7541 C.3.2's second block, plus a literal).
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    d.decode(
+        &[0x82, 0x86, 0x84, 0x41, 0x03, b'a', b'.', b'b'],
+        1 << 16,
+        &mut l,
+    )
+    .unwrap();
+    d.decode(
+        &[
+            0x82, 0xbe, 0x04, 0x02, b'/', b'x', 0x00, 0x01, b'k', 0x01, b'v',
+        ],
+        1 << 16,
+        &mut l,
+    )
+    .unwrap();
+    let lines: Vec<u8> = l
+        .iter()
+        .flat_map(|(n, v)| [n, b": ", v, b"\r\n"].concat())
+        .collect();
+    assert_eq!(l.bytes(), &lines[..]);
+    assert_eq!(l.get(1), (&b":authority"[..], &b"a.b"[..]));
+    assert_eq!(l.get(2), (&b":path"[..], &b"/x"[..]));
+    assert_eq!(l.get(3), (&b"k"[..], &b"v"[..]));
+}
