@@ -4,6 +4,9 @@
 #   unit     cargo tests of every crate, integration tests of the real binary
 #   loom     loom models of the scheduler's inbox and sleep/notify handshake
 #   vtc      varnishtest conformance corpus against ebb (tests/vtc)
+#   diff     generated rules, ACLs, fetches and converters on ebb and HAProxy
+#            2.6 side by side (tests/diff/run.py, DIFF_SEED, DIFF_CONFIGS);
+#            not in `test` yet: seed 1 still finds differences (README)
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
@@ -18,7 +21,7 @@
 APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio
 CARGO ?= cargo
 
-.PHONY: test deps h2spec-deps unit loom vtc hostile h2 soak fuzz smoke bench
+.PHONY: test deps h2spec-deps unit loom vtc diff hostile h2 soak fuzz smoke bench
 
 test: deps unit loom vtc hostile h2 soak fuzz smoke
 
@@ -57,6 +60,9 @@ loom:
 
 vtc:
 	tests/vtc/run.sh
+
+diff:
+	tests/diff/run.py
 
 hostile:
 	tests/hostile/run.sh

@@ -177,7 +177,7 @@ impl Prepared {
         let mut fields = FieldBuf::default();
         let mut dyn_hdrs = Vec::new();
         for (n, v) in &r.headers {
-            let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
+            let f = LogFormat::parse_http(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
             match f.as_literal() {
                 // HAProxy adds no field whose value is empty.
                 Some([]) => {}

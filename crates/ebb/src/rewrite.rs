@@ -9,12 +9,15 @@
 //!
 //! - A request is read in place until a rule changes it. A change writes a
 //!   new head (request line and every field line, in order) into an owned
-//!   buffer and parses it again, so fetches, ACLs, `use_backend` and the
-//!   server side read an edited request exactly as they read a received
-//!   one. A change that leaves no valid head (a method that is not a
-//!   token, a path with a space, a head past the size limits) or that would
-//!   change how the body is framed is a *failed rewrite*: the request is
-//!   answered 500, as HAProxy does in its default `strict-mode on`.
+//!   buffer and reads it back as the parser cuts a head, so fetches, ACLs,
+//!   `use_backend` and the server side read an edited request exactly as
+//!   they read a received one. As HAProxy's rules, which edit the message
+//!   in place, the edited head need not be one a client may send (no
+//!   `Host`, a target that is no path). A change that leaves no head (a
+//!   method that is not a token, a target with a space, a head past the
+//!   size limits) or that would change how the body is framed is a
+//!   *failed rewrite*: the request is answered 500, as HAProxy does in its
+//!   default `strict-mode on`.
 //! - A response is held as status, reason and a list of fields while its
 //!   rules run (conditions and fetches see it through
 //!   [`crate::sample::Res::List`]), then written. The framing fields
@@ -441,8 +444,13 @@ pub enum RestrictRefused {
     Failed,
 }
 
-/// Writes a request head from its parts and parses it back; the body's
-/// framing must stay what the received head `h` decided.
+/// Writes a request head from its parts and reads it back as the parser
+/// would cut it; the body's framing must stay what the received head `h`
+/// decided. As HAProxy, which edits its message in place, the head is not
+/// held to what a client may send (`Limits::rebuilt`): a value may carry
+/// any byte but CR, LF and NUL, the `Host` field may be gone. A method
+/// that is no token, a target with a space or a control byte, or a head
+/// past the limits fails the rewrite.
 fn build(
     method: &[u8],
     target: &[u8],
@@ -450,32 +458,84 @@ fn build(
     fields: &Fields,
     limits: &Limits,
 ) -> Result<Edited, RewriteFailed> {
+    let limits = Limits {
+        rebuilt: true,
+        ..*limits
+    };
+    let line_ok = crate::http1::is_token(method)
+        && !target.is_empty()
+        && target.iter().all(|&b| b > b' ' && b != 0x7f);
+    let fields_ok = fields.iter().all(|(n, v)| {
+        crate::http1::is_token(n) && !v.iter().any(|&c| matches!(c, b'\r' | b'\n' | 0))
+    });
+    if !line_ok || !fields_ok {
+        return Err(RewriteFailed);
+    }
+    let at = |out: &Vec<u8>| out.len() as u32;
     let mut out = Vec::with_capacity(h.head_len + 64);
     out.extend_from_slice(method);
+    let m = crate::http1::Span {
+        start: 0,
+        end: at(&out),
+    };
     out.push(b' ');
+    let t0 = at(&out);
     out.extend_from_slice(target);
+    let t = crate::http1::Span {
+        start: t0,
+        end: at(&out),
+    };
     out.extend_from_slice(match h.version {
         Version::Http10 => b" HTTP/1.0\r\n",
         Version::Http11 => b" HTTP/1.1\r\n",
     });
+    let mut head = RequestHead::default();
+    head.headers.clear();
     for (n, v) in fields {
+        let n0 = at(&out);
         out.extend_from_slice(n);
+        let name = crate::http1::Span {
+            start: n0,
+            end: at(&out),
+        };
         out.extend_from_slice(b": ");
+        // The value as the parser cuts it: without spaces and tabs around.
+        let ows = |c: &&u8| **c == b' ' || **c == b'\t';
+        let lead = v.iter().take_while(ows).count();
+        let core = v.len() - lead - v[lead..].iter().rev().take_while(ows).count();
+        let v0 = at(&out) + lead as u32;
         out.extend_from_slice(v);
+        let value = crate::http1::Span {
+            start: v0,
+            end: v0 + core as u32,
+        };
         out.extend_from_slice(b"\r\n");
+        head.headers.push(crate::http1::HeaderSpan { name, value });
     }
     out.extend_from_slice(b"\r\n");
-    let mut head = RequestHead::default();
-    match parse_request_into(&out, limits, &mut head) {
-        Ok(Status::Complete(())) if head.head_len == out.len() => {}
-        _ => return Err(RewriteFailed),
+    let len = out.len();
+    let done = if fields.len() > limits.max_headers {
+        // Past the count, the parser's answer (it counts as HAProxy).
+        parse_request_into(&out, &limits, &mut head)
+            .map(|st| matches!(st, Status::Complete(())) && head.head_len == len)
+    } else {
+        crate::http1::complete_request_into(&out, (m, t), h.version, len, &limits, &mut head, true)
+            .map(|st| matches!(st, Status::Complete(())))
+    };
+    if done != Ok(true) {
+        return Err(RewriteFailed);
     }
-    // The body's framing was decided by the received head: a rule may
-    // not change it (the server would read the body differently).
+    framing_kept(h, &head)?;
+    Ok(Edited { buf: out, head })
+}
+
+/// The body's framing was decided by the received head: a rule may not
+/// change it (the server would read the body differently).
+fn framing_kept(h: &RequestHead, head: &RequestHead) -> Result<(), RewriteFailed> {
     if head.framing != h.framing || head.expect_continue != h.expect_continue {
         return Err(RewriteFailed);
     }
-    Ok(Edited { buf: out, head })
+    Ok(())
 }
 
 /// Seconds since the epoch (cookie dates).

@@ -111,7 +111,8 @@ pub fn parse(
     scope: Scope,
 ) -> Result<Option<Rewrite>, String> {
     let request = kw == "http-request";
-    let fmt = |s: &str| LogFormat::parse(s, scope).map_err(|e| format!("'{kw} {action}': {e}"));
+    let fmt =
+        |s: &str| LogFormat::parse_http(s, scope).map_err(|e| format!("'{kw} {action}': {e}"));
     let name_ok = |n: &str| -> Result<String, String> {
         if n.is_empty() || !crate::net::is_token(n) {
             return Err(format!("'{kw} {action}': invalid header name '{n}'"));
@@ -143,8 +144,9 @@ pub fn parse(
             }
             _ => return Ok(None),
         },
+        // HAProxy 2.6 takes an empty word ("") as a missing argument.
         "replace-header" | "replace-value" => match args {
-            [n, re, f] => Rewrite::Replace {
+            [n, re, f] if !re.is_empty() && !f.is_empty() => Rewrite::Replace {
                 name: name_ok(n)?,
                 re: Re::new(re)?,
                 fmt: fmt(f)?,
@@ -160,7 +162,7 @@ pub fn parse(
                 _ => UriPart::Uri,
             };
             match args {
-                [f] => Rewrite::SetUri { part, fmt: fmt(f)? },
+                [f] if !f.is_empty() => Rewrite::SetUri { part, fmt: fmt(f)? },
                 _ => return Err(format!("'{kw} {action}' expects one format string")),
             }
         }
@@ -171,7 +173,7 @@ pub fn parse(
                 _ => UriPart::Uri,
             };
             match args {
-                [re, f] => Rewrite::ReplaceUri {
+                [re, f] if !re.is_empty() && !f.is_empty() => Rewrite::ReplaceUri {
                     part,
                     re: Re::new(re)?,
                     fmt: fmt(f)?,
@@ -180,7 +182,7 @@ pub fn parse(
             }
         }
         "set-method" if request => match args {
-            [f] => Rewrite::SetMethod(fmt(f)?),
+            [f] if !f.is_empty() => Rewrite::SetMethod(fmt(f)?),
             _ => return Err(format!("'{kw} set-method' expects one format string")),
         },
         "set-status" if !request => {

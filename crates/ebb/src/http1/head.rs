@@ -134,6 +134,12 @@ pub struct Limits {
     /// `tune.bufsize` (16 KiB): the room a rewritten head shares with
     /// the body bytes that arrived with it (HAProxy's room for rewrites).
     pub buf_size: usize,
+    /// The head is one rules rewrote, not one a client sent: as HAProxy
+    /// edits its message in place, a request without a `Host`
+    /// (`del-header host`) goes on, and a target that is no path,
+    /// absolute URI or `*` (`set-path a`) is forwarded as it is (its span
+    /// is the path's; the `path` fetch finds none in it, as HAProxy's).
+    pub rebuilt: bool,
 }
 
 /// Whether a parsed head has more fields than `max` as HAProxy counts
@@ -188,6 +194,7 @@ impl Default for Limits {
             allow_bare_lf: false,
             max_drain: 16 * 1024,
             buf_size: 16 * 1024,
+            rebuilt: false,
         }
     }
 }

@@ -283,7 +283,19 @@ pub fn complete_request_into(
     head.version = version;
     head.head_len = head_len;
 
-    let (form, authority, path_span) = classify_target(path, head.target, head.method)?;
+    let (form, authority, path_span) = match classify_target(path, head.target, head.method) {
+        // A rewritten target that is no path, absolute URI or `*` goes
+        // as it is (see `Limits::rebuilt`).
+        Err(HttpError::BadTarget)
+            if limits.rebuilt
+                && head.method != Method::Connect
+                && !path.is_empty()
+                && valid_target_bytes(path) =>
+        {
+            (TargetForm::Origin, None, head.target)
+        }
+        r => r?,
+    };
     head.target_form = form;
     head.path = path_span;
 
@@ -303,7 +315,7 @@ pub fn complete_request_into(
         if !checked && !is_valid_authority(host, false) {
             return Err(HttpError::BadHost);
         }
-    } else if http11 {
+    } else if http11 && !limits.rebuilt {
         return Err(HttpError::MissingHost);
     }
     // Absolute-form: the target's authority replaces Host (RFC 9112 §3.2.2).

@@ -302,8 +302,10 @@ impl Fetch {
             "pathq" => req_only(none(Fetch::PathQ)?),
             "url_param" | "urlp" => {
                 arg_count(name, args, 0, 2)?;
+                // The byte the parameters come after (HAProxy's
+                // `http_find_param_list`): `?`, or the one given.
                 let delim = match args.get(1).map(String::as_bytes) {
-                    None | Some(b"") => b'&',
+                    None | Some(b"") => b'?',
                     Some([d]) => *d,
                     Some(_) => {
                         return Err(format!("fetch '{name}': the delimiter is one character"))
@@ -801,19 +803,22 @@ impl Fetch {
             }
             Fetch::Path => {
                 let r = ctx.req?;
-                let p = r.head.path.get(r.buf);
+                let p = found_path(r.head.path.get(r.buf))?;
                 put(s, split_q(p).0)
             }
             Fetch::PathQ => {
                 let r = ctx.req?;
-                put(s, r.head.path.get(r.buf))
+                put(s, found_path(r.head.path.get(r.buf))?)
             }
             Fetch::UrlParam { name, delim } => {
                 let r = ctx.req?;
-                let q = split_q(r.head.path.get(r.buf)).1?;
+                let pq = r.head.path.get(r.buf);
+                let q = &pq[pq.iter().position(|c| c == delim)? + 1..];
                 // HAProxy's find_url_param_pos: the first `NAME=`, or the
-                // first parameter when no name is given.
-                let v = q.split(|c| c == delim).find_map(|p| match name {
+                // first parameter when no name is given; `&`, `;` and the
+                // delimiter separate parameters (`http_is_param_delimiter`).
+                let sep = |c: &u8| *c == b'&' || *c == b';' || *c == *delim;
+                let v = q.split(sep).find_map(|p| match name {
                     None => Some(p.splitn(2, |&c| c == b'=').nth(1).unwrap_or(b"")),
                     Some(n) => p
                         .strip_prefix(n.as_bytes())
@@ -965,7 +970,7 @@ impl Fetch {
                     return None;
                 }
                 match self {
-                    Fetch::CookVal(_) => Some(Val::Int(super::str_to_int(&s.cur)?)),
+                    Fetch::CookVal(_) => Some(Val::Int(super::strl2ic(&s.cur))),
                     _ => Some(Val::Str),
                 }
             }
@@ -1412,6 +1417,13 @@ fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
 }
 
 /// Path and query (after `?`) of a path-and-query.
+/// The path part of a target as HAProxy's `http_parse_path` finds it:
+/// none in `*`, in an absolute URI without one (`http://h`), or in a
+/// target a rule rewrote to something else than a path (`set-path a`).
+fn found_path(p: &[u8]) -> Option<&[u8]> {
+    matches!(p.first(), Some(b'/' | b'?')).then_some(p)
+}
+
 fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
     match p.iter().position(|&c| c == b'?') {
         Some(i) => (&p[..i], Some(&p[i + 1..])),

@@ -82,6 +82,11 @@ pub(super) fn hex_addr(a: Option<std::net::SocketAddr>, ip: bool, out: &mut Vec<
 pub struct LogFormat {
     parts: Vec<Part>,
     src: String,
+    /// HAProxy's `LOG_OPT_HTTP`: a string of an HTTP action (header
+    /// values, request-line rewrites, redirect targets, `return` fields and
+    /// bodies, `unique-id-format`), whose `%[...]` values have their
+    /// control bytes (all but HTAB) written `%XX`, see [`LogFormat::parse_http`].
+    http: bool,
 }
 
 impl PartialEq for LogFormat {
@@ -289,7 +294,20 @@ impl LogFormat {
         Ok(LogFormat {
             parts,
             src: text.to_string(),
+            http: false,
         })
+    }
+
+    /// [`LogFormat::parse`] for a string of an HTTP action: as HAProxy 2.6
+    /// (its `LOG_OPT_HTTP` strings, `http_encode_map`), the bytes 0x00 to
+    /// 0x08, 0x0A to 0x1F and 0x7F of a `%[...]` value are written `%XX`
+    /// (upper-case hex), so CR, LF and NUL never reach a field; HTAB and
+    /// bytes from 0x80 up go as they are. `set-var-fmt`, `use_backend`
+    /// and the others write values as they are.
+    pub fn parse_http(text: &str, scope: Scope) -> Result<LogFormat, String> {
+        let mut f = LogFormat::parse(text, scope)?;
+        f.http = true;
+        Ok(f)
     }
 
     pub fn text(&self) -> &str {
@@ -343,8 +361,19 @@ impl LogFormat {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.extend_from_slice(t),
-                Part::Expr(e) => {
+                Part::Expr(e) if self.http => {
+                    let start = out.len();
                     e.render(ctx, out);
+                    http_encode(out, start);
+                }
+                Part::Expr(e) => {
+                    // HAProxy copies the value as a C string
+                    // (`lf_text_len`): it ends at its first NUL.
+                    let start = out.len();
+                    e.render(ctx, out);
+                    if let Some(n) = out[start..].iter().position(|&c| c == 0) {
+                        out.truncate(start + n);
+                    }
                 }
                 Part::Alias { a, f } => {
                     // HAProxy writes hexadecimal forms unquoted.
@@ -360,6 +389,24 @@ impl LogFormat {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Writes the control bytes of `out[start..]` but HTAB as `%XX`
+/// (HAProxy's `http_encode_map`).
+fn http_encode(out: &mut Vec<u8>, start: usize) {
+    let enc = |c: u8| c < 0x20 && c != b'\t' || c == 0x7f;
+    if !out[start..].iter().any(|&c| enc(c)) {
+        return;
+    }
+    let tail = out.split_off(start);
+    for c in tail {
+        if enc(c) {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.extend_from_slice(&[b'%', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
+        } else {
+            out.push(c);
         }
     }
 }

@@ -435,6 +435,31 @@ pub fn str_to_int(b: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// HAProxy's `strl2ic`, the integer of `req.cook_val`: digits read in a
+/// 32-bit integer after an optional `-`, up to the first byte above `9`;
+/// a byte below `0` is not refused but counted as its (negative) distance
+/// from `0` (`"q"` gives -14), and a value with no digit gives 0.
+pub fn strl2ic(b: &[u8]) -> i64 {
+    let mut i: i32 = 0;
+    let (neg, d) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        _ => (false, b),
+    };
+    for &c in d {
+        let j = i32::from(c) - i32::from(b'0');
+        if j > 9 {
+            break;
+        }
+        let k = i.wrapping_mul(10);
+        i = if neg {
+            k.wrapping_sub(j)
+        } else {
+            k.wrapping_add(j)
+        };
+    }
+    i64::from(i)
+}
+
 /// Writes a value as text (what a log-format string shows: HAProxy casts
 /// it to a string, so a binary value stops at its first NUL).
 pub fn write_text(v: Val, s: &Scratch, out: &mut Vec<u8>) {

@@ -345,7 +345,7 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 return Err("'unique-id-format' expects one format string (quote it)".to_string());
             };
             let scope = crate::sample::Scope::Request { backend: false };
-            px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
+            px.unique_id_format = Some(crate::sample::LogFormat::parse_http(f, scope)?);
         }
         "monitor-uri" => {
             ctx.allow(kw, FE, true)?;

@@ -248,7 +248,7 @@ pub(super) fn parse_reply(
             "lf-string" => set_body(
                 &mut r,
                 ReturnBody::LfString(
-                    LfFormat::parse(v, scope)
+                    LfFormat::parse_http(v, scope)
                         .map_err(|e| format!("'{kw}' lf-string: {e}"))?,
                 ),
             )?,
@@ -266,7 +266,7 @@ pub(super) fn parse_reply(
                     let text = String::from_utf8(content).map_err(|_| {
                         format!("'{kw}' lf-file '{v}' is not UTF-8 text")
                     })?;
-                    let f = LfFormat::parse(&text, scope)
+                    let f = LfFormat::parse_http(&text, scope)
                         .map_err(|e| format!("'{kw}' lf-file '{v}': {e}"))?;
                     set_body(&mut r, ReturnBody::LfString(f))?;
                 }
@@ -284,7 +284,7 @@ pub(super) fn parse_reply(
                 let value = header_value(value)?;
                 // A log-format string, checked here (compiled again with
                 // the answer).
-                LfFormat::parse(&value, scope).map_err(|e| format!("hdr {name}: {e}"))?;
+                LfFormat::parse_http(&value, scope).map_err(|e| format!("hdr {name}: {e}"))?;
                 r.headers.push((name, value));
                 i += 1;
             }

@@ -92,7 +92,7 @@ pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, 
     let target = header_value(target)?;
     let fmt = if target.contains('%') {
         Some(
-            crate::sample::LogFormat::parse(&target, scope)
+            crate::sample::LogFormat::parse_http(&target, scope)
                 .map_err(|e| format!("redirect target: {e}"))?,
         )
     } else {
@@ -745,9 +745,10 @@ fn parse_header_edit(
     args: &[String],
     scope: Scope,
 ) -> Result<HeaderEdit, String> {
+    // HAProxy 2.6 takes an empty word ("") as a missing argument.
     let (op, n, v) = match (action, args) {
-        ("set-header", [n, v]) => (EditOp::Set, n, Some(v)),
-        ("add-header", [n, v]) => (EditOp::Add, n, Some(v)),
+        ("set-header", [n, v]) if !v.is_empty() => (EditOp::Set, n, Some(v)),
+        ("add-header", [n, v]) if !v.is_empty() => (EditOp::Add, n, Some(v)),
         ("del-header", [n]) => (EditOp::Del, n, None),
         ("del-header", [n, m, x]) if m == "-m" && x == "str" => (EditOp::Del, n, None),
         ("del-header", _) => return Err(format!("'{kw} del-header' expects NAME")),
@@ -755,7 +756,7 @@ fn parse_header_edit(
     };
     let name = header_name(n)?;
     let value = match v {
-        Some(v) => LfFormat::parse(&header_value(v)?, scope)
+        Some(v) => LfFormat::parse_http(&header_value(v)?, scope)
             .map_err(|e| format!("'{kw} {action} {name}': {e}"))?,
         None => LfFormat::parse("", scope)?,
     };
