@@ -491,6 +491,8 @@ mod tests {
             tt: 2,
             status: 200,
             bytes: 10,
+            bytes_in: 0,
+            txn: true,
             term: "--",
             actconn: 3,
             feconn: 2,

@@ -555,13 +555,22 @@ pub fn status_class(status: u16) -> usize {
 }
 
 /// Counts one answered request on its frontend and (if any) backend.
-pub fn count_request(fe: &FrontendRt, be: Option<&BackendRt>, status: u16, bytes: u64) {
+/// `bytes_in`, `bytes_out`: what the client sent and what it was
+/// answered, as HAProxy counts them (`crate::http1::htx`).
+pub fn count_request(
+    fe: &FrontendRt,
+    be: Option<&BackendRt>,
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+) {
     let class = status_class(status);
     for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
         let c = c.local();
         c.requests.fetch_add(1, Ordering::Relaxed);
         c.hrsp[class].fetch_add(1, Ordering::Relaxed);
-        c.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+        c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
     }
 }
 
@@ -742,6 +751,9 @@ impl FrontendRt {
             tt,
             status: 0,
             bytes: 0,
+            bytes_in: 0,
+            // No stream: HAProxy's `%ST` 0.
+            txn: false,
             term: "PR",
             actconn,
             feconn: self.cur_conns(),

@@ -1442,12 +1442,12 @@ fn error_log_format_beside_haproxy() {
         format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
     )
     .unwrap();
-    // (`%ST` is not compared: ebb writes -1 where HAProxy writes 0.)
+    // `%ST`: 0, no transaction carried the connection.
     error_line_beside(
         "errlogfmt",
         &format!("ssl crt {}", pem.display()),
-        "    error-log-format \"%ci conn-error %f %tsc %r %B\"\n    log-format-sd [ex@1\\ fe=\\\"%f\\\"]\n",
-        "[ex@1 fe=\"fe\"] 127.0.0.1 conn-error fe PR-- <BADREQ> 0\n",
+        "    error-log-format \"%ci conn-error %f %tsc %r %B %U %ST\"\n    log-format-sd [ex@1\\ fe=\\\"%f\\\"]\n",
+        "[ex@1 fe=\"fe\"] 127.0.0.1 conn-error fe PR-- <BADREQ> 0 0 0\n",
     );
 }
 

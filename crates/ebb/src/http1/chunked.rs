@@ -110,6 +110,11 @@ pub struct ChunkedDecoder {
     ext_total: u64,
     /// Trailer section bytes so far.
     trailer_len: usize,
+    /// The trailer fields' names and values without their blanks (their
+    /// HTX size, [`ChunkedDecoder::htx_tail`]); `blanks` the blanks of the
+    /// current value not counted yet (kept if more of the value follows).
+    trailer_htx: u32,
+    blanks: u32,
     /// Lower-cased prefix of the current trailer name, enough to recognise
     /// the forbidden ones; `name_len` counts the whole name.
     name: [u8; 17],
@@ -139,6 +144,8 @@ impl ChunkedDecoder {
             ext_len: 0,
             ext_total: 0,
             trailer_len: 0,
+            trailer_htx: 0,
+            blanks: 0,
             name: [0; 17],
             name_len: 0,
             limits,
@@ -175,6 +182,13 @@ impl ChunkedDecoder {
                 | State::EndLf
                 | State::Done
         )
+    }
+
+    /// What the body adds to HAProxy's HTX size past its data (see
+    /// `crate::http1::htx`): 1 for the end of the message and its trailer
+    /// fields' names and values (what came of them so far).
+    pub fn htx_tail(&self) -> u64 {
+        1 + u64::from(self.trailer_htx)
     }
 
     /// True once the whole body, trailers included, was consumed.
@@ -325,6 +339,9 @@ impl ChunkedDecoder {
                     if self.name_len <= self.name.len() && FORBIDDEN_TRAILERS.contains(&n) {
                         return Err(HttpError::ForbiddenTrailer);
                     }
+                    self.trailer_htx += self.name_len as u32;
+                    // Leading blanks are not part of the value.
+                    self.blanks = u32::MAX;
                     self.state = State::TrailerValue;
                 } else {
                     return Err(HttpError::BadTrailer);
@@ -336,6 +353,12 @@ impl ChunkedDecoder {
                     self.state = State::TrailerLf;
                 } else if !is_field_value_byte(b) {
                     return Err(HttpError::BadTrailer);
+                } else if b == b' ' || b == b'\t' {
+                    // (u32::MAX, before the value, stays.)
+                    self.blanks = self.blanks.saturating_add(1);
+                } else {
+                    self.trailer_htx += self.blanks.wrapping_add(1).max(1);
+                    self.blanks = 0;
                 }
             }
             State::TrailerLf => {
@@ -439,6 +462,8 @@ pub struct ChunkedRecoder {
     dec: ChunkedDecoder,
     /// The trailer section so far (from the last chunk on).
     trailers: Vec<u8>,
+    /// Data bytes read so far.
+    data: u64,
 }
 
 impl Default for ChunkedRecoder {
@@ -449,6 +474,7 @@ impl Default for ChunkedRecoder {
                 ..ChunkedDecoder::default()
             },
             trailers: Vec::new(),
+            data: 0,
         }
     }
 }
@@ -479,6 +505,7 @@ impl ChunkedRecoder {
                 }
             } else if !d.data.is_empty() {
                 let data = &input[pos + d.data.start..pos + d.data.end];
+                self.data += data.len() as u64;
                 out.extend_from_slice(ChunkHeader::new(data.len() as u64).as_ref());
                 out.extend_from_slice(data);
                 out.extend_from_slice(CHUNK_END);
@@ -488,6 +515,17 @@ impl ChunkedRecoder {
                 return Ok((pos, d.done));
             }
         }
+    }
+
+    /// HAProxy's HTX size of the body read so far (see
+    /// [`ChunkedDecoder::htx_tail`]): its data, and its tail once complete.
+    pub fn htx_size(&self) -> u64 {
+        self.data
+            + if self.dec.is_done() {
+                self.dec.htx_tail()
+            } else {
+                0
+            }
     }
 }
 

@@ -94,6 +94,7 @@ mod drain;
 mod error;
 mod head;
 mod hop;
+pub mod htx;
 mod request;
 mod response;
 mod scan;

@@ -11,8 +11,7 @@
 //! an [`Entry`].
 //!
 //! Variables ebb does not measure are refused at start with their name
-//! (`%U` the bytes received, `%bi %bp` the server connection's local
-//! address).
+//! (`%bi %bp` the server connection's local address).
 //! `%[...]` samples are evaluated at log time, when the request and the
 //! response heads are gone: they read variables, names, addresses and
 //! constants (a request value is kept for the log with `set-var` or a
@@ -49,6 +48,7 @@ enum Var {
     Ta,
     Status,
     Bytes,
+    BytesIn,
     CookieClient,
     CookieServer,
     Term,
@@ -144,11 +144,7 @@ fn var(name: &str) -> Result<Var, String> {
         "Tu" => Tu,
         "si" => SrvIp,
         "sp" => SrvPort,
-        "U" => {
-            return Err(
-                "log-format variable '%U' (bytes received) is not supported by ebb yet".to_string(),
-            )
-        }
+        "U" => BytesIn,
         "bi" | "bp" => {
             return Err(format!(
                 "log-format variable '%{name}' (the local address of the server connection) is not supported by ebb yet"
@@ -156,7 +152,7 @@ fn var(name: &str) -> Result<Var, String> {
         }
         o => {
             return Err(format!(
-                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %U %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
             ))
         }
     })
@@ -643,15 +639,17 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
             asap(out, e);
             num(out, e.tt, quote)
         }
-        // No answer: HAProxy's -1.
+        // No answer: HAProxy's -1 (0 without a transaction).
         Var::Status => match e.status {
-            0 => num(out, -1, quote),
+            0 if e.txn => num(out, -1, quote),
             st => num(out, i64::from(st), quote),
         },
         Var::Bytes => {
             asap(out, e);
             num(out, e.bytes as i64, quote)
         }
+        // No `+` under `option logasap` (HAProxy's LOG_FMT_BYTES_UP).
+        Var::BytesIn => num(out, e.bytes_in as i64, quote),
         Var::CookieClient | Var::CookieServer => {
             let v = info.and_then(|i| {
                 if v == Var::CookieClient {
@@ -985,7 +983,15 @@ pub struct Entry<'a> {
     pub tr: i64,
     pub tt: i64,
     pub status: u16,
+    /// `%B`: what the client was answered; HTTP: HAProxy's HTX size of the
+    /// answer as it came (`crate::http1::htx`), tcp: the bytes.
     pub bytes: u64,
+    /// `%U`: what the client sent, counted the same way.
+    pub bytes_in: u64,
+    /// An HTTP transaction carried the exchange (HAProxy's `txn`): without
+    /// one (a tcp session, a connection that failed before any request),
+    /// `%ST` is 0, with one and no answer -1.
+    pub txn: bool,
     /// Two letters: who ended the session and in which state; `--`.
     pub term: &'a str,
     pub actconn: u32,
@@ -1035,6 +1041,8 @@ mod tests {
             tt: 10,
             status: 200,
             bytes: 42,
+            bytes_in: 0,
+            txn: true,
             term: "--",
             actconn: 1,
             feconn: 1,
@@ -1163,7 +1171,6 @@ mod tests {
     #[test]
     fn unmeasured_variables_and_request_samples_are_refused() {
         for (f, why) in [
-            ("%U", "bytes received"),
             ("%bi", "local address"),
             ("%zz", "unknown log-format variable"),
             ("%[path]", "set-var"),

@@ -591,7 +591,7 @@ impl Stream {
             self.local_server = Some("<NOSRV>");
             self.local_term = Some("CR");
             let be = c.fe.backends.get(bi).cloned();
-            crate::proxy::count_request(&c.fe, be.as_deref(), 0, 0);
+            crate::proxy::count_request(&c.fe, be.as_deref(), 0, c.bytes_in, 0);
             self.end_exchange(c, ctx, 0, Some(bi), 0, None);
             return true;
         }
@@ -992,10 +992,14 @@ impl Stream {
         c.sess
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        c.fe.http
-            .local()
-            .bytes_in
-            .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
+        // What the client sent, as HAProxy counts it (`crate::http1::htx`): the head
+        // now, the body as it is forwarded (`%U`, the stats' `bin`).
+        let h = &c.head;
+        c.bytes_in = crate::http1::htx::head_size(
+            h.method_span.len() + h.target.len() + 8,
+            c.rbuf.get(c.rstart..c.rend).unwrap_or_default(),
+            &h.headers,
+        );
         self.resp_start = c.wbuf.len();
         {
             let v = c.vars.get_mut();
@@ -1738,7 +1742,7 @@ impl Stream {
         }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body + c.native_sent();
-        crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
+        crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, c.bytes_in, sent);
         self.end_exchange(c, ctx, status, backend, sent, None);
     }
 
@@ -1759,7 +1763,7 @@ impl Stream {
     ) {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
-        c.stk.end(now, err, false, c.head.head_len as u64, sent);
+        c.stk.end(now, err, false, c.bytes_in, sent);
         if !self.quiet && c.logs_exchange() {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf

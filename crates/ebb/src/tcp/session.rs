@@ -1236,6 +1236,8 @@ impl Session {
                 tt: d(self.t_accept, now),
                 status: 0,
                 bytes: bytes_out,
+                bytes_in,
+                txn: false,
                 term: &term,
                 actconn: self.w.actconn(),
                 feconn: self.fe.cur_conns(),

@@ -246,6 +246,9 @@ pub struct Conn<S> {
     pub(crate) stopping: bool,
     /// When the first byte of the current request head arrived.
     pub(crate) req_start: Option<Tick>,
+    /// What the client sent of the current exchange, in HAProxy's HTX
+    /// size (`crate::http1::htx`): `%U`, the stats' `bin`.
+    pub(crate) bytes_in: u64,
     /// Start of the current idle or stall period.
     pub(crate) idle_since: Tick,
     pub(crate) deadline: Tick,
@@ -1197,6 +1200,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             .unwrap_or((self.rend - self.rstart).min(256));
         let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
         let tq = self.elapsed(ctx, self.req_start);
+        self.bytes_in = 0;
         let entry = self.log_entry(LogFacts {
             backend: &self.fe.name,
             server: "<NOSRV>",
@@ -1248,6 +1252,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tt,
             status: f.status,
             bytes: f.bytes,
+            bytes_in: self.bytes_in,
+            txn: true,
             term: f.term,
             actconn: self.w.actconn(),
             feconn: self.fe.cur_conns(),
@@ -1485,6 +1491,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             request_line: b"<BADREQ>",
         });
         e.fmt = Some(fmt);
+        // No stream yet: HAProxy's `%ST` 0.
+        e.txn = false;
         let sd = self.fe.log_sd(&e);
         self.w.log_access_sd(crate::log::format(&e), sd, level);
     }
@@ -1520,6 +1528,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             return;
         }
         let tt = self.elapsed(ctx, self.req_start.or(Some(self.idle_since)));
+        // No request came whole: nothing counted (HAProxy's `%U` 0).
+        self.bytes_in = 0;
         let e = self.log_entry(LogFacts {
             backend: &self.fe.name,
             server: "<NOSRV>",
@@ -2006,6 +2016,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             head: RequestHead::default(),
             closing: false,
             req_start: None,
+            bytes_in: 0,
             idle_since: i.idle_since,
             deadline: i.deadline,
             me: Some(i.me),

@@ -108,12 +108,21 @@ impl Left {
         matches!(self, Left::Compress(b) if b.unflushed())
     }
 
-    /// A request body re-framed on its way (recoded or compressed).
-    fn reframe(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), ()> {
+    /// A request body re-framed on its way (recoded or compressed): the
+    /// input consumed, whether the body is complete, and what it counts
+    /// (HAProxy's HTX size, `crate::http1::htx`).
+    fn reframe(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool, u64), ()> {
         match self {
-            Left::Recode(r) => r.recode(input, out).map_err(drop),
-            Left::Compress(b) => b.feed(input, out).map_err(drop),
-            _ => Ok((0, false)),
+            Left::Recode(r) => {
+                let before = r.htx_size();
+                let (n, done) = r.recode(input, out).map_err(drop)?;
+                Ok((n, done, r.htx_size() - before))
+            }
+            Left::Compress(b) => {
+                let (n, done) = b.feed(input, out).map_err(drop)?;
+                Ok((n, done, n as u64))
+            }
+            _ => Ok((0, false, 0)),
         }
     }
 }
@@ -781,6 +790,7 @@ impl Stream {
             if self.body_now.complete && n <= avail.len() as u64 && n as usize <= c.w.bufsize {
                 up.head.extend_from_slice(&avail[..n as usize]);
                 c.rstart += n as usize;
+                c.bytes_in += n;
                 up.req_left = Left::Done;
             }
         }
@@ -900,6 +910,7 @@ impl Stream {
             if tunnel {
                 if !avail.is_empty() {
                     sd.obuf.extend_from_slice(avail);
+                    c.bytes_in += avail.len() as u64;
                     c.rstart = c.rend;
                     moved = true;
                 }
@@ -911,6 +922,7 @@ impl Stream {
                         if k > 0 {
                             sd.obuf.extend_from_slice(&avail[..k]);
                             c.rstart += k;
+                            c.bytes_in += k as u64;
                             *n -= k as u64;
                             up.body_sent = true;
                             moved = true;
@@ -923,7 +935,8 @@ impl Stream {
                     Left::Chunked(_) => {}
                     // Recoded or compressed (`Left::reframe`).
                     l => match l.reframe(avail, &mut sd.obuf) {
-                        Ok((n, done)) => {
+                        Ok((n, done, counted)) => {
+                            c.bytes_in += counted;
                             if n > 0 {
                                 c.rstart += n;
                                 up.body_sent = true;
@@ -1164,6 +1177,14 @@ impl Stream {
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
                         keep_stored(&mut up.store, &avail[d.data.clone()]);
+                        if !up.skip_body {
+                            // HAProxy counts the data, de-chunked, as it
+                            // came (before compression): `http1::htx`.
+                            up.bytes_out += d.data.len() as u64;
+                            if d.done {
+                                up.bytes_out += dec.htx_tail();
+                            }
+                        }
                         if up.skip_body {
                             // Read and dropped (a HEAD client).
                         } else if up.comp.is_some() {
@@ -1171,10 +1192,8 @@ impl Stream {
                             c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
-                            up.bytes_out += d.data.len() as u64;
                         } else {
                             c.wbuf.extend_from_slice(&avail[..d.consumed]);
-                            up.bytes_out += d.consumed as u64;
                         }
                         sd.istart += d.consumed;
                         moved |= d.consumed > 0;
@@ -1194,10 +1213,10 @@ impl Stream {
                     moved = true;
                 }
                 Some(Left::Recode(r)) => {
-                    let before = c.wbuf.len();
+                    let before = r.htx_size();
                     match r.recode(avail, &mut c.wbuf) {
                         Ok((n, done)) => {
-                            up.bytes_out += (c.wbuf.len() - before) as u64;
+                            up.bytes_out += r.htx_size() - before;
                             sd.istart += n;
                             moved |= n > 0;
                             if done {

@@ -88,6 +88,10 @@ impl Stream {
         }
         let r = &up.resp;
         up.status = r.status;
+        // HAProxy counts the head it parsed (`crate::http1::htx`), not
+        // the one written.
+        up.bytes_out +=
+            crate::http1::htx::head_size(8 + 3 + r.reason.get(buf).len(), buf, &r.headers);
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
@@ -387,7 +391,6 @@ impl Stream {
             // `option h1-case-adjust-bogus-client`.
             m.adjust_head(out.get_mut(self.resp_start..).unwrap_or(&mut []));
         }
-        up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
         if c.fe.logasap {
             // `option logasap`: the line goes now, the head forwarded,
             // with the size HAProxy logs then: the answer it holds.
@@ -515,12 +518,10 @@ impl Stream {
             }
             _ => self.drop_server_sock(ctx, &up),
         }
-        let (ibuf, bytes_in) = {
+        let ibuf = {
             let mut sd = self.side.borrow_mut();
-            (
-                std::mem::take(&mut sd.ibuf),
-                std::mem::take(&mut sd.bytes_in),
-            )
+            sd.bytes_in = 0;
+            std::mem::take(&mut sd.ibuf)
         };
         if !ibuf.is_empty() {
             c.w.put_buf(ibuf);
@@ -529,7 +530,10 @@ impl Stream {
             srv.counters
                 .bytes_out
                 .fetch_add(up.bytes_out, Ordering::Relaxed);
-            srv.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+            // The request as HAProxy counts it (what the client sent).
+            srv.counters
+                .bytes_in
+                .fetch_add(c.bytes_in, Ordering::Relaxed);
             up.farm.release(srv);
         }
         up.server = s;
@@ -540,7 +544,7 @@ impl Stream {
     }
 
     pub(super) fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
-        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, c.bytes_in, bytes);
         if let Some(z) = &up.comp {
             crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
         }
@@ -552,8 +556,7 @@ impl Stream {
         }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
-        c.stk
-            .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
+        c.stk.end(ctx.now(), err, fail, c.bytes_in, bytes);
         note_stream_stats(up, ctx.now());
         if !up.logged {
             log_line(c, ctx, up, bytes, false);
