@@ -524,8 +524,10 @@ fn is_version_syntax(v: &[u8]) -> bool {
 
 // RFC 3986 characters allowed in a request-target: unreserved, sub-delims,
 // ':', '@', '/', '?', '[', ']' and '%'. Not allowed: CTL, SP, '"', '<', '>',
-// '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80 (HAProxy's default set),
-// and '#': a fragment is never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539).
+// '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80, and '#': a fragment is
+// never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539). This is stricter than
+// HAProxy 2.6, which by default takes every visible ASCII byte but '#' (and
+// malformed `%` escapes); RFC 9112 §3 lets a server answer 400 to them.
 pub(crate) const fn target_byte(b: u8) -> bool {
     matches!(b,
         b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
