@@ -43,7 +43,21 @@ def read_exact(s, n):
     return b
 
 
+def leave(conn):
+    """Closes after what was sent arrived: a close with bytes of the peer
+    unread is a reset, and the kernel drops what it had not sent yet (a
+    frame Nagle held back), so the peer would never see the GOAWAY."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(5)
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass
+
+
 def serve(conn, mode):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         read_exact(conn, len(PREFACE))
         conn.sendall(frame(4, 0, 0))
@@ -66,7 +80,7 @@ def serve(conn, mode):
                     conn.sendall(frame(3, 0, stream, struct.pack(">I", 7)))
                 elif mode == "second" and requests >= 2:
                     conn.sendall(frame(7, 0, 0, struct.pack(">II", 1, 0)))
-                    conn.close()
+                    leave(conn)
                     return
                 elif mode == "rsthead":
                     conn.sendall(frame(1, 4, stream, b"\x88") + frame(3, 0, stream, struct.pack(">I", 2)))
@@ -76,7 +90,7 @@ def serve(conn, mode):
                         + frame(0, 0, stream, b"abc")
                         + frame(7, 0, 0, struct.pack(">II", stream, 0))
                     )
-                    conn.close()
+                    leave(conn)
                     return
                 elif mode.startswith("fields:"):
                     n = int(mode[7:])
