@@ -236,16 +236,15 @@ struct SoakEnv {
     ebb: Ebb,
     root: std::path::PathBuf,
     _origins: (Origin, Origin),
+    _dead: ClosedPort,
 }
 
 impl SoakEnv {
     fn start() -> SoakEnv {
         let origin = Origin::start("api", Mode::Ok);
         let bad = Origin::start("bad", Mode::Garbage);
-        let dead = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap()
-        };
+        let closed = closed_port();
+        let dead = closed.addr;
         let root = scratch("soak-www");
         std::fs::create_dir_all(root.join("static")).unwrap();
         std::fs::write(
@@ -292,6 +291,7 @@ impl SoakEnv {
             ebb: Ebb::start(&cfg),
             root,
             _origins: (origin, bad),
+            _dead: closed,
         }
     }
 }

@@ -508,6 +508,26 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port between 12000 and 32000");
 }
 
+/// A loopback port that refuses connections for as long as this lives: a
+/// socket bound to it that never listens. Nothing else can take the port
+/// meanwhile (the socket has no `SO_REUSEADDR`), where a port merely
+/// released can become another process's listener during a long test (a
+/// soak run's "dead" server answered 200 so, on a machine running other
+/// tests).
+pub struct ClosedPort {
+    _held: socket2::Socket,
+    pub addr: std::net::SocketAddr,
+}
+
+pub fn closed_port() -> ClosedPort {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    s.bind(&any.into()).unwrap();
+    let addr = s.local_addr().unwrap().as_socket().unwrap();
+    ClosedPort { _held: s, addr }
+}
+
 /// A server's (or `BACKEND`/`FRONTEND` row's) columns of `show stat`, by
 /// name.
 pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
