@@ -394,10 +394,42 @@ pub(crate) fn field_props(n: &[u8], v: &[u8]) -> u16 {
     field_props_named(name_props(n, valid_name(n)), v)
 }
 
+/// [`TARGET_BYTE`]: a byte `http1::target_byte` refuses.
+const NOT_TARGET: u8 = 4;
+/// [`TARGET_BYTE`]: `%`, whose escape is checked apart.
+const PERCENT: u8 = 8;
+
+/// [`VALUE_BYTE`]'s bits, [`NOT_TARGET`] and [`PERCENT`] of every byte:
+/// the value rules and the target's bytes read in one pass (built from
+/// the HTTP/1 parser's own `target_byte`).
+static TARGET_BYTE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = VALUE_BYTE_C[i]
+            | (!crate::http1::target_byte(b) as u8 * NOT_TARGET)
+            | ((b == b'%') as u8 * PERCENT);
+        i += 1;
+    }
+    t
+};
+
 /// [`field_props`] of a field whose name's [`name_props`] are `np`
 /// (known from the static table: the name is not read again).
 pub(crate) fn field_props_named(np: u16, v: &[u8]) -> u16 {
-    let mut p = value_props(np, v, value_bits(v));
+    if !matches!(np & props::KIND, props::PATH | props::AUTHORITY) {
+        return value_props(np, v, value_bits(v));
+    }
+    // `:path` or `:authority`: [`value_bits`] and
+    // `http1::valid_target_bytes` in one pass (the escapes, if any, are
+    // read again by the latter).
+    let bits = v
+        .iter()
+        .fold(0u8, |bad, &b| bad | TARGET_BYTE[usize::from(b)]);
+    let ws = matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'));
+    let vbits = (bits & (BAD_H2 | BAD_H1)) | (u8::from(ws) * BAD_H2);
+    let mut p = value_props(np, v, vbits);
     if p & props::KIND == props::AUTHORITY
         && !v.is_empty()
         && v[0] != b':'
@@ -405,9 +437,9 @@ pub(crate) fn field_props_named(np: u16, v: &[u8]) -> u16 {
     {
         p |= props::ABS_AUTHORITY;
     }
-    if matches!(p & props::KIND, props::PATH | props::AUTHORITY)
-        && crate::http1::valid_target_bytes(v)
-    {
+    let target_ok =
+        bits & NOT_TARGET == 0 && (bits & PERCENT == 0 || crate::http1::valid_target_bytes(v));
+    if target_ok {
         p |= props::TARGET_OK;
     }
     p
@@ -485,7 +517,7 @@ impl RequestHead {
                     seen |= p;
                     match kind {
                         props::CONTENT_LENGTH => {
-                            let v = self.list.get(i).1;
+                            let v = self.list.value(i);
                             let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
                             if self.content_length.is_some_and(|c| c != cl) {
                                 return Err(Malformed::ContentLength);
@@ -522,14 +554,14 @@ impl RequestHead {
         if self.list.props()[self.method] & props::BAD_METHOD != 0 {
             return Err(Malformed::BadMethod);
         }
-        let method = self.list.get(self.method).1;
+        let method = self.list.value(self.method);
         if method == b"CONNECT" && self.protocol.is_some() {
             // RFC 8441 §4: an extended CONNECT carries `:scheme`, `:path`
             // and `:authority` as other requests do.
             let (Some(_), Some(p), Some(_)) = (self.scheme, self.path, self.authority) else {
                 return Err(Malformed::MissingPseudo);
             };
-            if self.list.get(p).1.first() != Some(&b'/') {
+            if self.list.value(p).first() != Some(&b'/') {
                 return Err(Malformed::MissingPseudo);
             }
         } else if method == b"CONNECT" {
@@ -543,7 +575,7 @@ impl RequestHead {
             let (Some(_), Some(p)) = (self.scheme, self.path) else {
                 return Err(Malformed::MissingPseudo);
             };
-            let path = self.list.get(p).1;
+            let path = self.list.value(p);
             let ok = path.first() == Some(&b'/') || (path == b"*" && method == b"OPTIONS");
             if !ok {
                 return Err(Malformed::MissingPseudo);
@@ -572,31 +604,31 @@ impl RequestHead {
     /// `:method`.
     #[inline]
     pub fn method(&self) -> &[u8] {
-        self.list.get(self.method).1
+        self.list.value(self.method)
     }
 
     /// `:scheme` (absent for CONNECT).
     #[inline]
     pub fn scheme(&self) -> Option<&[u8]> {
-        self.scheme.map(|i| self.list.get(i).1)
+        self.scheme.map(|i| self.list.value(i))
     }
 
     /// `:path` (absent for CONNECT).
     #[inline]
     pub fn path(&self) -> Option<&[u8]> {
-        self.path.map(|i| self.list.get(i).1)
+        self.path.map(|i| self.list.value(i))
     }
 
     /// `:protocol` of an extended CONNECT (RFC 8441): the stream is a
     /// tunnel for this protocol once the answer is 2xx.
     pub fn protocol(&self) -> Option<&[u8]> {
-        self.protocol.map(|i| self.list.get(i).1)
+        self.protocol.map(|i| self.list.value(i))
     }
 
     /// `:authority`, else the `host` field.
     #[inline]
     pub fn authority(&self) -> Option<&[u8]> {
-        self.authority.or(self.host).map(|i| self.list.get(i).1)
+        self.authority.or(self.host).map(|i| self.list.value(i))
     }
 
     /// `(:scheme, :authority)` when the request line is written in
@@ -608,7 +640,7 @@ impl RequestHead {
             return None;
         }
         let (s, a) = (self.scheme?, self.authority?);
-        Some((self.list.get(s).1, self.list.get(a).1))
+        Some((self.list.value(s), self.list.value(a)))
     }
 
     /// Whether the target [`RequestHead::write_h1`] writes is of the
@@ -627,7 +659,7 @@ impl RequestHead {
         let auth_ok = self
             .authority
             .is_some_and(|a| ps[a] & props::TARGET_OK != 0);
-        Some(auth_ok && (path_ok || self.list.get(path).1 == b"*"))
+        Some(auth_ok && (path_ok || self.list.value(path) == b"*"))
     }
 
     /// Whether a `te` field (`trailers`, the only one allowed) came.

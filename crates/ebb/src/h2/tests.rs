@@ -1471,3 +1471,44 @@ fn the_status_record_is_the_record_push_field_writes() {
     Encoder::push_field(&mut list, b":status", b"000");
     assert_eq!(list, STATUS_RECORD);
 }
+
+/// The props of `:path` and `:authority` values (read in one pass for
+/// the value rules and the target's bytes) are those each rule gives on
+/// its own: every byte alone and beside `/`, escapes good and bad.
+#[test]
+fn target_props_in_one_pass_agree_with_each_rule() {
+    use super::request::{field_props, props, valid_value};
+    let mut values: Vec<Vec<u8>> = Vec::new();
+    for b in 0..=255u8 {
+        values.push(vec![b]);
+        values.push(vec![b'/', b, b'x']);
+        values.push(vec![b'/', b'%', b, b'0']);
+    }
+    for v in [
+        &b"/a%2Fb"[..],
+        b"/a%2",
+        b"/a%zz",
+        b"/%",
+        b"/ok?x=1&y=%41",
+        b" /lead",
+        b"/trail\t",
+        b"/\x7f",
+        b"example.com:8080",
+        b"",
+    ] {
+        values.push(v.to_vec());
+    }
+    for v in &values {
+        for name in [&b":path"[..], b":authority"] {
+            let p = field_props(name, v);
+            assert_eq!(
+                p & props::TARGET_OK != 0,
+                crate::http1::valid_target_bytes(v),
+                "{name:?} {v:?}"
+            );
+            assert_eq!(p & props::BAD_H2 == 0, valid_value(v), "{name:?} {v:?}");
+            let h1_bad = v.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f);
+            assert_eq!(p & props::BAD_H1 != 0, h1_bad, "{name:?} {v:?}");
+        }
+    }
+}

@@ -3,8 +3,11 @@
 //! The code is canonical: within one length, codes rise with the symbol.
 //! So the decoder needs no tree: per length it keeps the first code and
 //! where that length's symbols start in a list sorted by (length, symbol),
-//! both computed at compile time from [`CODES`]. Decoding reads one bit at
-//! a time; the common characters have 5 to 8 bit codes.
+//! both computed at compile time from [`CODES`]. Decoding reads the input
+//! a 64-bit word at a time and looks its next 11 bits up in a table of the
+//! one or two codes they start with (every character of paths, names and
+//! values but rare punctuation has a code of up to 11 bits); it reads a
+//! longer code by the canonical order.
 //!
 //! Padding (§5.2): at the end, fewer than 8 bits may remain and they must be
 //! all ones (a prefix of EOS); a decoded EOS is an error.
@@ -344,106 +347,169 @@ pub enum HuffmanError {
     BadPadding,
 }
 
-/// The symbols whose code is at most [`PEEK`] bits long, by the next
-/// [`PEEK`] bits of input: `(symbol << 8) | code length`, 0 when those
-/// bits start a longer code (most characters of paths, names and values
-/// have codes of 5 to 8 bits: one lookup decodes them).
-const PEEK: u32 = 8;
+/// How many bits of input one lookup in [`PAIRS`] reads.
+const PEEK: u32 = 11;
 
-const fn build_short() -> [u16; 1 << PEEK] {
-    let mut t = [0u16; 1 << PEEK];
-    let mut s = 0;
-    while s < 257 {
-        let (code, len) = CODES[s];
-        if (len as u32) <= PEEK {
-            let shift = PEEK - len as u32;
-            let mut p = (code << shift) as usize;
-            let last = ((code + 1) << shift) as usize;
-            while p < last {
-                t[p] = ((s as u16) << 8) | len as u16;
-                p += 1;
+/// By the next [`PEEK`] bits of input, the codes they start with: the
+/// first symbol (bits 0-7), the second (8-15), the length of the first
+/// code (16-23, 0 when those bits start a code longer than [`PEEK`]), and
+/// that of both codes (24-31; the first's alone when no second code fits
+/// in the bits). The characters of paths, names and values have codes of
+/// 5 to 8 bits, most of 5 or 6: a lookup decodes one or two of them.
+const fn build_pairs() -> [u32; 1 << PEEK] {
+    // The symbol and length of the code at the top of `bits` (`n` bits
+    // long), if one of up to `n` bits is there.
+    const fn code_at(bits: u32, n: u32) -> Option<(u32, u32)> {
+        let mut s = 0;
+        while s < 256 {
+            let (code, len) = CODES[s];
+            let len = len as u32;
+            if len <= n && bits >> (n - len) == code {
+                return Some((s as u32, len));
             }
+            s += 1;
         }
-        s += 1;
+        None
+    }
+    let mut t = [0u32; 1 << PEEK];
+    let mut i = 0;
+    while i < (1 << PEEK) {
+        if let Some((s1, l1)) = code_at(i as u32, PEEK) {
+            let rest = PEEK - l1;
+            let low = i as u32 & ((1 << rest) - 1);
+            let (s2, l12) = match code_at(low, rest) {
+                Some((s2, l2)) => (s2, l1 + l2),
+                None => (0, l1),
+            };
+            t[i] = s1 | (s2 << 8) | (l1 << 16) | (l12 << 24);
+        }
+        i += 1;
     }
     t
 }
 
-static SHORT: [u16; 1 << PEEK] = build_short();
+static PAIRS: [u32; 1 << PEEK] = build_pairs();
+
+/// The input's bits from bit `pos` on, left-aligned in a word: at least
+/// 57 of them (or all there are); the bits past the end of `src` mean
+/// nothing (a code that reaches them is the end of the string).
+#[inline]
+fn window(src: &[u8], pos: usize) -> u64 {
+    let at = pos / 8;
+    let n = src.len();
+    let (word, skip) = if let Some(b) = src.get(at..at + 8) {
+        (
+            u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            pos % 8,
+        )
+    } else if at >= n {
+        return 0;
+    } else if let Some(b) = src.get(n.wrapping_sub(8)..) {
+        // The last 8 bytes, those before `at` shifted out.
+        let w = u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        (w, (at + 8 - n) * 8 + pos % 8)
+    } else {
+        // Fewer than 8 bytes in all (no copy: a call for a few bytes).
+        let w = src.iter().fold(0u64, |w, &b| (w << 8) | u64::from(b));
+        (w << ((8 - n) * 8), pos)
+    };
+    // (`skip` < 64: `at` < `n`.)
+    word << skip
+}
+
+/// The symbol and code length of a code longer than [`PEEK`] bits at the
+/// top of `x` (the canonical order: the first length whose range holds
+/// the bits; 30 bits always hold one, EOS being all ones).
+#[cold]
+fn long_code(x: u64) -> (u16, u32) {
+    let c = &CANON;
+    let mut l = PEEK + 1;
+    while l as usize <= MAX_LEN {
+        let code = (x >> (64 - l)) as u32;
+        let off = code.wrapping_sub(c.first[l as usize]);
+        if off < u32::from(c.count[l as usize]) {
+            return (c.syms[usize::from(c.start[l as usize]) + off as usize], l);
+        }
+        l += 1;
+    }
+    (256, MAX_LEN as u32)
+}
+
+/// The end of a string whose last `rest` bits (at the top of `x`) are
+/// not a whole code: fewer than 8, all ones, are padding.
+fn end(rest: u32, x: u64) -> Result<(), HuffmanError> {
+    let ones = rest == 0 || x >> (64 - rest) == (1u64 << rest) - 1;
+    if rest < 8 && ones {
+        Ok(())
+    } else {
+        Err(HuffmanError::BadPadding)
+    }
+}
 
 /// Decodes `src`, appending the bytes to `out`.
+///
+/// Reads a word of input at a time ([`window`]) and decodes the codes it
+/// holds, one or two a lookup ([`PAIRS`]) while they are short; a code
+/// that would run past the input's end is the end of the string. The
+/// bytes gather in a block on the stack, added to `out` a block at a time.
 pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    let c = &CANON;
-    // The bits not decoded yet are the low `nbits` bits of `acc`.
-    let mut acc = 0u64;
-    let mut nbits = 0u32;
-    let mut rest = src;
-    out.reserve(src.len() * 8 / 5);
-    loop {
-        // Refilled only when the longest code might not fit (a short
-        // string is loaded whole at the first turn).
-        if nbits < MAX_LEN as u32 && !rest.is_empty() {
-            while nbits <= 56 {
-                let Some((&b, tail)) = rest.split_first() else {
-                    break;
-                };
-                acc = (acc << 8) | u64::from(b);
-                nbits += 8;
-                rest = tail;
-            }
-        }
-        if nbits == 0 {
-            return Ok(());
-        }
-        // The next PEEK bits; past the end, ones (what padding is).
-        let peek = if nbits >= PEEK {
-            (acc >> (nbits - PEEK)) as u32 & ((1 << PEEK) - 1)
-        } else {
-            let pad = PEEK - nbits;
-            ((acc << pad) as u32 | ((1 << pad) - 1)) & ((1 << PEEK) - 1)
-        };
-        let e = SHORT[peek as usize];
-        let len = u32::from(e & 0xff);
-        if len != 0 && len <= nbits {
-            out.push((e >> 8) as u8);
-            nbits -= len;
-            continue;
-        }
-        if nbits < PEEK {
-            // The end: at most 7 bits, which must be ones (a prefix of
-            // EOS), not a code.
-            let mask = (1u64 << nbits) - 1;
-            return if acc & mask == mask {
-                Ok(())
-            } else {
-                Err(HuffmanError::BadPadding)
-            };
-        }
-        // A code longer than PEEK bits (the canonical order: the first
-        // length whose range holds the bits).
-        let mut l = PEEK + 1;
+    let total = src.len() * 8;
+    let mut block = [0u8; 64];
+    let mut n = 0;
+    let mut pos = 0;
+    let r = 'all: loop {
+        let w = window(src, pos);
+        let mut used = 0u32;
+        // Short codes are read while [`PEEK`] bits lie within the
+        // window's 57 sure bits, a long one while 30 bits do.
         loop {
-            if l > nbits {
-                // The input ends inside a code of 8 bits or more.
-                return Err(HuffmanError::BadPadding);
+            if n > block.len() - 2 {
+                out.extend_from_slice(&block[..n]);
+                n = 0;
             }
-            if l as usize > MAX_LEN {
-                return Err(HuffmanError::Eos);
-            }
-            let code = (acc >> (nbits - l)) as u32 & ((1u32 << l) - 1);
-            let off = code.wrapping_sub(c.first[l as usize]);
-            if off < u32::from(c.count[l as usize]) {
-                let sym = c.syms[usize::from(c.start[l as usize]) + off as usize];
-                if sym == 256 {
-                    return Err(HuffmanError::Eos);
+            let x = w << used;
+            let e = PAIRS[(x >> (64 - PEEK)) as usize];
+            let at = pos + used as usize;
+            let (l1, l12) = ((e >> 16) & 0xff, e >> 24);
+            if l1 != 0 && at + l12 as usize <= total {
+                // One or two whole codes.
+                block[n] = e as u8;
+                block[n + 1] = (e >> 8) as u8;
+                n += 1 + usize::from(l12 != l1);
+                used += l12;
+            } else {
+                let (sym, len) = if l1 != 0 {
+                    ((e & 0xff) as u16, l1)
+                } else if used > 27 {
+                    break;
+                } else {
+                    let rest = (total - at) as u32;
+                    if rest <= PEEK {
+                        // No code of more than PEEK bits fits.
+                        break 'all end(rest, x);
+                    }
+                    long_code(x)
+                };
+                if at + len as usize > total {
+                    // A code past the end needs bits there: what is left
+                    // is not a whole code.
+                    break 'all end((total - at) as u32, x);
                 }
-                out.push(sym as u8);
-                nbits -= l;
+                if sym == 256 {
+                    break 'all Err(HuffmanError::Eos);
+                }
+                block[n] = sym as u8;
+                n += 1;
+                used += len;
+            }
+            if used > 57 - PEEK {
                 break;
             }
-            l += 1;
         }
-    }
+        pos += used as usize;
+    };
+    out.extend_from_slice(&block[..n]);
+    r
 }
 
 /// The encoded length of `src` in bytes.
@@ -529,7 +595,7 @@ mod tests {
         // cut and with bytes flipped.
         let mut x = 0x2545_f491_u32;
         for n in 1..400usize {
-            let text: Vec<u8> = (0..n % 37)
+            let text: Vec<u8> = (0..n % 37 + usize::from(n % 7 == 0) * 150)
                 .map(|_| {
                     x ^= x << 13;
                     x ^= x >> 17;

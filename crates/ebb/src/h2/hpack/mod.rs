@@ -113,6 +113,12 @@ impl HeaderList {
         (self.slice(f.name), self.slice(f.value))
     }
 
+    /// Field `i`'s value (the name is not sliced).
+    #[inline]
+    pub fn value(&self, i: usize) -> &[u8] {
+        self.slice(self.fields[i].value)
+    }
+
     /// The fields in order, as (name, value).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         self.fields
