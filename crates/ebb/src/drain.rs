@@ -24,7 +24,6 @@
 //! - `option idle-close-on-response` (frontend): idle connections are not
 //!   closed; each waits for its next request, answered with close.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -39,18 +38,17 @@ pub const IDLE_GRACE_MS: u32 = 1000;
 
 static SPREAD: OnceLock<Option<CloseSpread>> = OnceLock::new();
 static STOP_START: OnceLock<Instant> = OnceLock::new();
-/// A stop signal came (set before a `grace` delay, unlike [`begin`]).
-static STOPPING: AtomicBool = AtomicBool::new(false);
-
 /// A stop signal came: the process is stopping (`show info`'s
-/// `Stopping`), though under global `grace` it serves as before for now.
+/// `Stopping`, the `stopping` fetch), though under global `grace` it
+/// serves as before for now (the flag is kept in [`crate::sys`], which
+/// the samples may read).
 pub fn announce() {
-    STOPPING.store(true, Ordering::Relaxed);
+    crate::sys::set_stopping();
 }
 
 /// Whether the process is stopping (HAProxy's `stopping`).
 pub fn stopping() -> bool {
-    STOPPING.load(Ordering::Relaxed)
+    crate::sys::stopping()
 }
 
 /// Sets the process's `close-spread-time` (once, at start).

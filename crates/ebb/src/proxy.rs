@@ -829,6 +829,9 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option contstats` (see `tcp::session`).
     pub contstats: bool,
+    /// `max-session-srv-conns N` (5 unless set): most idle server
+    /// connections private to a client that its stream keeps.
+    pub max_session_srv_conns: u32,
     /// `option h1-case-adjust-bogus-client` with a non-empty global
     /// `h1-case-adjust` map: the heads written to HTTP/1 clients get its
     /// names.
@@ -1521,6 +1524,93 @@ fn contstats_tcp_only<'a>(
     Ok(())
 }
 
+/// The external checks of backend `p` (`option external-check`), checked
+/// as HAProxy 2.6 checks them at start: the global `external-check` and
+/// a command are needed, a command without a '/' first needs
+/// `external-check path`; without `insecure-fork-wanted` a warning says
+/// they will likely fail. `external-check command|path` without the
+/// option are ignored with HAProxy's warning.
+fn ext_probe(
+    cfg: &Config,
+    p: &Proxy,
+    warnings: &mut Vec<String>,
+) -> Result<Option<crate::backend::check::Probe>, ConfigError> {
+    let e = &p.ext_check;
+    let Some(on) = &e.enabled else {
+        for (kw, v) in [("command", &e.command), ("path", &e.path)] {
+            if let Some(v) = v {
+                warnings.push(format!(
+                    "{}: 'external-check {kw}' will be ignored for backend '{}' (requires 'option external-check')",
+                    v.loc, p.name
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    if !cfg.global.external_check {
+        return Err(err(
+            on,
+            format!(
+                "Proxy '{}' : 'option external-check' unable to find required 'global.external-check'",
+                p.name
+            ),
+        ));
+    }
+    let Some(command) = &e.command else {
+        return Err(err(
+            on,
+            format!(
+                "Proxy '{}' : 'option external-check' unable to find required 'external-check command'",
+                p.name
+            ),
+        ));
+    };
+    if !command.value.starts_with('/') && e.path.is_none() {
+        return Err(err(
+            &command.loc,
+            format!(
+                "Proxy '{}': 'external-check command' does not have a leading '/' and 'external-check path' is not set",
+                p.name
+            ),
+        ));
+    }
+    if !cfg.global.insecure_fork {
+        warnings.push(format!(
+            "{on}: Proxy '{}' : 'insecure-fork-wanted' not enabled in the global section, 'option external-check' will likely fail (ebb starts the command only as root without it)",
+            p.name
+        ));
+    }
+    // HAProxy's first TCP or UNIX listener of the proxy.
+    let (addr, port) = p
+        .binds
+        .iter()
+        .find_map(|b| match b.addrs.first() {
+            Some(a) => Some((a.ip().to_string(), a.port().to_string())),
+            None => b.sockets.iter().find_map(|s| match s {
+                crate::config::SockSpec::Unix(path) => {
+                    Some((path.display().to_string(), "NOT_USED".to_string()))
+                }
+                crate::config::SockSpec::Abns(_) => Some((String::new(), "NOT_USED".to_string())),
+                crate::config::SockSpec::Fd(_) => None,
+            }),
+        })
+        .unwrap_or_else(|| ("NOT_USED".to_string(), "NOT_USED".to_string()));
+    let t = &p.timeouts;
+    Ok(Some(crate::backend::check::Probe::Ext(Arc::new(
+        crate::backend::check::ExtProbe {
+            command: command.value.clone(),
+            path: e.path.as_ref().map(|v| v.value.clone()).unwrap_or_default(),
+            proxy_name: p.name.clone(),
+            proxy_id: proxy_uuid(cfg, p).to_string(),
+            proxy_addr: addr,
+            proxy_port: port,
+            http: p.mode == crate::config::ProxyMode::Http,
+            connect_cap: t.check.and(t.connect),
+            fork_wanted: cfg.global.insecure_fork,
+        },
+    ))))
+}
+
 fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
     ConfigError {
         loc: loc.clone(),
@@ -1733,7 +1823,11 @@ pub fn compile_keeping(
             };
             let matcher = Matcher::for_proxy(p)?;
             let mut kind = kind;
+            let ext = ext_probe(cfg, p, warnings)?;
             if let BackendKind::Servers(sr) = &mut kind {
+                if ext.is_some() {
+                    sr.probe = ext;
+                }
                 for (force, c) in &p.persist_rules {
                     sr.persist_rules.push((*force, matcher.cond(c)?));
                 }
@@ -1927,6 +2021,7 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 contstats: p.options.contstats,
+                max_session_srv_conns: p.max_session_srv_conns.unwrap_or(5),
                 h1_case: h1_case.clone().filter(|_| p.options.h1_case_client),
                 abort_on_close: p.options.abortonclose,
                 nolinger: p.options.nolinger,

@@ -160,6 +160,42 @@ pub fn pid() -> u32 {
     std::process::id()
 }
 
+/// A stop signal came (set before a `grace` delay): see
+/// `drain::announce`.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the process as stopping (`drain::announce`).
+pub fn set_stopping() {
+    STOPPING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the process is stopping (HAProxy's `stopping`).
+pub fn stopping() -> bool {
+    STOPPING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid takes no argument and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A descriptor that becomes readable when child `pid` exits (Linux's
+/// `pidfd_open`), to wait for it with a time limit ([`poll_readable`]).
+pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: pidfd_open takes a pid and flags, no pointer; it returns a
+    // new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// Descriptors already taken by [`take_inherited_fd`]: each may be owned
 /// once, or two owners would close it twice.
 static TAKEN_FDS: std::sync::Mutex<Vec<RawFd>> = std::sync::Mutex::new(Vec::new());

@@ -51,6 +51,12 @@ pub enum CheckStatus {
     L7Ok,
     L7OkC,
     L7Sts,
+    /// An external check's command failed (`PROCERR`).
+    ProcErr,
+    /// An external check's command took too long (`PROCTOUT`).
+    ProcTout,
+    /// An external check's command exited with 0 (`PROCOK`).
+    ProcOk,
 }
 
 impl CheckStatus {
@@ -73,6 +79,9 @@ impl CheckStatus {
             L7Ok => "L7OK",
             L7OkC => "L7OKC",
             L7Sts => "L7STS",
+            ProcErr => "PROCERR",
+            ProcTout => "PROCTOUT",
+            ProcOk => "PROCOK",
         }
     }
 
@@ -95,6 +104,9 @@ impl CheckStatus {
             L7Ok => "Layer7 check passed",
             L7OkC => "Layer7 check conditionally passed",
             L7Sts => "Layer7 wrong status",
+            ProcErr => "External check error",
+            ProcTout => "External check timeout",
+            ProcOk => "External check passed",
         }
     }
 
@@ -117,13 +129,16 @@ impl CheckStatus {
             L7Ok => 15,
             L7OkC => 16,
             L7Sts => 17,
+            ProcErr => 18,
+            ProcTout => 19,
+            ProcOk => 20,
         }
     }
 
     /// A passing status (the server's health counts up).
     pub fn passed(self) -> bool {
         use CheckStatus::*;
-        matches!(self, L4Ok | L6Ok | L7Ok | L7OkC)
+        matches!(self, L4Ok | L6Ok | L7Ok | L7OkC | ProcOk)
     }
 
     /// Whether the status carries a code (HAProxy's `>= L57DATA`).

@@ -3799,3 +3799,58 @@ fn log_format_sd_and_error_log_format() {
     err1(&be("    log-format-sd x"), "t.cfg:2: ", "not allowed");
     err1(&be("    error-log-format x"), "t.cfg:2: ", "not allowed");
 }
+
+/// `external-check`, `[no] insecure-fork-wanted` in `global`; `option
+/// external-check` is the check until another check option follows (the
+/// last wins, HAProxy's `PR_O2_CHK_ANY`); `max-session-srv-conns` in
+/// frontends only.
+#[test]
+fn external_check_and_session_conns_keywords() {
+    let c = ok("global\n  external-check\n  insecure-fork-wanted\n  no insecure-fork-wanted\n");
+    assert!(c.global.external_check && !c.global.insecure_fork);
+    let c = ok("backend b\n  option httpchk\n  option external-check\n  external-check command /bin/true\n  external-check path /bin\n");
+    let p = proxy(&c, "b");
+    assert!(p.ext_check.enabled.is_some() && !p.http_check.enabled);
+    assert_eq!(
+        p.ext_check.command.as_ref().map(|c| c.value.as_str()),
+        Some("/bin/true")
+    );
+    assert_eq!(
+        p.ext_check.path.as_ref().map(|c| c.value.as_str()),
+        Some("/bin")
+    );
+    let c = ok("backend b\n  option external-check\n  option tcp-check\n");
+    assert!(proxy(&c, "b").ext_check.enabled.is_none());
+    err1(
+        "backend b\n  external-check cmd x\n",
+        "t.cfg:2: ",
+        "only supports 'command' and 'path'",
+    );
+    err1(
+        "backend b\n  external-check path\n",
+        "t.cfg:2: ",
+        "missing argument after 'path'",
+    );
+    err1(
+        "backend b\n  option external-check x\n",
+        "t.cfg:2: ",
+        "unexpected argument",
+    );
+    err1(
+        "frontend f\n  bind :80\n  option external-check\n",
+        "t.cfg:3: ",
+        "not allowed",
+    );
+    let c = ok("defaults\n  max-session-srv-conns 3\nfrontend f\n  bind :80\n");
+    assert_eq!(proxy(&c, "f").max_session_srv_conns, Some(3));
+    err1(
+        "backend b\n  max-session-srv-conns 3\n",
+        "t.cfg:2: ",
+        "not allowed",
+    );
+    err1(
+        "frontend f\n  bind :80\n  max-session-srv-conns x\n",
+        "t.cfg:3: ",
+        "non-negative integer",
+    );
+}

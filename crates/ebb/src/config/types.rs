@@ -258,6 +258,14 @@ pub struct Global {
     /// unlimited and the process marked dumpable again, so a crash can
     /// leave a core.
     pub set_dumpable: bool,
+    /// `external-check`: backends may run external checks.
+    pub external_check: bool,
+    /// `insecure-fork-wanted` (`no insecure-fork-wanted` undoes it): ebb
+    /// may start processes (external checks) while it serves. Without it
+    /// HAProxy 2.6 forbids forks (an `RLIMIT_NPROC` of 0), which binds
+    /// only an unprivileged process: ebb then refuses to start external
+    /// checks unless it runs as root.
+    pub insecure_fork: bool,
     /// `chroot DIR`: entered after binding, before serving.
     pub chroot: Option<Spanned<PathBuf>>,
     /// `user NAME` / `uid N`: the user ebb runs as after binding.
@@ -353,6 +361,8 @@ impl Default for Global {
             quiet: false,
             maxsslconn: 0,
             set_dumpable: false,
+            external_check: false,
+            insecure_fork: false,
             chroot: None,
             uid: None,
             gid: None,
@@ -515,6 +525,20 @@ impl ProxyKind {
     }
 }
 
+/// A backend's external checks: `option external-check` (the last of it,
+/// `option httpchk`, `option tcp-check` and the protocol checks wins),
+/// `external-check command CMD` and `external-check path PATH`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExtCheck {
+    /// Where `option external-check` is (when it is the check).
+    pub enabled: Option<Loc>,
+    /// The command and where it is written.
+    pub command: Option<Spanned<String>>,
+    /// `external-check path`: the command's `PATH` (HAProxy's default:
+    /// empty).
+    pub path: Option<Spanned<String>>,
+}
+
 /// A frontend, backend or listen section, with the `defaults` it inherited
 /// already applied.
 #[derive(Clone, Debug)]
@@ -606,6 +630,12 @@ pub struct Proxy {
     pub http_check: HttpCheck,
     /// `option tcp-check` and the `tcp-check` rules.
     pub tcp_check: super::TcpCheck,
+    /// `option external-check` and `external-check command|path`.
+    pub ext_check: ExtCheck,
+    /// `max-session-srv-conns N` (frontends): most idle server
+    /// connections a client session keeps for itself (HAProxy's default:
+    /// 5, `MAX_SRV_LIST`).
+    pub max_session_srv_conns: Option<u32>,
     pub load_server_state: Option<Spanned<LoadServerState>>,
     /// `server-state-file-name [use-backend-name|FILE]`: the state file of
     /// `load-server-state-from-file local` (unset: the backend's name).

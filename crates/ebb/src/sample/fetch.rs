@@ -107,6 +107,9 @@ pub(super) enum Fetch {
     PpTlv(u8),
     /// `fc_rcvd_proxy`: the connection began with a PROXY header.
     RcvdProxy,
+    /// `stopping`: the process is stopping (a stop signal came, also
+    /// while global `grace` keeps it serving).
+    Stopping,
     /// `last_rule_file`, `last_rule_line` (`line`): where the last final
     /// rule the exchange ran was written (`tcp-request content` accept,
     /// reject...; `http-request`/`http-response` allow, deny, redirect,
@@ -453,6 +456,7 @@ impl Fetch {
             "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
             "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
             "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
+            "stopping" => none(Fetch::Stopping),
             "last_rule_file" => none(Fetch::LastRule { line: false }),
             "last_rule_line" => none(Fetch::LastRule { line: true }),
             "wait_end" => none(Fetch::WaitEnd),
@@ -656,6 +660,7 @@ impl Fetch {
             | Fetch::SoName
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
+            | Fetch::Stopping
             | Fetch::LastRule { .. }
             | Fetch::WaitEnd
             | Fetch::IsHtx
@@ -749,6 +754,7 @@ impl Fetch {
             | Fetch::ProtoHttp
             | Fetch::CacheHit
             | Fetch::RcvdProxy
+            | Fetch::Stopping
             | Fetch::WaitEnd
             | Fetch::IsHtx
             | Fetch::HttpAuth(_) => Type::Bool,
@@ -1116,6 +1122,7 @@ impl Fetch {
                 let st = ctx.vars?.try_borrow().ok()?;
                 Some(Val::Bool(st.pp_tlvs.is_some()))
             }
+            Fetch::Stopping => Some(Val::Bool(crate::sys::stopping())),
             Fetch::LastRule { line } => {
                 let st = ctx.vars?.try_borrow().ok()?;
                 let loc = st.info.last_rule.as_ref()?;

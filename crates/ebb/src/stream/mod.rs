@@ -205,9 +205,11 @@ pub struct Stream {
     /// proxied request; every server socket of this client is registered
     /// with it.
     side_task: Option<TaskletId>,
-    /// An idle server connection private to this client, kept for its
-    /// next request, still registered with `side_task`.
-    attached: Option<proxy::Attached>,
+    /// The idle server connections private to this client (at most
+    /// `max-session-srv-conns`, in the order they were kept), each kept
+    /// for its next request to that server, still registered with
+    /// `side_task`.
+    attached: Vec<proxy::Attached>,
     /// This client's place in the idle pool: its last server connection,
     /// idle, still registered with `side_task` unless another request
     /// took it ([`crate::backend::pool`]).
@@ -439,7 +441,7 @@ impl Exchange for Stream {
         matches!(self.wait, Wait::None)
             && self.up.is_none()
             && self.side_task.is_none()
-            && self.attached.is_none()
+            && self.attached.is_empty()
             && self.parked.is_none()
             && Rc::strong_count(&self.side) == 1
             && self.side.try_borrow().is_ok_and(|s| s.unused())

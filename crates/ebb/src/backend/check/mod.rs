@@ -26,6 +26,7 @@ use super::tcpcheck::TcpProbe;
 use crate::config::CheckStatus;
 
 mod conn;
+mod ext;
 mod http;
 mod observe;
 mod task;
@@ -35,6 +36,7 @@ mod tests;
 use conn::l4_probe;
 pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
 pub(super) use conn::{connect_step, open, os_text, timed_out, Wire};
+pub use ext::{run_ext, ExtProbe, ExtServer};
 use http::run_http;
 pub use http::{server_state_header, HttpProbe};
 pub use observe::{observe, Hana, Seen};
@@ -46,11 +48,12 @@ pub use task::{
 
 /// What a check does after its connect: an HTTP exchange (`option
 /// httpchk`) or a `tcp-check` sequence (`option tcp-check`, a protocol
-/// check).
+/// check); or instead of a connect, a command (`option external-check`).
 #[derive(Clone)]
 pub enum Probe {
     Http(HttpProbe),
     Tcp(Arc<TcpProbe>),
+    Ext(Arc<ExtProbe>),
 }
 
 /// A check's report, as HAProxy keeps it: the status, the code (HTTP,
@@ -163,6 +166,8 @@ pub fn run_check(
             super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, how)
         }
         Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
+        // Run by the check task with its server's details (`run_ext`).
+        Some(Probe::Ext(_)) => Verdict::new(CheckStatus::SockErr, "external check"),
         None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
             match l4_probe(addr, timeout) {
                 Err(v) => v,

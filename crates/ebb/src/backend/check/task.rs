@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
 
 use super::{
-    check_proxy_header, run_check, server_state_header, spread, spread_seed, CheckHow, CheckTls,
-    Probe, Verdict,
+    check_proxy_header, run_check, run_ext, server_state_header, spread, spread_seed, CheckHow,
+    CheckTls, ExtServer, Probe, Verdict,
 };
 use crate::backend::{Farm, ServerRt};
 use crate::blocking::Submitter;
@@ -257,10 +257,17 @@ impl Checker {
                 }
                 _ => None,
             };
+            let ext = match &self.probe {
+                Some(Probe::Ext(e)) => Some((Arc::clone(e), ExtServer::of(e, &s))),
+                _ => None,
+            };
             let job = move || {
                 let t0 = Instant::now();
                 let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, how);
+                let r = match &ext {
+                    Some((e, x)) => run_ext(e, x, timeout),
+                    None => run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, how),
+                };
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -556,11 +563,14 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
     if !s.opts.check {
         return None;
     }
-    // HAProxy bounds a check by `timeout check`, else by `inter`.
-    let t = cx
-        .timeout
-        .unwrap_or(s.opts.inter)
-        .max(Duration::from_millis(10));
+    // HAProxy bounds a check by `timeout check`, else by `inter`; an
+    // external check's command by `inter` (and `timeout connect`, see
+    // `ExtProbe::budget`).
+    let t = match &cx.probe {
+        Some(Probe::Ext(e)) => e.budget(s.opts.inter),
+        _ => cx.timeout.unwrap_or(s.opts.inter),
+    };
+    let t = t.max(Duration::from_millis(10));
     // HAProxy starts a checked server UP with its health at `rise`, as
     // if `fall - 1` checks had failed ("UP 1/3"): the first failure takes
     // it DOWN, the first success to full health.

@@ -55,6 +55,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "quiet",
     "maxsslconn",
     "set-dumpable",
+    "external-check",
+    "insecure-fork-wanted",
     "ssl-server-verify",
     "default-path",
     "crt-base",
@@ -104,7 +106,7 @@ pub fn quiet_seen() -> bool {
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
-const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &["nbproc", "lua-load", "insecure-fork-wanted"];
+const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &["nbproc", "lua-load"];
 
 /// A node name as HAProxy takes it (global `node`, `stats show-node`):
 /// letters, digits, '.', '-' and '_', at least one.
@@ -432,6 +434,15 @@ impl Parser<'_> {
                 }
                 g.set_dumpable = true;
             }
+            "external-check" | "insecure-fork-wanted" => {
+                if w.len() > 1 {
+                    return Err(format!("'{kw}' takes no argument"));
+                }
+                match kw {
+                    "external-check" => g.external_check = true,
+                    _ => g.insecure_fork = true,
+                }
+            }
             // HAProxy's `no` in `global` (here only for what ebb has of
             // the keywords that take it).
             "no" if w.get(1).is_some_and(|k| k == "set-dumpable") => {
@@ -439,6 +450,12 @@ impl Parser<'_> {
                     return Err("'no set-dumpable' takes no argument".to_string());
                 }
                 g.set_dumpable = false;
+            }
+            "no" if w.get(1).is_some_and(|k| k == "insecure-fork-wanted") => {
+                if w.len() > 2 {
+                    return Err("'no insecure-fork-wanted' takes no argument".to_string());
+                }
+                g.insecure_fork = false;
             }
             "chroot" => {
                 g.chroot = Some(Spanned {

@@ -278,6 +278,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             rules: Vec::new(),
         },
         tcp_check: Default::default(),
+        ext_check: Default::default(),
+        max_session_srv_conns: None,
         load_server_state: None,
         server_state_file_name: None,
         stick_table: None,

@@ -14,7 +14,6 @@ use crate::config::values::*;
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http-use-htx",
-    "external-check",
     "independent-streams",
     "accept-invalid-http-request",
     "accept-invalid-http-response",
@@ -36,6 +35,7 @@ const OPTIONS: &[&str] = &[
     "redispatch",
     "httpchk",
     "tcp-check",
+    "external-check",
     "redis-check",
     "smtpchk",
     "pgsql-check",
@@ -87,8 +87,8 @@ pub(super) fn proxy_option(
         | "forwardfor"
         | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
-        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
-        | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
+        "redispatch" | "httpchk" | "tcp-check" | "external-check" | "log-health-checks"
+        | "persist" | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose"
@@ -192,6 +192,18 @@ pub(super) fn proxy_option(
             crate::config::tcpcheck::enable(&mut px.tcp_check, rest)?;
             // The last of `option httpchk` / `option tcp-check` wins.
             px.http_check.enabled = false;
+            px.ext_check.enabled = None;
+        }
+        "external-check" => {
+            if no {
+                return Err("'no option external-check' is not supported".to_string());
+            }
+            no_args(rest)?;
+            // The last check option wins (HAProxy's `PR_O2_CHK_ANY`).
+            px.http_check.enabled = false;
+            px.tcp_check.enabled = false;
+            px.tcp_check.builtin = None;
+            px.ext_check.enabled = Some(ctx.loc.clone());
         }
         "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check"
         | "ssl-hello-chk" => {
@@ -200,6 +212,7 @@ pub(super) fn proxy_option(
             }
             crate::config::tcpcheck::builtin(&mut px.tcp_check, name, rest, ctx.loc)?;
             px.http_check.enabled = false;
+            px.ext_check.enabled = None;
         }
         "persist" => {
             no_args(rest)?;
@@ -399,6 +412,7 @@ pub(super) fn proxy_option(
             // The last of `option httpchk` / `option tcp-check` wins.
             px.tcp_check.enabled = false;
             px.tcp_check.builtin = None;
+            px.ext_check.enabled = None;
             let hc = &mut px.http_check;
             hc.enabled = true;
             hc.own_rules();

@@ -31,6 +31,8 @@ use crate::sample::{Expr, LogFormat as LfFormat, Scope};
 
 /// Keywords of proxy sections, for "did you mean" hints.
 const PROXY_KEYWORDS: &[&str] = &[
+    "external-check",
+    "max-session-srv-conns",
     "stick-table",
     "stick",
     "mode",
@@ -99,7 +101,7 @@ const PROXY_KEYWORDS: &[&str] = &[
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
-const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &["filter", "external-check", "max-session-srv-conns"];
+const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &["filter"];
 
 /// The one argument of `kw`, a field name (`unique-id-header NAME`).
 fn header_name_arg<'a>(kw: &str, w: &'a [String]) -> Result<&'a str, String> {
@@ -894,6 +896,44 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 &mut px.options.srvtcpka
             };
             parse_tcpka_param(ka, &kw[9..], kw, v)?;
+        }
+        "external-check" => {
+            ctx.allow(kw, BE, true)?;
+            // HAProxy's words and messages (`proxy_parse_extcheck`).
+            let what = w
+                .get(1)
+                .ok_or_else(|| format!("missing argument after '{kw}'."))?;
+            if !matches!(what.as_str(), "command" | "path") {
+                return Err(format!(
+                    "'{kw}' only supports 'command' and 'path'. but got '{what}'."
+                ));
+            }
+            let v = match &w[2..] {
+                [v] if !v.is_empty() => v,
+                [_] | [] => return Err(format!("missing argument after '{what}'.")),
+                _ => return Err(format!("'{kw} {what}' takes one argument")),
+            };
+            let v = Some(Spanned {
+                value: v.clone(),
+                loc: loc.clone(),
+            });
+            match what.as_str() {
+                "command" => px.ext_check.command = v,
+                _ => px.ext_check.path = v,
+            }
+        }
+        "max-session-srv-conns" => {
+            ctx.allow(kw, FE, true)?;
+            let n = w
+                .get(1)
+                .ok_or_else(|| format!("'{kw}' expects a number. Got no argument"))?;
+            // HAProxy reads it with atoi(); ebb takes a plain number only.
+            px.max_session_srv_conns = Some(n.parse::<u32>().map_err(|_| {
+                format!("'{kw}' expects a non-negative integer, got '{n}'")
+            })?);
+            if let Some(x) = w.get(2) {
+                return Err(format!("unexpected argument '{x}' after '{kw} {n}'"));
+            }
         }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;

@@ -79,22 +79,29 @@ impl Stream {
         }
     }
 
-    /// `option prefer-last-server`: the server of the connection kept
-    /// private to this client (HAProxy's connection attached to the
-    /// session; a shared idle one is not), when in this backend and
-    /// usable, and with `max-keep-alive-queue N` when it has a free slot
-    /// or fewer than N streams queued (HAProxy's assign_server).
+    /// `option prefer-last-server`: the server of a connection kept
+    /// private to this client (HAProxy's connections attached to the
+    /// session, the oldest first; a shared idle one is not), when in this
+    /// backend and usable, and with `max-keep-alive-queue N` when it has
+    /// a free slot or fewer than N streams queued (HAProxy's
+    /// assign_server).
     pub(super) fn last_server(&self, up: &Upstream) -> Option<usize> {
         let BackendKind::Servers(sr) = &up.be.kind else {
             return None;
         };
-        let a = self.attached.as_ref().filter(|_| sr.prefer_last)?;
-        let s = up.farm.servers.get(a.srv.idx)?;
-        let room = || match sr.max_ka_queue {
-            None => true,
-            Some(n) => up.farm.has_room(s) || s.queue.lock().map_or(0, |q| q.len()) < n as usize,
-        };
-        (s.uid == a.srv.uid && s.usable() && room()).then_some(s.idx)
+        if !sr.prefer_last {
+            return None;
+        }
+        self.attached.iter().find_map(|a| {
+            let s = up.farm.servers.get(a.srv.idx)?;
+            let room = || match sr.max_ka_queue {
+                None => true,
+                Some(n) => {
+                    up.farm.has_room(s) || s.queue.lock().map_or(0, |q| q.len()) < n as usize
+                }
+            };
+            (s.uid == a.srv.uid && s.usable() && room()).then_some(s.idx)
+        })
     }
 
     /// We hold a slot of `s`: reuse a connection to it or connect.
@@ -118,16 +125,30 @@ impl Stream {
         // an exchange whose header would be the same (HAProxy keys such
         // connections by it: another unique id is another connection).
         // The same for an SNI that depends on the exchange.
-        let same_pp = (s.opts.send_proxy == 0 && !dynamic_sni(&s)) || {
+        let key = (s.opts.send_proxy > 0 || dynamic_sni(&s)).then(|| {
             let (pp, sni) = conn_params(c, &s, &up);
-            conn_key(&pp, sni.as_deref()) == self.pp_sent
-        };
-        if let Some(mut a) = self.attached.take() {
-            if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
+            conn_key(&pp, sni.as_deref())
+        });
+        let same_pp = key.as_ref().is_none_or(|k| *k == self.pp_sent);
+        // The client's private connections to other servers (or with
+        // another key) stay attached, up to `max-session-srv-conns`, as
+        // HAProxy's session keeps them.
+        let mine = self
+            .attached
+            .iter()
+            .position(|a| a.srv.uid == s.uid && key.as_ref().is_none_or(|k| *k == a.key));
+        if let Some(mut a) = mine.map(|i| self.attached.remove(i)) {
+            if quiet || alive(&mut a.st) {
+                self.pp_sent = std::mem::take(&mut a.key);
                 sock = Some((a.st, true, None));
             } else {
                 self.detach_to_pool(c, ctx, a);
             }
+        }
+        if !quiet && !self.attached.is_empty() {
+            // The event may have been another idle connection's: those
+            // left are looked at when reused.
+            self.side.borrow_mut().idle_event = true;
         }
         if let Some(p) = self.parked.take() {
             if p.server_uid() == s.uid && same_pp {
@@ -440,10 +461,10 @@ impl Stream {
         let _ = ctx.deregister_fd(a.st.raw_fd());
     }
 
-    /// The client leaves: its idle connections close (a private one) or
-    /// stay in the pool for others.
+    /// The client leaves: its idle connections close (the private ones)
+    /// or stay in the pool for others.
     pub(in crate::stream) fn release_idle(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        if let Some(a) = self.attached.take() {
+        for a in std::mem::take(&mut self.attached) {
             self.detach_to_pool(c, ctx, a);
         }
         if let Some(p) = self.parked.take() {

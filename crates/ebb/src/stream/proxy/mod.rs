@@ -133,6 +133,8 @@ impl Left {
 pub(super) struct Attached {
     srv: Arc<ServerRt>,
     st: Transport,
+    /// Its PROXY header and exchange-dependent SNI (see `pp_sent`).
+    key: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -482,22 +482,32 @@ impl Stream {
         match (sock, s.as_ref()) {
             (Some(st), Some(srv)) if up.farm.reuse == HttpReuse::Never || !shareable(srv) => {
                 // Private: stays attached to this client (still registered
-                // with the server side's tasklet).
-                if let Some(old) = self.attached.take() {
-                    self.detach_to_pool(c, ctx, old);
+                // with the server side's tasklet), unless it already
+                // keeps `max-session-srv-conns` idle ones (HAProxy's
+                // session_check_idle_conn closes this one then).
+                if self.attached.len() >= c.fe.max_session_srv_conns as usize {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                } else {
+                    if self.attached.is_empty() {
+                        self.side.borrow_mut().idle_event = false;
+                    }
+                    self.attached.push(Attached {
+                        srv: Arc::clone(srv),
+                        st,
+                        key: self.pp_sent.clone(),
+                    });
                 }
-                self.side.borrow_mut().idle_event = false;
-                self.attached = Some(Attached {
-                    srv: Arc::clone(srv),
-                    st,
-                });
             }
             (Some(st), Some(srv)) => {
                 // Idle now, as in HAProxy: parked in the pool, in this
                 // client's place, still registered with the server side's
                 // tasklet; closed when the pool is full (`pool-max-conn`).
                 if let Some(ticket) = srv.idle_ticket() {
-                    self.side.borrow_mut().idle_event = false;
+                    // (Kept while other idle connections of this client
+                    // may have had the event.)
+                    if self.attached.is_empty() {
+                        self.side.borrow_mut().idle_event = false;
+                    }
                     // The side's tasklet's mark: a close or stray bytes
                     // that reach it later tell whoever takes the
                     // connection to `peek` it.
