@@ -17,14 +17,41 @@ MODE:
   fields:N every answer is `:status 200` and N - 1 fields `x-fNNN: v`
            (literal, not indexed): N fields in the block
 
+Modes served by `serve2` (a frame reader; they print "goaway CODE" and
+"rst CODE" for ebb's GOAWAY and RST_STREAM, "eof" when ebb closed
+first, and "excess" for a stream over their limit):
+  conc1    SETTINGS_MAX_CONCURRENT_STREAMS 1; a stream above it is reset
+           REFUSED_STREAM ("excess"); each answer 200 `x-conn: N` comes
+           after 100 ms of silence from the peer
+  nowin    SETTINGS_INITIAL_WINDOW_SIZE 0, never opened, never answers
+  smallwin SETTINGS_INITIAL_WINDOW_SIZE 1000, opened 1000 bytes at a time
+           as DATA come (stream and connection); at END_STREAM the answer
+           is 200 with the body `N MD5` of what came
+  trailers 200 `content-type: application/grpc`, DATA "hello", trailers
+           `grpc-status: 0`, `grpc-message: ok` (END_STREAM)
+  interim  on a request head: 103 `link: </s.css>`, 100, then, the body
+           read, 200 with the body `got N`
+  bighead:N  200 and N fields `x-bNNN` of 1000 bytes, the block in
+           HEADERS and CONTINUATION frames of at most 16384 bytes
+  bigfield:N 200 and one field `x-big` of N bytes (CONTINUATION as above)
+  push     the first request gets 200 and DATA "part" (no END_STREAM);
+           the second a PUSH_PROMISE on its stream
+  early    on a request head: 200, DATA "early" END_STREAM, RST_STREAM
+           NO_ERROR; the body that comes is read and dropped ("body N"
+           at its END_STREAM)
+
 Answers are HEADERS with `:status 200` (HPACK static index 8) and
 END_STREAM: no HPACK decoder is needed, requests are only counted.
 """
 
+import os
 import socket
 import struct
 import sys
 import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "h2"))
+from attack import hpack_int  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -56,7 +83,174 @@ def leave(conn):
         pass
 
 
+def hint(n, prefix, first=0):
+    """An HPACK integer of `prefix` bits, `first` the bits above them
+    (the h2 attack harness's encoder, tests/h2/attack.py)."""
+    return hpack_int(n, prefix, first)
+
+
+def lit(name, value):
+    """A literal field without indexing, new name, no Huffman."""
+    return b"\x00" + hint(len(name), 7) + name + hint(len(value), 7) + value
+
+
+def status(code):
+    """`:status` (static index 8's name), literal without indexing."""
+    return b"\x08" + hint(3, 7) + b"%d" % code
+
+
+def head_frames(stream, block, end_stream, size=16384):
+    """A field block as HEADERS then CONTINUATION frames."""
+    parts = [block[i : i + size] for i in range(0, len(block), size)] or [b""]
+    out = b""
+    for i, p in enumerate(parts):
+        flags = 4 if i == len(parts) - 1 else 0
+        if i == 0:
+            out += frame(1, flags | (1 if end_stream else 0), stream, p)
+        else:
+            out += frame(9, flags, stream, p)
+    return out
+
+
+class Reader:
+    """Frames from a socket; `get(timeout)` is None when none came."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.buf = b""
+
+    def get(self, timeout=None):
+        self.conn.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 9:
+                n = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) >= 9 + n:
+                    h, self.buf = self.buf[: 9 + n], self.buf[9 + n :]
+                    sid = int.from_bytes(h[5:9], "big") & 0x7FFFFFFF
+                    return h[3], h[4], sid, h[9:]
+            try:
+                x = self.conn.recv(65536)
+            except socket.timeout:
+                return None
+            if not x:
+                raise EOFError
+            self.buf += x
+
+
+def serve2(conn, mode):
+    import hashlib
+    import time
+
+    global conns
+    conns += 1
+    me = conns
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    r = Reader(conn)
+    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000)}.get(mode)
+    bodies = {}
+    pending = []
+    requests = 0
+    try:
+        read_exact(conn, len(PREFACE))
+        conn.sendall(frame(4, 0, 0, struct.pack(">HI", *settings) if settings else b""))
+        while True:
+            wait = 0.1 if pending else None
+            f = r.get(wait)
+            if f is None:
+                # conc1: 100 ms of silence, the open stream is answered.
+                sid = pending.pop(0)
+                conn.sendall(head_frames(sid, b"\x88" + lit(b"x-conn", b"%d" % me), True))
+                continue
+            ftype, flags, sid, payload = f
+            if ftype == 4 and not flags & 1:
+                conn.sendall(frame(4, 1, 0))
+            elif ftype == 7:
+                print("goaway %d" % struct.unpack(">I", payload[4:8])[0], flush=True)
+                leave(conn)
+                return
+            elif ftype == 3:
+                print("rst %d" % struct.unpack(">I", payload)[0], flush=True)
+            elif ftype == 1:
+                requests += 1
+                end = flags & 1
+                bodies[sid] = hashlib.md5(), 0
+                if mode == "conc1":
+                    if pending:
+                        print("excess", flush=True)
+                        conn.sendall(frame(3, 0, sid, struct.pack(">I", 7)))
+                    else:
+                        pending.append(sid)
+                elif mode == "trailers":
+                    conn.sendall(
+                        head_frames(sid, b"\x88" + lit(b"content-type", b"application/grpc"), False)
+                        + frame(0, 0, sid, b"hello")
+                        + head_frames(sid, lit(b"grpc-status", b"0") + lit(b"grpc-message", b"ok"), True)
+                    )
+                elif mode == "interim":
+                    conn.sendall(
+                        head_frames(sid, status(103) + lit(b"link", b"</s.css>"), False)
+                        + head_frames(sid, status(100), False)
+                    )
+                    if end:
+                        conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, b"got 0"))
+                elif mode.startswith("bighead:"):
+                    n = int(mode[8:])
+                    block = b"\x88" + b"".join(lit(b"x-b%03d" % i, b"v" * 1000) for i in range(n))
+                    conn.sendall(head_frames(sid, block, True))
+                elif mode.startswith("bigfield:"):
+                    n = int(mode[9:])
+                    conn.sendall(head_frames(sid, b"\x88" + lit(b"x-big", b"v" * n), True))
+                elif mode == "push":
+                    if requests == 1:
+                        conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 0, sid, b"part"))
+                    else:
+                        promise = struct.pack(">I", 2) + b"\x82\x84\x86" + lit(b":authority", b"x")
+                        conn.sendall(frame(5, 4, sid, promise))
+                elif mode == "early":
+                    conn.sendall(
+                        head_frames(sid, b"\x88", False)
+                        + frame(0, 1, sid, b"early")
+                        + frame(3, 0, sid, struct.pack(">I", 0))
+                    )
+                elif mode == "smallwin" and end:
+                    conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, b"0 " + hashlib.md5().hexdigest().encode()))
+            elif ftype == 0 and sid in bodies:
+                h, n = bodies[sid]
+                h.update(payload)
+                n += len(payload)
+                bodies[sid] = h, n
+                if mode == "smallwin" and payload:
+                    conn.sendall(
+                        frame(8, 0, sid, struct.pack(">I", len(payload)))
+                        + frame(8, 0, 0, struct.pack(">I", len(payload)))
+                    )
+                elif mode == "early" and payload:
+                    conn.sendall(frame(8, 0, 0, struct.pack(">I", len(payload))))
+                elif mode == "interim" and payload:
+                    conn.sendall(
+                        frame(8, 0, sid, struct.pack(">I", len(payload)))
+                        + frame(8, 0, 0, struct.pack(">I", len(payload)))
+                    )
+                if flags & 1 and mode == "early":
+                    print("body %d" % n, flush=True)
+                if flags & 1 and mode in ("smallwin", "interim"):
+                    body = b"%d %s" % (n, h.hexdigest().encode()) if mode == "smallwin" else b"got %d" % n
+                    conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, body))
+    except EOFError:
+        print("eof", flush=True)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+conns = 0
+MODES2 = ("conc1", "nowin", "smallwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
+
+
 def serve(conn, mode):
+    if mode.startswith(MODES2):
+        return serve2(conn, mode)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         read_exact(conn, len(PREFACE))

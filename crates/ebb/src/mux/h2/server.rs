@@ -29,8 +29,12 @@
 //!
 //! Sharing follows `http-reuse` as HAProxy applies it to multiplexed
 //! connections (see [`Reuse`]): connections are per thread and per
-//! server, and one with a free stream (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, 100
-//! until it says) takes new streams. A connection with no stream left
+//! server, and one with a free stream (under the server's
+//! SETTINGS_MAX_CONCURRENT_STREAMS, 100 until it says) takes new streams.
+//! Until the server's SETTINGS come only the first stream goes out; the
+//! others it took wait for them, then for a free stream if the server
+//! takes fewer: none is refused for going over the limit, while new
+//! streams go to other connections. A connection with no stream left
 //! closes after the server's `pool-purge-delay`, at once with
 //! `http-reuse never`.
 //!
@@ -676,8 +680,14 @@ impl SrvConn {
                     first.trim_ascii().to_vec()
                 });
                 match self.h2.peer_ext_connect() {
-                    // Its SETTINGS have not come yet.
-                    None if protocol.is_some() => continue,
+                    // Its SETTINGS have not come yet: an upgrade waits to
+                    // know whether it may go, and so does every stream but
+                    // the first, to know how many the server takes. Sent
+                    // before, a stream above a limit under 100 is refused
+                    // (REFUSED_STREAM): HAProxy 2.6 answers those 502;
+                    // ebb sent them again on a new connection, which the
+                    // other waiting streams took and overran as well.
+                    None if protocol.is_some() || self.h2.open_streams() > 0 => continue,
                     Some(false) if protocol.is_some() => {
                         self.h2.reset_unopened(ErrorCode::INTERNAL_ERROR);
                         self.shared = false;
