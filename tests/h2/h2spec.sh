@@ -73,9 +73,10 @@ case $what in
 ebb)
     ebb=${EBB:-${CARGO_TARGET_DIR:-$root/target}/debug/ebb}
     [ -n "${EBB:-}" ] || (cd "$root" && cargo build -q -p ebb) || exit 2
+    # Three distinct ports (each probe alone could hand out the same one).
     port=$(free_port)
-    tport=$(free_port)
-    oport=$(free_port)
+    until tport=$(free_port) && [ "$tport" != "$port" ]; do :; done
+    until oport=$(free_port) && [ "$oport" != "$port" ] && [ "$oport" != "$tport" ]; do :; done
     # The answer comes from a server after 300 ms: some cases send
     # HEADERS, then RST_STREAM or more frames, and expect the error for
     # those before any answer (a server may answer first; on a loaded

@@ -60,7 +60,7 @@ case $target in
     *) echo "unknown target $target"; exit 2 ;;
 esac
 out=${VTC_OUT:-$root/target/vtc}/$target
-rm -rf "$out"; mkdir -p "$out"
+rm -rf "$out"; mkdir -p "$out/.ports"
 
 # A free port outside the ephemeral range, so client sockets cannot take it.
 . "$here/../free_port.sh"
@@ -68,7 +68,13 @@ rm -rf "$out"; mkdir -p "$out"
 one() {
     local c=$1 n p t0 t1 rc
     n=$(basename "$c" .vtc)
-    p=$(free_port)
+    # A port handed out once per run: the jobs run side by side, and two
+    # that drew the same free port before either bound it would share it
+    # (mkdir is the atomic claim).
+    for _ in $(seq 1 50); do
+        p=$(free_port)
+        mkdir "$out/.ports/$p" 2> /dev/null && break
+    done
     t0=$(date +%s%N)
     LB_TARGET=$target LB_PORT=$p LB_BIN=$bin LB_DIR=$here \
         varnishtest -t 30 $([ "$keep" = 1 ] && echo -v) -D lb="$here/lb.sh" -D lbwait="$here/lb.sh wait" \

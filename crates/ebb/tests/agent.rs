@@ -186,8 +186,11 @@ fn answers(e: &Ebb, n: usize) -> HashMap<String, usize> {
 fn a_python_agent_drives_drain_down_weight_and_up() {
     let (oa, ob) = (Origin::start("a", Mode::Ok), Origin::start("b", Mode::Ok));
     let agent = Agent::start("up\n");
+    // `timeout check`: without it an agent check is bounded by its
+    // `agent-inter` (100 ms), and on a loaded machine one answer slower
+    // than that was an L7TOUT on one side only (the rows then differed).
     let backend = format!(
-        "    balance roundrobin\n    server a {} check inter 200 weight 10 agent-check agent-port {} agent-inter 100ms agent-send \"hello be/a\\n\"\n    server b {} weight 10\n",
+        "    balance roundrobin\n    timeout check 10s\n    server a {} check inter 200 weight 10 agent-check agent-port {} agent-inter 100ms agent-send \"hello be/a\\n\"\n    server b {} weight 10\n",
         oa.addr, agent.port, ob.addr
     );
     let d = scratch("agent-ebb");

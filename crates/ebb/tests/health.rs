@@ -869,7 +869,13 @@ fn maintenance_pauses_the_health_check() {
                 assert_eq!(r[k], "", "hap={hap} {srv} {k}");
             }
             assert_eq!(r["chkfail"], "0", "hap={hap} {srv}");
-            let st = state_fields(&sock, srv);
+            // Paused (14); a check under way when maintenance began adds
+            // 1 (CHK_ST_INPROGRESS) until it ends: waited for.
+            let mut st = state_fields(&sock, srv);
+            came_within(Duration::from_secs(30), || {
+                st = state_fields(&sock, srv);
+                st.2 != "15"
+            });
             assert_eq!(st, ("0".into(), "0".into(), "14".into()), "hap={hap} {srv}");
         }
         // No check reaches either server, and failures count for nothing

@@ -1010,8 +1010,15 @@ fn set_dumpable_reenables_core_dumps() {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            wait_until("the listener", || {
-                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            // An answer, not a connect: both bind before they switch
+            // users and set the limits, and serve after (a state read
+            // once the listener took a connection could be root's).
+            wait_until("an answer", || {
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|s| {
+                    let mut c = Client::from_stream(s);
+                    c.send(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                    c.read_resp_opt(false).is_some_and(|r| r.status == 200)
+                })
             });
             let (limits, owner) = dump_state(child.id());
             let _ = child.kill();

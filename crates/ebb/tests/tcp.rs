@@ -1102,8 +1102,11 @@ fn a_side_that_reads_writes_on_to_the_other_side_itself() {
     assert!(cli <= N as u64 + N as u64 / 2, "tcp_cli {cli}\n{p}");
 }
 
-/// A server that sends each connection `chunks` chunks of 100 kB, one
-/// every 100 ms, then closes (a long download).
+/// A server that reads the client's `hello`, sends each connection
+/// `chunks` chunks of 100 kB, one every 100 ms, then closes (a long
+/// download). Its close is a FIN after the client's: a close with the
+/// `hello` unread was a reset, which dropped the bytes still in its send
+/// buffer when the proxy had not read them yet (a loaded machine).
 fn trickle_server(chunks: usize) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -1111,12 +1114,19 @@ fn trickle_server(chunks: usize) -> SocketAddr {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             std::thread::spawn(move || {
+                let mut hello = [0u8; 5];
+                if s.read_exact(&mut hello).is_err() {
+                    return;
+                }
                 for _ in 0..chunks {
                     if s.write_all(&[b'x'; 100_000]).is_err() {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
+                let _ = s.shutdown(Shutdown::Write);
+                let mut b = [0u8; 64];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
             });
         }
     });

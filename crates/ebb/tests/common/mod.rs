@@ -122,7 +122,9 @@ impl Ebb {
                 }
             }
         });
-        let addrs = match rx.recv_timeout(Duration::from_secs(20)) {
+        // Up to 60 s: a debug build starting on a loaded machine (the
+        // wait ends on the ready line).
+        let addrs = match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(a) => a,
             Err(_) => {
                 let _ = child.kill();

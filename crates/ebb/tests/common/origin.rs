@@ -242,6 +242,9 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
 
 fn serve(mut s: TcpStream, c: Shared) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    // Every write goes out at once: a close (CloseIdle, Stall) never
+    // finds a segment Nagle still holds back.
+    let _ = s.set_nodelay(true);
     if matches!(c.mode, Mode::Close) {
         return;
     }
