@@ -529,7 +529,10 @@ PATHS = ["/", "/a", "/a/b", "/a/b/", "/A/B", "/a%2Fb", "/a%20b", "/x;p=1/y", "//
          "/a/../b", "/a/./b", "/foo.bar", "/a/b?", "/a?a=1&b=2", "/a?a=1&a=2",
          "/?a=&b", "/p?n=12", "/p?n=-7&a=x", "/p?b=%41%42", "/a?x=1;a=2", "/a/b/c?c=3",
          "/%7Euser/", "/a+b?q=a+b", "/x1", "/example.com/a", "/a?", "/b/?a=1&&a=3",
-         "http://example.com:80/a/b?a=9", "http://example.com/a?", "/a/b?n=0x10", "/1/2/3/4"]
+         "http://example.com:80/a/b?a=9", "http://example.com/a?", "/a/b?n=0x10", "/1/2/3/4",
+         # Bytes HAProxy 2.6 takes in a target beyond RFC 3986's, bad escapes,
+         # an absolute URI without a path.
+         '/a"b', "/a<b>?c=|", "/a{b}^c`", "/a\\b", "/%zz?q=%4", "/a%", "http://example.com"]
 HDRS = [
     ("X-A", ["foo", "Foo, bar", "a/b/c", "one,two , three", "\"q,x\", y", "", "10.0.0.1", " sp ",
              "ABC", "x=1&y=2"]),
@@ -547,8 +550,9 @@ def gen_request(r, host):
     path = r.choice(PATHS)
     fields = [("Host", r.choice([host, "example.com", "Sub.Example.COM:8080", "a.b"]))]
     if path.startswith("http://"):
-        # HAProxy 2.6 answers 400 when Host is not the URI's authority.
-        fields = [("Host", "example.com")]
+        # HAProxy 2.6 answers 400 when Host is not the URI's authority
+        # (without the default port, case aside).
+        fields = [("Host", r.choice(["example.com", "Example.COM:80", "other.example"]))]
     for _ in range(r.randint(0, 6)):
         n, vals = r.choice(HDRS)
         if r.random() < 0.3:
@@ -558,7 +562,8 @@ def gen_request(r, host):
     if method in ("POST", "PUT"):
         body = r.choice([b"", b"k=v&a=1", b"hello"])
         fields.append(("Content-Length", str(len(body))))
-    head = "%s %s HTTP/1.1\r\n" % (method, path)
+    version = r.choice(["1.1"] * 14 + ["1.2"])
+    head = "%s %s HTTP/%s\r\n" % (method, path, version)
     head += "".join("%s: %s\r\n" % (n, v) for n, v in fields)
     return (head + "\r\n").encode("latin-1") + body, method == "HEAD"
 

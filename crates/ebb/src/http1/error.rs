@@ -22,12 +22,14 @@ pub enum HttpError {
     BadRequestLine,
     /// The method is not a token.
     BadMethod,
-    /// The request-target has a byte outside RFC 3986's set, a `#`, a bad
-    /// `%XX`, userinfo, an unsupported scheme, or a form the method forbids.
+    /// The request-target has a control, DEL, non-ASCII byte or a `#`,
+    /// userinfo, an unsupported scheme, or a form the method forbids.
     BadTarget,
     /// The request-target is longer than [`Limits::max_uri`](super::Limits).
     UriTooLong,
-    /// `HTTP/x.y` with x.y other than 1.0 or 1.1, or an HTTP/0.9 request line.
+    /// `HTTP/x` (one digit), or an HTTP/0.9 request line (`HTTP/x.y`
+    /// requests are served as 1.1 or 1.0, as HAProxy serves them; in a
+    /// response, any version other than 1.0 and 1.1).
     UnsupportedVersion,
     /// The status line of a response is malformed, or its code is outside
     /// 100..=599.
@@ -55,7 +57,8 @@ pub enum HttpError {
     MissingHost,
     /// More than one Host field line.
     DuplicateHost,
-    /// A Host value that is not `uri-host [ ":" port ]`.
+    /// A Host value that is not `uri-host [ ":" port ]`, or that does not
+    /// name an absolute-form target's authority.
     BadHost,
 
     // --- framing ----------------------------------------------------------

@@ -33,23 +33,25 @@
 //! strict one, and every refusal closes the connection.
 //!
 //! Requests (status in parentheses):
-//! - Start line: exactly `method SP target SP HTTP/1.x CRLF` (400); method a
-//!   token (400); versions 1.0 and 1.1 only — `HTTP/2.0`, `HTTP/1.2` and an
-//!   HTTP/0.9 line without version get (505) (RFC 9110 §2.5 would let 1.2 be
-//!   read as 1.1; no client sends it, so ebb does not guess); target longer
-//!   than `max_uri` (414).
-//! - Target bytes: RFC 3986's set only; no CTL, SP, DEL, `"`, `<`, `>`,
-//!   `\`, `^`, backquote, `{`, `|`, `}`, no byte from 0x80 up (HAProxy's
-//!   default set), no `#` (fragments are never sent; cf. CVE-2023-45539),
-//!   and `%` must be followed by two hex digits (400).
+//! - Start line: exactly `method SP target SP HTTP/x.y CRLF` (400); method a
+//!   token (400); any `HTTP/` DIGIT `.` DIGIT, as HAProxy 2.6: 1.1 and up
+//!   (`HTTP/1.2`, `HTTP/2.0`) read as 1.1 (RFC 9110 §2.5), below as 1.0;
+//!   `HTTP/3` and an HTTP/0.9 line without version get (505) (HAProxy: 400);
+//!   target longer than `max_uri` (414).
+//! - Target bytes: HAProxy 2.6's set, every visible ASCII byte but `#`
+//!   (so also `"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, and a `%`
+//!   that starts no valid escape, passed on as they came); no CTL, SP, DEL,
+//!   byte from 0x80 up, nor `#` (fragments are never sent; cf.
+//!   CVE-2023-45539) (400).
 //!   Origin-form (`/...`); `*` with OPTIONS only; authority-form
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host
 //!   (400).
 //! - Absolute-form: the target's authority *is* the host; the Host field is
-//!   still required on 1.1 and must be valid, but a different value is
-//!   ignored, not refused (RFC 9112 §3.2.2: a server MUST ignore it, a proxy
-//!   MUST replace it). [`RequestHead::host`] is the effective host.
+//!   still required on 1.1, must be valid and must name the authority
+//!   (400 otherwise, as HAProxy 2.6.12: compared up to the first `/`,
+//!   without the scheme's default port, case aside; RFC 9112 §3.2.2 would
+//!   let a proxy replace it). [`RequestHead::host`] is the effective host.
 //! - Fields: names are tokens, no whitespace before the colon, values free
 //!   of NUL/CR/LF/other CTL except HTAB (400); obs-fold (400); a bare CR
 //!   anywhere (400); **bare LF line endings refused** (400) unless
@@ -125,6 +127,6 @@ pub(crate) use request::{target_byte, valid_target_bytes};
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;
 pub use writer::{
-    error_page, push_decimal, reason_phrase, write_error_response, DateCache, Fields,
+    error_page, error_reason, push_decimal, reason_phrase, write_error_response, DateCache, Fields,
     ResponseWriter, DATE_LEN, SERVER,
 };

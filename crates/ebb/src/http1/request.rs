@@ -219,6 +219,20 @@ pub fn parse_request_into(
             }
             return Ok(Status::Partial);
         }
+        Err(httparse::Error::Version) => {
+            // The version may not have all come yet (`HTTP/1.` of
+            // `HTTP/1.2`): it is read once its line is whole.
+            if !buf.contains(&b'\n') {
+                return match partial_limits(buf, limits) {
+                    Some(e) => Err(e),
+                    None => Ok(Status::Partial),
+                };
+            }
+            return match other_version(buf) {
+                Some((at, v11)) => parse_other_version(buf, at, v11, limits, head),
+                None => Err(map_error(buf, httparse::Error::Version, limits)),
+            };
+        }
         Err(e) => return Err(map_error(buf, e, limits)),
     };
     // httparse fills these on Complete; defend anyway (no unwrap on input).
@@ -313,6 +327,12 @@ pub fn complete_request_into(
         let host = h.get(buf);
         let checked = authority.is_some_and(|a| a.get(buf) == host);
         if !checked && !is_valid_authority(host, false) {
+            return Err(HttpError::BadHost);
+        }
+        // An absolute target whose authority is not the Host is refused,
+        // as HAProxy 2.6.12 refuses it (a request as received: not one
+        // the rules rewrote).
+        if form == TargetForm::Absolute && !limits.rebuilt && !host_is_authority(path, host) {
             return Err(HttpError::BadHost);
         }
     } else if http11 && !limits.rebuilt {
@@ -453,6 +473,54 @@ fn partial_limits(buf: &[u8], limits: &Limits) -> Option<HttpError> {
     None
 }
 
+/// Where the request line's version is `HTTP/` DIGIT `.` DIGIT other than
+/// 1.0 and 1.1 (`HTTP/1.2`, `HTTP/2.0`, `HTTP/0.9`), which HAProxy 2.6
+/// serves: its offset in `buf`, and whether it reads as HTTP/1.1 (1.1 and
+/// up, HAProxy's rule) rather than 1.0.
+#[cold]
+fn other_version(buf: &[u8]) -> Option<(usize, bool)> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let line = &buf[start..];
+    let end = line.iter().position(|&b| b == b'\n')?;
+    let line = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(m), Some(t), Some(v), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    match v {
+        [b'H', b'T', b'T', b'P', b'/', a, b'.', b]
+            if a.is_ascii_digit() && b.is_ascii_digit() && !m.is_empty() && !t.is_empty() =>
+        {
+            Some((
+                start + m.len() + t.len() + 2,
+                *a > b'1' || *a == b'1' && *b >= b'1',
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Parses a request whose version [`other_version`] found at `at`, as the
+/// same head saying `HTTP/1.1` (or `HTTP/1.0`): the spans are the same in
+/// both; the server gets `HTTP/1.1` (or `HTTP/1.0`), as from HAProxy.
+#[cold]
+fn parse_other_version(
+    buf: &[u8],
+    at: usize,
+    v11: bool,
+    limits: &Limits,
+    head: &mut RequestHead,
+) -> Result<Status<()>, HttpError> {
+    let mut copy = buf.to_vec();
+    let Some(v) = copy.get_mut(at..at + 8) else {
+        return Err(HttpError::BadRequestLine);
+    };
+    v.copy_from_slice(if v11 { b"HTTP/1.1" } else { b"HTTP/1.0" });
+    parse_request_into(&copy, limits, head)
+}
+
 /// Turns httparse's error into ebb's, naming the broken rule.
 #[cold]
 fn map_error(buf: &[u8], e: httparse::Error, limits: &Limits) -> HttpError {
@@ -499,7 +567,9 @@ fn classify_request_line(buf: &[u8], limits: &Limits) -> HttpError {
             HttpError::UnsupportedVersion
         }
         (Some(t), Some(v), None) if !t.is_empty() => {
-            let supported = v == b"HTTP/1.1" || v == b"HTTP/1.0";
+            // Any `HTTP/x.y` is served (`other_version`).
+            let supported = matches!(v, [b'H', b'T', b'T', b'P', b'/', a, b'.', b]
+                if a.is_ascii_digit() && b.is_ascii_digit());
             if is_version_syntax(v) && !supported {
                 HttpError::UnsupportedVersion
             } else if !valid_target_bytes(t) {
@@ -512,6 +582,25 @@ fn classify_request_line(buf: &[u8], limits: &Limits) -> HttpError {
     }
 }
 
+/// Whether `host` names what the absolute-form `target` does, as HAProxy
+/// 2.6.12 compares them: the target's authority is all up to its first
+/// `/` (a `?` and what follows included: `http://a?x` is not host `a`),
+/// both without the scheme's default port (`:80` for http, `:443` for
+/// https), equal but for case. A target of another scheme passes.
+fn host_is_authority(target: &[u8], host: &[u8]) -> bool {
+    let (rest, port): (&[u8], &[u8]) =
+        if target.len() >= 7 && target[..7].eq_ignore_ascii_case(b"http://") {
+            (&target[7..], b":80")
+        } else if target.len() >= 8 && target[..8].eq_ignore_ascii_case(b"https://") {
+            (&target[8..], b":443")
+        } else {
+            return true;
+        };
+    let auth = &rest[..rest.iter().position(|&b| b == b'/').unwrap_or(rest.len())];
+    let bare = |a: &'_ [u8]| -> usize { a.len() - if a.ends_with(port) { port.len() } else { 0 } };
+    auth[..bare(auth)].eq_ignore_ascii_case(&host[..bare(host)])
+}
+
 /// `HTTP/` DIGIT `.` DIGIT (RFC 9112 §2.3), and also `HTTP/2` style
 /// single digits, which a confused HTTP/2 or HTTP/3 client may send.
 fn is_version_syntax(v: &[u8]) -> bool {
@@ -522,47 +611,26 @@ fn is_version_syntax(v: &[u8]) -> bool {
     }
 }
 
-// RFC 3986 characters allowed in a request-target: unreserved, sub-delims,
-// ':', '@', '/', '?', '[', ']' and '%'. Not allowed: CTL, SP, '"', '<', '>',
-// '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80, and '#': a fragment is
-// never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539). This is stricter than
-// HAProxy 2.6, which by default takes every visible ASCII byte but '#' (and
-// malformed `%` escapes); RFC 9112 §3 lets a server answer 400 to them.
+// The bytes HAProxy 2.6 takes in a request-target: every visible ASCII
+// byte but '#' (a fragment is never sent: RFC 9112 §3.2, HAProxy
+// CVE-2023-45539), so RFC 3986's set and also '"', '<', '>', '\', '^',
+// '`', '{', '|', '}'; a `%` need not start a valid escape (`/%zz` goes on
+// as it is, as in HAProxy). Refused: CTL, SP, DEL, '#' and bytes >= 0x80
+// (HAProxy's `option accept-invalid-http-request` would take the last two,
+// ebb refuses the option). HAProxy 2.6's word-at-a-time scan lets DEL and
+// 0x80..=0xa3 through when they share an aligned 4-byte word with other
+// visible bytes (`/ab\x7f` passes, `/\x7f` does not): ebb refuses them
+// wherever they are, as HAProxy's byte-by-byte check and its manual do.
 pub(crate) const fn target_byte(b: u8) -> bool {
-    matches!(b,
-        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
-        | b'-' | b'.' | b'_' | b'~'
-        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-        | b':' | b'@' | b'/' | b'?' | b'[' | b']' | b'%')
+    b > b' ' && b < 0x7f && b != b'#'
 }
 
 static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 
-/// Every byte allowed and every `%` followed by two hex digits.
+/// Every byte allowed ([`target_byte`]).
 pub(crate) fn valid_target_bytes(t: &[u8]) -> bool {
-    // Every byte looked up without an early exit, then the escapes, when
-    // there are any.
-    if !t.iter().fold(true, |ok, &b| ok & TARGET[b as usize]) {
-        return false;
-    }
-    if !t.contains(&b'%') {
-        return true;
-    }
-    let mut i = 0;
-    while i < t.len() {
-        let b = t[i];
-        if !TARGET[b as usize] {
-            return false;
-        }
-        if b == b'%' {
-            match t.get(i + 1..i + 3) {
-                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 2,
-                _ => return false,
-            }
-        }
-        i += 1;
-    }
-    true
+    // Every byte looked up without an early exit.
+    t.iter().fold(true, |ok, &b| ok & TARGET[b as usize])
 }
 
 /// Validates the target against RFC 9112 §3.2 and the method; returns its

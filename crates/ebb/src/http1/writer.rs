@@ -295,10 +295,22 @@ impl<'a> ResponseWriter<'a> {
     /// 100..=999 is written as 500 (a caller bug must not put a malformed
     /// status line on the wire).
     pub fn new(out: &'a mut Vec<u8>, status: u16, date: &[u8]) -> Self {
-        let status = if (100..=999).contains(&status) {
-            status
+        Self::with_reason(out, status, b"", date)
+    }
+
+    /// As [`ResponseWriter::new`], with `reason` for the reason phrase
+    /// (ebb's error pages: [`error_reason`]); an empty one, or one with
+    /// a byte a reason may not hold, is the status's [`reason_phrase`].
+    pub fn with_reason(out: &'a mut Vec<u8>, status: u16, reason: &[u8], date: &[u8]) -> Self {
+        let (status, reason) = if (100..=999).contains(&status) {
+            (status, reason)
         } else {
-            500
+            (500, &b""[..])
+        };
+        let reason = if reason.is_empty() || !is_field_value(reason) {
+            reason_phrase(status).as_bytes()
+        } else {
+            reason
         };
         // The status line's start in one piece, the constant lines
         // between the reason and the date in another.
@@ -307,7 +319,7 @@ impl<'a> ResponseWriter<'a> {
         line[10] = b'0' + (status / 10 % 10) as u8;
         line[11] = b'0' + (status % 10) as u8;
         out.extend_from_slice(&line);
-        out.extend_from_slice(reason_phrase(status).as_bytes());
+        out.extend_from_slice(reason);
         out.extend_from_slice(SERVER_THEN_DATE);
         out.extend_from_slice(date);
         out.extend_from_slice(b"\r\n");
@@ -398,26 +410,50 @@ macro_rules! error_bodies {
     };
 }
 
+// HAProxy 2.6's texts (its `http_err_msgs`) for the statuses it makes
+// itself, `501`'s stray leading dot included; ebb's own for the others.
 error_bodies! {
     400 => "Your browser sent an invalid request.",
+    401 => "You need a valid user and password to access this content.",
     403 => "Request forbidden by administrative rules.",
-    404 => "The requested URL was not found on this server.",
-    405 => "Method not allowed for the requested URL.",
+    404 => "The resource could not be found.",
+    405 => "A request was made of a resource using a request method not supported by that resource",
+    407 => "You need a valid user and password to access this content.",
     408 => "Your browser didn't send a complete request in time.",
-    413 => "The request content is too large.",
+    410 => "The resource is no longer available and will not be available again.",
+    413 => "The request entity exceeds the maximum allowed.",
     414 => "The requested URL is too long.",
     416 => "The requested range is not satisfiable.",
+    421 => "Request sent to a non-authoritative server.",
+    422 => "The server cannot process the contained instructions.",
+    425 => "Your browser sent early data.",
+    429 => "You have sent too many requests in a given amount of time.",
     431 => "The request header fields are too large.",
     500 => "An internal server error occurred.",
-    501 => "The request uses a method or transfer-coding not implemented here.",
+    501 => ".The server does not support the functionality required to fulfill the request.",
     502 => "The server returned an invalid or incomplete response.",
     503 => "No server is available to handle this request.",
     504 => "The server didn't respond in time.",
     505 => "The HTTP version of the request is not supported.",
 }
 
+/// The reason phrase of ebb's error page for `status`, in its status line
+/// and its title: HAProxy 2.6's where its own page says another than the
+/// registry (`400 Bad request`, `407 Unauthorized`, `408 Request
+/// Time-out`, `413 Payload Too Large`, `504 Gateway Time-out`).
+pub const fn error_reason(status: u16) -> &'static str {
+    match status {
+        400 => "Bad request",
+        407 => "Unauthorized",
+        408 => "Request Time-out",
+        413 => "Payload Too Large",
+        504 => "Gateway Time-out",
+        _ => reason_phrase(status),
+    }
+}
+
 /// The HTML body of ebb's error page for `status`, split around its reason
-/// phrase: (before, after). The page is `before + reason_phrase + after`,
+/// phrase: (before, after). The page is `before + error_reason + after`,
 /// all static, so an error response costs no formatting.
 pub fn error_page(status: u16) -> (&'static str, &'static str) {
     let body = error_template(status);
@@ -444,9 +480,9 @@ pub fn write_error_response(
     extra: &[(&[u8], &[u8])],
 ) {
     let (pre, post) = error_page(status);
-    let reason = reason_phrase(status);
+    let reason = error_reason(status);
     let len = pre.len() + reason.len() + post.len();
-    let mut w = ResponseWriter::new(out, status, date);
+    let mut w = ResponseWriter::with_reason(out, status, reason.as_bytes(), date);
     let _ = w.header(b"Content-Type", b"text/html");
     let _ = w.header(b"Cache-Control", b"no-cache");
     for (n, v) in extra {

@@ -11,8 +11,9 @@
 //!
 //! Path safety, in order:
 //! 1. the query is cut, the path is percent-decoded **once**;
-//! 2. an encoded slash (`%2F`), a NUL byte, a backslash-free but non-UTF-8
-//!    path, or a segment that is not plain text is refused (404);
+//! 2. an encoded slash (`%2F`), a NUL byte, a bad escape (`%zz`), a
+//!    backslash-free but non-UTF-8 path, or a segment that is not plain
+//!    text is refused (404);
 //! 3. `.` segments are dropped and `..` pops one segment; popping above the
 //!    root is refused (403);
 //! 4. the file's canonical path (symlinks resolved) must stay under the
@@ -34,7 +35,8 @@ pub enum Refusal {
     BadRequest,
     /// 403: escapes the root, or a directory that may not be listed.
     Forbidden,
-    /// 404: does not exist, or is a path we refuse to map (NUL, `%2F`).
+    /// 404: does not exist, or is a path we refuse to map (NUL, `%2F`,
+    /// a bad escape).
     NotFound,
 }
 
@@ -164,7 +166,7 @@ pub fn recycle_path(p: String) {
 /// `out`, dropping `.` and empty segments and popping one for `..`. Every
 /// decoded segment must be UTF-8 without NUL (so the whole path is, even
 /// the parts a `..` removes). Refusals rank as when decoding came first:
-/// a bad escape (400, or 404 for `%2F`/`%00`), then text that is not UTF-8
+/// a bad escape or an encoded `/` or NUL (404), then text that is not UTF-8
 /// or holds NUL (404), then a `..` above the root (403).
 fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
     // A path whose last segment is empty, `.` or `..` names a directory
@@ -210,8 +212,9 @@ fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Percent-decodes one raw segment onto `out`: a bad escape is refused
-/// (400), as is an encoded `/` or NUL (404).
+/// Percent-decodes one raw segment onto `out`: a bad escape (`%zz`, `%4`,
+/// which HAProxy's parser and ebb's let through) is refused (404: no file
+/// is named so), as is an encoded `/` or NUL.
 fn decode_segment(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
     let mut i = 0;
     while i < raw.len() {
@@ -221,7 +224,7 @@ fn decode_segment(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
                 raw.get(i + 1).copied().and_then(crate::http1::hex_value),
                 raw.get(i + 2).copied().and_then(crate::http1::hex_value),
             ) else {
-                return Err(Refusal::BadRequest);
+                return Err(Refusal::NotFound);
             };
             let b = h << 4 | l;
             if b == b'/' || b == 0 {

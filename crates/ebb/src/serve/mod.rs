@@ -66,7 +66,7 @@ pub struct Answer {
 /// its delay ends).
 pub fn error(status: u16) -> Answer {
     let (pre, post) = crate::http1::error_page(status);
-    let body = format!("{pre}{}{post}", crate::http1::reason_phrase(status));
+    let body = format!("{pre}{}{post}", crate::http1::error_reason(status));
     Answer {
         status,
         headers: vec![

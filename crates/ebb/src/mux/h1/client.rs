@@ -50,7 +50,7 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
-    error_page, parse_request_into, reason_phrase, scheme_normalized, Drain, DrainStep, HttpError,
+    error_page, error_reason, parse_request_into, scheme_normalized, Drain, DrainStep, HttpError,
     Method, RequestHead, Status as PStatus, Version,
 };
 use crate::mux::h1::out::H1Out;
@@ -1404,7 +1404,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             return;
         }
         let (pre, post) = error_page(status);
-        let reason = reason_phrase(status);
+        let reason = error_reason(status);
         let len = (pre.len() + reason.len() + post.len()) as u64;
         // The thread's: the answer is written at once.
         let mut fields = self.w.error_fields.take();
@@ -1417,6 +1417,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let head = RespHead {
             extra: fields.fields(),
             close: !keep_alive,
+            reason: reason.as_bytes(),
             ..RespHead::new(status, BodySize::Exact(len))
         };
         let body = [pre.as_bytes(), reason.as_bytes(), post.as_bytes()];

@@ -81,7 +81,7 @@ impl<'a> H1Out<'a> {
     /// Writes the head of an answer (the status line, the fields, the
     /// framing and connection fields, the empty line).
     fn head(&mut self, h: RespHead<'_>) {
-        let mut w = ResponseWriter::new(self.out, h.status, &self.date);
+        let mut w = ResponseWriter::with_reason(self.out, h.status, h.reason, &self.date);
         let prepared = h.prepared();
         // A field that is not a token, or a value with a control
         // byte, is refused by the writer (no response splitting).
@@ -319,7 +319,7 @@ mod tests {
         fb.push(b"Cache-Control", b"no-cache");
         fb.push(b"Allow", b"GET");
         let (pre, post) = crate::http1::error_page(405);
-        let reason = crate::http1::reason_phrase(405);
+        let reason = crate::http1::error_reason(405);
         let len = pre.len() + reason.len() + post.len();
         let mut out = Vec::new();
         let mut o = H1Out::new(&mut out, DATE, Version::Http10, false, false);

@@ -519,7 +519,10 @@ pub(crate) fn write_request_head(
         Form::Authority => h.authority.unwrap_or(b""),
         Form::Asterisk => b"*",
     };
-    out.extend_from_slice(if target.is_empty() { b"/" } else { target });
+    // An absolute URI without a path (`http://a`) goes without one, as
+    // HAProxy 2.6 sends it.
+    let slash = target.is_empty() && h.form != Form::Absolute;
+    out.extend_from_slice(if slash { b"/" } else { target });
     // The client's version goes on, as HAProxy passes it (an HTTP/2
     // client's request is HTTP/1.1 here).
     let http10 = h.version == crate::stream::msg::Version::Http10;
@@ -743,7 +746,7 @@ mod tests {
             keep: false,
         };
         let (out, body) = to_server(
-            b"GET http://example.com:8080/p HTTP/1.1\r\nHost: other\r\nX-Drop: y\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET http://example.com:8080/p HTTP/1.1\r\nHost: EXAMPLE.com:8080\r\nX-Drop: y\r\nTransfer-Encoding: chunked\r\n\r\n",
             &tail,
         );
         assert_eq!(
@@ -751,6 +754,12 @@ mod tests {
             "GET http://example.com:8080/p HTTP/1.1\r\nHost: example.com:8080\r\nTransfer-Encoding: chunked\r\nX-Seen: 0\r\nConnection: close\r\n\r\n"
         );
         assert_eq!(body, BodySize::Unknown);
+        // Without a path, as HAProxy 2.6 sends it (no `/` added).
+        let (out, _) = to_server(b"GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", &tail);
+        assert!(
+            out.starts_with("GET http://a HTTP/1.1\r\nHost: a\r\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -66,7 +66,7 @@ fn a_clean_path_is_copied_as_the_decoding_would_write_it() {
 #[test]
 fn normalize_ranks_refusals_as_decoding_first_and_reuses_its_string() {
     // A bad escape anywhere outranks a `..` above the root or bad text.
-    assert_eq!(normalize_path(b"/../%zz"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"/../%zz"), Err(Refusal::NotFound));
     assert_eq!(normalize_path(b"/%ff/%2f"), Err(Refusal::NotFound));
     // Text that is not UTF-8 counts even in a segment `..` removes.
     assert_eq!(normalize_path(b"/%ff/../a"), Err(Refusal::NotFound));
@@ -94,8 +94,8 @@ fn normalize_refuses_escapes() {
     );
     assert_eq!(normalize_path(b"/a%2F"), Err(Refusal::NotFound));
     assert_eq!(normalize_path(b"/a%00.html"), Err(Refusal::NotFound));
-    assert_eq!(normalize_path(b"/%zz"), Err(Refusal::BadRequest));
-    assert_eq!(normalize_path(b"/%4"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"/%zz"), Err(Refusal::NotFound));
+    assert_eq!(normalize_path(b"/%4"), Err(Refusal::NotFound));
     assert_eq!(normalize_path(b"relative"), Err(Refusal::BadRequest));
     assert_eq!(normalize_path(b"/%ff%fe"), Err(Refusal::NotFound));
 }
