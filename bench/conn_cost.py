@@ -11,6 +11,16 @@ asks of the kernel and what it executes itself are not. Two workloads:
   tcp   bench/tcp.py's session through a one-thread tcp-mode proxy to an
         echo origin: connect, 1 byte there and back, the client closes.
         Servers: ebb, haproxy.
+  proxy-ka     the HTTP proxy (one thread, scenario 4's nginx origin
+               answering `hello`): `GET /` on one keep-alive client
+               connection, the server connection kept (`http-reuse
+               always`); the figures are per request.
+  proxy-close  the same with a new client connection per request
+               (`Connection: close`, 3A's client); the server connection
+               is taken from the idle pool (`http-reuse always`).
+  proxy-never  a new client connection per request and `http-reuse
+               never`: a new server connection per request too.
+               Proxy servers: ebb, haproxy (nginx needed as the origin).
 
 Two counts per server and workload:
 
@@ -36,6 +46,7 @@ connection and stops, and the check's system calls.
   bench/conn_cost.py --workloads http --servers ebb,haproxy --tools strace
   bench/conn_cost.py --trace --workloads tcp --servers ebb
   bench/conn_cost.py --ebb target/debug/ebb
+  PORT=19341 bench/conn_cost.py ...   # ports PORT..PORT+18 only, in turn
   bench/conn_cost.py --tools callgrind --rounds 3   # median and spread
 
 Needs strace, valgrind, and the peers (Debian's haproxy, nginx, h2o);
@@ -60,7 +71,19 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import tcp as tcpbench  # noqa: E402  (bench/tcp.py: its origin, sessions and ports)
 
-free_port = tcpbench.free_port
+
+def free_port():
+    """A port to listen on: with PORT set, the next of PORT..PORT+SPAN-1
+    in turn (SPAN: PORT_SPAN, 19), else one the kernel picks."""
+    base = os.environ.get("PORT")
+    if not base:
+        return tcpbench.free_port()
+    span = int(os.environ.get("PORT_SPAN", "19"))
+    free_port.next = (getattr(free_port, "next", -1) + 1) % span
+    return int(base) + free_port.next
+
+
+PROXY = {"proxy-ka": "always", "proxy-close": "always", "proxy-never": "never"}
 CONFIGS = BENCH / "configs"
 HTTP_REQ = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
@@ -79,9 +102,34 @@ def http_conn(port):
     return got.startswith(b"HTTP/1.1 200") and got.endswith(b"hello")
 
 
+def keepalive_reqs(port, n):
+    """n requests one after the other on one keep-alive connection."""
+    c = socket.create_connection(("127.0.0.1", port))
+    req = HTTP_REQ.replace(b"Connection: close", b"Connection: keep-alive")
+    ok = True
+    for _ in range(n):
+        c.sendall(req)
+        got = b""
+        while not got.endswith(b"\r\n\r\nhello"):
+            b = c.recv(4096)
+            if not b:
+                ok = False
+                break
+            got += b
+        ok = ok and got.startswith(b"HTTP/1.1 200")
+    c.close()
+    return ok
+
+
 def run_conns(workload, port, n):
-    """n connections one after the other (tcp: bench/tcp.py's sessions)."""
-    ok = all(http_conn(port) for _ in range(n)) if workload == "http" else tcpbench.conns(port, n)
+    """n connections one after the other (tcp: bench/tcp.py's sessions;
+    proxy-ka: n requests on one connection)."""
+    if workload == "tcp":
+        ok = tcpbench.conns(port, n)
+    elif workload == "proxy-ka":
+        ok = keepalive_reqs(port, n)
+    else:
+        ok = all(http_conn(port) for _ in range(n))
     if not ok:
         sys.exit(f"conn_cost: a {workload} connection got a wrong answer")
 
@@ -90,7 +138,21 @@ class Runner:
     def __init__(self, args, tmp):
         self.a, self.tmp = args, Path(tmp)
         self.procs = []
+        self.origin_port = None
         (self.tmp / "hello.txt").write_bytes(b"hello")
+
+    def http_origin(self):
+        """Scenario 4's nginx origin (`hello`), one for the whole run."""
+        if self.origin_port is None:
+            port = free_port()
+            values = {"PORT": port, "MAXCONN": 4096, "NOFILE": 65536, "RUNDIR": self.tmp}
+            cfg = self.render("s4-proxy/origin-nginx.conf", values, self.tmp / "origin-nginx.conf")
+            p = self.spawn(["nginx", "-p", str(self.tmp), "-e", str(self.tmp / "origin.err"),
+                            "-c", str(cfg)])
+            if not wait_port(port, p):
+                raise RuntimeError(f"the nginx origin did not listen on {port}")
+            self.origin_port = port
+        return self.origin_port
 
     def spawn(self, argv, **kw):
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -130,6 +192,14 @@ class Runner:
                            "    timeout connect 5s\n"
                            f"listen relay\n    bind 127.0.0.1:{port}\n"
                            f"    server origin 127.0.0.1:{origin_port}\n")
+        elif workload in PROXY:
+            cfg = self.tmp / f"{workload}-{name}.cfg"
+            cfg.write_text("global\n    nbthread 1\n    maxconn 4096\n"
+                           "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n"
+                           "    timeout server 30s\n    timeout http-keep-alive 60s\n"
+                           f"    http-reuse {PROXY[workload]}\n"
+                           f"frontend fe\n    bind 127.0.0.1:{port}\n    default_backend origin\n"
+                           f"backend origin\n    server o1 127.0.0.1:{origin_port}\n")
         else:
             ext = {"nginx": "conf", "h2o": "conf"}.get(name, "cfg")
             values = {"PORT": port, "THREADS": 1, "WORKERS": 1, "MAXCONN": 4096, "NOFILE": 65536,
@@ -153,6 +223,8 @@ class Runner:
             self.spawn([sys.executable, "-c",
                         f"import sys; sys.path.insert(0, {str(BENCH)!r}); "
                         f"import tcp; tcp.origin({origin_port})"])
+        elif workload in PROXY:
+            origin_port = self.http_origin()
         argv = self.server_argv(name, workload, port, origin_port, valgrind)
         if valgrind:
             argv = ["valgrind", *valgrind, *argv]
@@ -241,7 +313,7 @@ def callgrind_total(runner, name, workload, n):
 
 
 SERVERS = {"http": ["ebb", "haproxy", "nginx", "h2o"], "tcp": ["ebb", "haproxy"],
-           "startup": ["ebb", "haproxy"]}
+           "startup": ["ebb", "haproxy"], **{w: ["ebb", "haproxy"] for w in PROXY}}
 
 
 def startup(r, name):
@@ -277,7 +349,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--ebb", default=str(BENCH.parent / "target/release/ebb"))
     ap.add_argument("--servers", default="ebb,haproxy,nginx,h2o")
-    ap.add_argument("--workloads", default="http,tcp,startup")
+    ap.add_argument("--workloads", default="http,tcp,proxy-ka,proxy-close,proxy-never,startup")
     ap.add_argument("--tools", default="strace,callgrind")
     ap.add_argument("--n", type=int, default=1000, help="connections traced by strace (1000)")
     ap.add_argument("--cg-n", type=int, default=500, help="N for callgrind's N vs 2N (500)")
@@ -295,11 +367,15 @@ def main():
             for w in a.workloads.split(","):
                 for name in [s for s in SERVERS[w] if s in want]:
                     if name != "ebb" and not shutil.which(name):
-                        print(f"{w:5} {name:8} skipped: not installed")
+                        print(f"{w:11} {name:8} skipped: not installed")
                         continue
                     if w == "startup":
                         if not a.trace:
                             startup(r, name)
+                        continue
+                    unit = "req " if w == "proxy-ka" else "conn"
+                    if w in PROXY and not shutil.which("nginx"):
+                        print(f"{w:11} {name:8} skipped: nginx (the origin) not installed")
                         continue
                     if a.trace:
                         p, port = r.start(name, w)
@@ -315,7 +391,7 @@ def main():
                         detail = ", ".join(
                             f"{k} {v / a.n:.2f}" + (f" ({errors[k] / a.n:.2f} failed)" if errors[k] else "")
                             for k, v in calls.most_common() if v / a.n >= 0.005)
-                        print(f"{w:5} {name:8} syscalls/conn {total / a.n:6.2f}: {detail}", flush=True)
+                        print(f"{w:11} {name:8} syscalls/{unit} {total / a.n:6.2f}: {detail}", flush=True)
                     if "callgrind" in tools:
                         # A server's loop turns follow the peers' timing, so
                         # its count moves between runs: --rounds gives the
@@ -324,7 +400,7 @@ def main():
                                       - callgrind_total(r, name, w, a.cg_n)) / a.cg_n
                                      for _ in range(a.rounds))
                         spread = f" ({per[0]:.0f}-{per[-1]:.0f})" if len(per) > 1 else ""
-                        print(f"{w:5} {name:8} instructions/conn {per[len(per) // 2]:8.0f}{spread}"
+                        print(f"{w:11} {name:8} instructions/{unit} {per[len(per) // 2]:8.0f}{spread}"
                               f"  (callgrind, N={a.cg_n} vs 2N, {a.rounds} round(s))", flush=True)
         finally:
             r.stop_all()

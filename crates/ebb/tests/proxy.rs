@@ -246,6 +246,83 @@ fn bad_and_silent_servers_give_502_and_504() {
     assert_eq!(get(e.addr(), "/").status, 502);
 }
 
+/// Sockets whose writes never block are registered for reading alone
+/// (HAProxy's `fd_want_send` only once a write blocks): a client
+/// connection answered in one write, and a new connection to a loopback
+/// server, which the request sent right after `connect` confirms (no
+/// writable edge waited for). A server connection closed with its client
+/// (`http-reuse never`) is just closed: no `EPOLL_CTL_DEL`.
+#[test]
+fn sockets_that_never_block_on_writes_are_registered_for_reading() {
+    if !have("strace") {
+        println!("strace is not installed: nothing to trace");
+        return;
+    }
+    const N: usize = 30;
+    let o = Origin::start("o", Mode::Ok);
+    let be = format!("    http-reuse never\n{}", srv("o", &o, ""));
+    let e = Ebb::start(&cfg(&be, "").replace("nbthread 2", "nbthread 1"));
+    let reqs = || {
+        for _ in 0..N {
+            // Two requests: the client side waits on its socket (registered)
+            // between them; the private server connection serves both.
+            let mut c = Client::connect(e.addr());
+            c.send(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(c.read_resp().status, 200);
+            c.send(b"GET /y HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+            assert_eq!(c.read_resp().status, 200);
+        }
+    };
+    reqs();
+    let out = scratch("proxy-rw").join("strace.out");
+    strace_during(
+        e.pid(),
+        &["-e", "trace=socket,accept4,epoll_ctl"],
+        &out,
+        reqs,
+    );
+    let trace = std::fs::read_to_string(&out).unwrap();
+    // Which fd is which at each registration (numbers are reused).
+    let mut kind = std::collections::HashMap::new();
+    let (mut srv_add, mut srv_rw, mut cli_add) = (0, 0, 0);
+    for l in trace.lines() {
+        let ret = l
+            .rsplit_once(" = ")
+            .and_then(|(_, r)| r.trim().parse::<i32>().ok());
+        if l.contains(" socket(") {
+            kind.extend(ret.map(|fd| (fd, "server")));
+        } else if l.contains(" accept4(") {
+            kind.extend(ret.map(|fd| (fd, "client")));
+        } else if l.contains("EPOLL_CTL_DEL") {
+            panic!("a socket deregistered before its close: {l}\n{trace}");
+        } else if let Some(rest) = l.split_once("EPOLL_CTL_ADD, ").map(|(_, r)| r) {
+            let fd: i32 = rest.split(',').next().unwrap().trim().parse().unwrap();
+            match kind.get(&fd) {
+                Some(&"server") => {
+                    srv_add += 1;
+                    srv_rw += usize::from(l.contains("EPOLLOUT"));
+                }
+                Some(&"client") => {
+                    cli_add += 1;
+                    assert!(!l.contains("EPOLLOUT"), "{l}");
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        srv_add, N,
+        "one registration per server connection:\n{trace}"
+    );
+    // A connect the kernel had not completed when the request was tried
+    // waits for its writable edge (not seen on an idle loopback).
+    assert!(
+        srv_rw <= N / 4,
+        "{srv_rw} of {N} registered for writing:\n{trace}"
+    );
+    assert_eq!(cli_add, N, "each client registered once:\n{trace}");
+}
+
 #[test]
 fn keep_alive_to_servers_and_closed_idle_connections() {
     let o = Origin::start("o", Mode::Ok);

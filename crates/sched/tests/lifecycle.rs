@@ -355,6 +355,43 @@ fn want_write_adds_writability_to_a_read_registration() -> io::Result<()> {
     Ok(())
 }
 
+/// An fd moved for reading keeps the writability it watched: the next
+/// blocked write's edge still reaches the new tasklet.
+#[test]
+fn a_moved_fd_keeps_its_write_interest() -> io::Result<()> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a, mut b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let seen = Rc::new(Cell::new(sched::Events::NONE));
+    let mut named = |s: Rc<Cell<sched::Events>>| {
+        ctx.new_tasklet("conn", move |ctx: &mut Ctx, me, _why| {
+            s.set(s.get() | ctx.take_events(me));
+            Status::Continue
+        })
+    };
+    let old = named(Rc::new(Cell::new(sched::Events::NONE)));
+    let new = named(seen.clone());
+    ctx.register_fd(b.as_raw_fd(), old, false)?;
+    ctx.want_write(b.as_raw_fd())?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    ctx.move_fd(0, b.as_raw_fd(), new, false)?;
+    // Fill b's side until a write would block, then let `a` drain it.
+    let chunk = [0u8; 4096];
+    while b.write(&chunk).is_ok() {}
+    let mut sink = vec![0u8; 1 << 20];
+    a.set_nonblocking(true)?;
+    while a.read(&mut sink).is_ok_and(|n| n > 0) {}
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert!(seen.get().writable(), "{:?}", seen.get());
+    Ok(())
+}
+
 /// A tasklet woken through the runtime's handle by a callback of its own
 /// thread (the server queue's hand-over wakes so) runs in the same turn,
 /// not after another poll.

@@ -120,6 +120,15 @@ impl Ctx {
         Ok((u64::from(id.slot) << 32) | u64::from(id.gen))
     }
 
+    /// Forgets `fd`'s registration with no system call, for a caller
+    /// that closes `fd` next and holds the socket's only descriptor: the
+    /// close takes it out of the epoll set, as [`Self::deregister_fd`]'s
+    /// `EPOLL_CTL_DEL` would. An event this thread already took for it
+    /// still wakes its tasklet, which must tolerate that.
+    pub fn forget_fd(&mut self, fd: RawFd) {
+        self.fd_forget(fd);
+    }
+
     /// Removes `fd` from this thread's epoll (before closing it).
     pub fn deregister_fd(&mut self, fd: RawFd) -> io::Result<()> {
         self.fd_forget(fd);
@@ -149,14 +158,16 @@ impl Ctx {
     /// Hands `fd`, registered by thread `from` (an idle connection
     /// another tasklet left), to this thread's tasklet `id`, as
     /// [`Self::deregister_fd_of`] then [`Self::register_fd`] would. When
-    /// `from` is this thread and the fd is registered here with the same
-    /// `write`, its entry in the thread's table names `id` from now on:
-    /// no system call, and no readiness is reported again (the caller
-    /// knows the socket's state: an idle connection, writable, nothing to
-    /// read), but every later event goes to `id`. An event this thread
-    /// already took for the old tasklet stays its own, which tolerates
-    /// wakeups for an fd it gave up. Otherwise one `EPOLL_CTL_MOD`
-    /// re-points the registration (pending readiness then wakes `id`).
+    /// `from` is this thread and the fd is registered here for at least
+    /// what `write` asks (`false`: reading, whether or not writability is
+    /// watched too, as [`Self::want_write`] may have added it), its entry
+    /// in the thread's table names `id` from now on: no system call, and
+    /// no readiness is reported again (the caller knows the socket's
+    /// state: an idle connection, writable, nothing to read), but every
+    /// later event goes to `id`. An event this thread already took for
+    /// the old tasklet stays its own, which tolerates wakeups for an fd
+    /// it gave up. Otherwise one `EPOLL_CTL_MOD` re-points the
+    /// registration (pending readiness then wakes `id`).
     pub fn move_fd(
         &mut self,
         from: usize,
@@ -171,7 +182,7 @@ impl Ctx {
         }
         let owner = self.fd_data(id)?;
         let known = usize::try_from(fd).ok().and_then(|i| self.fds.get_mut(i));
-        if let Some(e) = known.filter(|e| e.owner != FdEnt::NONE && e.rw == write) {
+        if let Some(e) = known.filter(|e| e.owner != FdEnt::NONE && (e.rw || !write)) {
             e.owner = owner;
             return Ok(());
         }

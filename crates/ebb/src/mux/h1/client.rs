@@ -9,11 +9,13 @@
 //! (rules, files, services, servers, the log line) is the stream's
 //! business (the `stream` module); this side only reads, parses, writes.
 //!
-//! The connection's fd is registered once, edge-triggered, for reads and
-//! writes, at the end of the first run that leaves the connection waiting
-//! on its socket (see [`Conn::needs_poller`]: a request answered with
+//! The connection's fd is registered once, edge-triggered, for reads, at
+//! the end of the first run that leaves the connection waiting on its
+//! socket (see [`Conn::needs_poller`]: a request answered with
 //! `Connection: close`, at once or by a server, never touches the
-//! poller); every readiness change wakes this tasklet with the `io` reason.
+//! poller); writability is watched from the first write that blocks on
+//! (`Ctx::want_write`, one `EPOLL_CTL_MOD` for the rest of its life).
+//! Every readiness change watched wakes this tasklet with the `io` reason.
 //! The connection's deadline is the tasklet's own timer
 //! (`Ctx::tasklet_set_expire`): when it expires the tasklet runs with the
 //! `timer` reason. No second task and no shared cell per connection.
@@ -1805,8 +1807,17 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
             return st;
         }
         let st = self.run_inner(ctx, me, why);
+        // Writability is watched only once a write blocked (HAProxy's
+        // `fd_want_send`): a connection whose answers always leave whole
+        // is never woken by its socket's writable edges.
+        let blocked = self.has_output() && !self.wr_ready;
+        if st == Status::Continue && self.registered && blocked && ctx.want_write(self.fd).is_err()
+        {
+            // (Only when the poller cannot: out of memory.)
+            return self.close(ctx);
+        }
         if st == Status::Continue && !self.registered && self.needs_poller() {
-            if let Err(e) = ctx.register_fd(self.fd, me, true) {
+            if let Err(e) = ctx.register_fd(self.fd, me, blocked) {
                 self.w.log_fe_error(
                     &self.fe,
                     format!(

@@ -259,6 +259,79 @@ impl ServerSide {
         }
     }
 
+    /// Sends `obuf` on a connect just started, when the kernel may have
+    /// completed it within `connect` (a loopback server: the handshake
+    /// runs in the calling thread's softirq), as a tcp session does (its
+    /// pipe's `send_early`): bytes that leave confirm the
+    /// connect, so its writable edge is not waited for and the socket
+    /// may be registered for reading alone. Plain sockets, the request
+    /// whole in `obuf` (a body the client side still checks is written by
+    /// it at the connect), no SOCKS4 handshake. Returns `Some(true)` when
+    /// the connect is confirmed (`wr` then says whether all left),
+    /// `Some(false)` when it failed (refused: nothing else will say so,
+    /// the error is taken), `None` when it is still under way (`EAGAIN`:
+    /// the edge settles it).
+    pub(crate) fn send_early(&mut self, now: Tick) -> Option<bool> {
+        if !self.connecting || self.want_room || self.socks.is_some() || self.h2.is_some() {
+            return None;
+        }
+        let st = self.sock.as_mut().filter(|t| t.is_plain())?;
+        if self.opos >= self.obuf.len() {
+            return None;
+        }
+        let want = self.obuf.len() - self.opos;
+        match st.write(&self.obuf[self.opos..]) {
+            Ok(n) => {
+                self.opos += n;
+                self.bytes_in += n as u64;
+                self.wr = n == want;
+                if self.opos == self.obuf.len() {
+                    self.obuf.clear();
+                    self.opos = 0;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return None
+            }
+            Err(_) => {
+                // Refused, or accepted and reset at once: a failed connect,
+                // as the edge's `connect_outcome` would say.
+                self.connecting = false;
+                self.connect_failed = true;
+                return Some(false);
+            }
+        }
+        self.connecting = false;
+        self.t_conn = Some(now);
+        Some(true)
+    }
+
+    /// Has the poller watch the socket's writability when a write blocked
+    /// (HAProxy's `fd_want_send`): a plain server socket whose connect was
+    /// confirmed by [`Self::send_early`] is registered for reading alone,
+    /// so a short exchange is not woken by edges with nothing to write
+    /// (the ACK of its FIN); this runs after each of its sends. Once
+    /// watched, writability stays so (nothing when it is already).
+    pub(crate) fn watch_blocked(&mut self, ctx: &mut Ctx) {
+        let Some(st) = self.sock.as_ref() else {
+            return;
+        };
+        if self.wr
+            || self.broken
+            || (self.out_pending() == 0 && !self.connecting && !st.has_pending_output())
+        {
+            return;
+        }
+        if ctx.want_write(st.raw_fd()).is_err() {
+            self.broken = true;
+        }
+    }
+
     /// Writes what `obuf` holds (and TLS records rustls keeps). Returns
     /// whether bytes left; a failure sets `broken`. Called at every step
     /// of an exchange: with nothing to write it returns at once, inlined.
@@ -665,6 +738,7 @@ impl sched::TaskletFn for SideTasklet {
         }
         let w = &self.w;
         let wake = s.drive(ctx.now(), || w.get_buf());
+        s.watch_blocked(ctx);
         s.wake_mux(ctx);
         if wake {
             s.want_room = false;

@@ -195,13 +195,17 @@ impl Stream {
         match sock {
             Some((st, registered, owner)) => {
                 if !registered {
-                    // One `EPOLL_CTL_MOD` when the last owner was a
-                    // tasklet of this thread (the queue's hand-over of a
-                    // server connection), not a delete and an add.
+                    // No system call when the last owner was a tasklet of
+                    // this thread (the pool's watcher, another client's
+                    // server side), one `EPOLL_CTL_MOD` for the queue's
+                    // hand-over of a connection, not a delete and an add.
+                    // An idle connection is writable: reading is watched
+                    // (writability too when it once blocked or connected
+                    // on its edge), writability once a write blocks.
                     let fd = st.raw_fd();
                     let ok = self.side_tasklet(c, ctx).is_some_and(|t| match owner {
-                        Some(o) => ctx.move_fd(o.thread(), fd, t, true).is_ok(),
-                        None => ctx.register_fd(fd, t, true).is_ok(),
+                        Some(o) => ctx.move_fd(o.thread(), fd, t, false).is_ok(),
+                        None => ctx.register_fd(fd, t, false).is_ok(),
                     });
                     if !ok {
                         if let Some(o) = owner {
@@ -255,22 +259,8 @@ impl Stream {
         let (pp, sni) = conn_params(c, &s, &up);
         match open_transport(&s, client_dst, sni.as_deref()) {
             Ok((st, socks)) => {
-                // Readiness an earlier socket left (a retry, a reused
-                // connection found closed) must not pass for this one's
-                // connect, which a writable edge settles
-                // (`backend::connect_outcome`). No other socket of this
-                // client is registered now: `use_server` took, closed or
-                // deregistered its idle ones.
-                let registered = self.side_tasklet(c, ctx).is_some_and(|t| {
-                    let _ = ctx.take_events(t);
-                    ctx.register_fd(st.raw_fd(), t, true).is_ok()
-                });
-                if !registered {
-                    self.up = Some(up);
-                    self.connect_failed(c, ctx, false);
-                    return;
-                }
-                {
+                let fd = st.raw_fd();
+                let early = {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
                     sd.socks = socks;
@@ -283,6 +273,42 @@ impl Stream {
                     sd.opos = 0;
                     // Woken at the connect if more request body follows.
                     sd.want_room = !up.req_left.done();
+                    // A loopback server's connect is usually complete when
+                    // `connect` returns: the request goes at once and
+                    // confirms it, and no writable edge is waited for.
+                    if loopback(&s, client_dst) {
+                        sd.send_early(now)
+                    } else {
+                        None
+                    }
+                };
+                if early == Some(false) {
+                    // Refused (the socket said so to the send): closed
+                    // here, retried as a refused connect is (from the
+                    // connecting state, which its turn-around needs).
+                    drop(self.side.borrow_mut().take_sock());
+                    up.connect_started(now);
+                    self.up = Some(up);
+                    self.connect_failed(c, ctx, false);
+                    return;
+                }
+                // Readiness an earlier socket left (a retry, a reused
+                // connection found closed) must not pass for this one's
+                // connect, which a writable edge settles
+                // (`backend::connect_outcome`). No other socket of this
+                // client is registered now: `use_server` took, closed or
+                // deregistered its idle ones. Writability is watched
+                // while the connect or a write waits for it.
+                let write = early.is_none() || !self.side.borrow().wr;
+                let registered = self.side_tasklet(c, ctx).is_some_and(|t| {
+                    let _ = ctx.take_events(t);
+                    ctx.register_fd(fd, t, write).is_ok()
+                });
+                if !registered {
+                    drop(self.side.borrow_mut().take_sock());
+                    self.up = Some(up);
+                    self.connect_failed(c, ctx, false);
+                    return;
                 }
                 up.reused = false;
                 up.connect_started(now);
@@ -394,7 +420,8 @@ impl Stream {
             st
         };
         if let Some(mut st) = st {
-            let _ = ctx.deregister_fd(st.raw_fd());
+            // Closed below (its only descriptor): no `EPOLL_CTL_DEL`.
+            ctx.forget_fd(st.raw_fd());
             // No FIN first: the close (SO_LINGER 0) sends a RST, as
             // HAProxy's silent shutdown.
             if reset {
@@ -458,7 +485,8 @@ impl Stream {
     /// A private idle server connection closes (its client leaves or
     /// wants another server).
     pub(in crate::stream) fn detach_to_pool(&mut self, _c: &mut H1, ctx: &mut Ctx, a: Attached) {
-        let _ = ctx.deregister_fd(a.st.raw_fd());
+        // Closed as `a` drops (its only descriptor): no `EPOLL_CTL_DEL`.
+        ctx.forget_fd(a.st.raw_fd());
     }
 
     /// The client leaves: its idle connections close (the private ones)
@@ -575,6 +603,13 @@ pub(super) fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     }
 }
 
+/// Whether a new connection to `s` goes to a loopback address, whose
+/// handshake the kernel completes within `connect` (see
+/// [`crate::mux::h1::server::ServerSide::send_early`]).
+fn loopback(s: &ServerRt, client_dst: Option<SocketAddr>) -> bool {
+    s.opts.abns.is_none() && s.dest(|| client_dst).is_some_and(|a| a.ip().is_loopback())
+}
+
 /// A connect to `s` under way, and its SOCKS4 handshake if any.
 pub(super) type Opened = (Transport, Option<Box<crate::backend::socks4::Socks4>>);
 
@@ -613,7 +648,7 @@ pub(super) fn rehome(
 ) -> Option<(TaskletId, Option<u32>)> {
     let quiet = mark.is_some_and(|m| ctx.io_mark(reg) == Some(m));
     if let Some(w) = watch {
-        if ctx.move_fd(reg.thread(), fd, w, true).is_ok() {
+        if ctx.move_fd(reg.thread(), fd, w, false).is_ok() {
             return Some((w, if quiet { ctx.io_mark(w) } else { None }));
         }
     }

@@ -1006,6 +1006,7 @@ impl Stream {
             // TLS: a read may have produced records to write.
             moved |= sd.send();
         }
+        sd.watch_blocked(ctx);
 
         if tunnel {
             if sd.istart < sd.iend && c.pending_out() < bufsize {

@@ -523,7 +523,8 @@ impl Stream {
                         ctx.now(),
                     );
                 } else {
-                    let _ = ctx.deregister_fd(st.raw_fd());
+                    // Closed as `st` drops: no `EPOLL_CTL_DEL`.
+                    ctx.forget_fd(st.raw_fd());
                 }
             }
             _ => self.drop_server_sock(ctx, &up),
