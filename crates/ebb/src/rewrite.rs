@@ -53,22 +53,19 @@ fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `replace-value`: each comma-separated value matched on its own, the
-/// separators and surrounding spaces kept.
+/// separators kept; a value replaced loses the spaces around it, as
+/// HAProxy's http_replace_header_value replaces them with it (`a, b`
+/// gives `a,<b>`), the others keep theirs.
 fn replace_values(re: &Re, value: &[u8], tpl: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len() + tpl.len());
     for (k, part) in value.split(|&c| c == b',').enumerate() {
         if k > 0 {
             out.push(b',');
         }
-        let lead = part.len() - part.trim_ascii_start().len();
-        let core = part.trim_ascii();
-        let trail = part.len() - lead - core.len();
-        out.extend_from_slice(&part[..lead]);
-        match replace_whole(re, core, tpl) {
+        match replace_whole(re, part.trim_ascii(), tpl) {
             Some(r) => out.extend_from_slice(&r),
-            None => out.extend_from_slice(core),
+            None => out.extend_from_slice(part),
         }
-        out.extend_from_slice(&part[part.len() - trail..]);
     }
     out
 }
