@@ -2111,17 +2111,19 @@ pub fn compile_keeping(
     }
 }
 
-/// The Location of a redirect for a request's path (with query) and host;
-/// `ctx` (the request's) evaluates a log-format target.
+/// The Location of a redirect for a request's target and host; `ctx`
+/// (the request's) evaluates a log-format target.
 pub fn redirect_location(
     r: &Redirect,
-    path_q: &[u8],
+    target: &[u8],
     host: Option<&[u8]>,
     ctx: Option<&crate::sample::Ctx<'_>>,
 ) -> Vec<u8> {
-    let (path, query) = match path_q.iter().position(|&c| c == b'?') {
-        Some(i) => (&path_q[..i], &path_q[i..]),
-        None => (path_q, &b""[..]),
+    let path_q = crate::sample::target_path(target);
+    // The path with its query unless `drop-query`.
+    let path = match path_q.iter().position(|&c| c == b'?') {
+        Some(i) if r.drop_query => &path_q[..i],
+        _ => path_q,
     };
     let mut target = Vec::new();
     match (&r.fmt, ctx) {
@@ -2144,15 +2146,16 @@ pub fn redirect_location(
         crate::config::RedirectKind::Scheme => {
             out.extend_from_slice(&target);
             out.extend_from_slice(b"://");
-            out.extend_from_slice(host.unwrap_or(b"localhost"));
+            // No Host: nothing between "://" and the path, as HAProxy.
+            out.extend_from_slice(host.unwrap_or(b""));
         }
     }
     out.extend_from_slice(if path.is_empty() { b"/" } else { path });
-    if r.append_slash && !out.ends_with(b"/") {
+    // HAProxy 2.6 appends the slash to the location it built, query
+    // included: `/p?n=1` gives `/p?n=1/` (its documentation pairs
+    // `append-slash` with `drop-query`).
+    if r.append_slash && !out.is_empty() && !out.ends_with(b"/") {
         out.push(b'/');
-    }
-    if !r.drop_query {
-        out.extend_from_slice(query);
     }
     out
 }
@@ -2313,6 +2316,25 @@ mod tests {
             redirect_location(&sch, b"/p?q", Some(b"h.example:8080"), None),
             b"https://h.example:8080/p?q"
         );
+        // HAProxy 2.6: the slash goes after the query; no Host, no host.
+        let pre = redirect(RedirectKind::Prefix, "/pre", false, true);
+        assert_eq!(
+            redirect_location(&pre, b"/p?n=12", None, None),
+            b"/pre/p?n=12/"
+        );
+        let sch = redirect(RedirectKind::Scheme, "https", false, true);
+        assert_eq!(
+            redirect_location(&sch, b"/p?n=1", None, None),
+            b"https:///p?n=1/"
+        );
+        // The path of an absolute target (HAProxy's http_parse_path).
+        let pre = redirect(RedirectKind::Prefix, "/pre", false, false);
+        assert_eq!(
+            redirect_location(&pre, b"http://u@n:81/x?y", None, None),
+            b"/pre/x?y"
+        );
+        assert_eq!(redirect_location(&pre, b"http://n", None, None), b"/pre/");
+        assert_eq!(redirect_location(&pre, b"foo/bar", None, None), b"/pre/");
     }
 
     #[test]

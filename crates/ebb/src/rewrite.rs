@@ -23,7 +23,8 @@
 //!   [`crate::sample::Res::List`]), then written. The framing fields
 //!   (`Content-Length`, `Transfer-Encoding`) and `Connection` are ebb's to
 //!   write and stay out of the rules' reach; rules naming them are refused
-//!   at start.
+//!   at start. A server's framing field is written where the server put
+//!   it, as HAProxy keeps it (`ResHead::framing_at`).
 //!
 //! Rules run in HAProxy's order: a request's frontend rules, then its
 //! backend's; a response's backend rules, then its frontend's, then the
@@ -52,22 +53,19 @@ fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `replace-value`: each comma-separated value matched on its own, the
-/// separators and surrounding spaces kept.
+/// separators kept; a value replaced loses the spaces around it, as
+/// HAProxy's http_replace_header_value replaces them with it (`a, b`
+/// gives `a,<b>`), the others keep theirs.
 fn replace_values(re: &Re, value: &[u8], tpl: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len() + tpl.len());
     for (k, part) in value.split(|&c| c == b',').enumerate() {
         if k > 0 {
             out.push(b',');
         }
-        let lead = part.len() - part.trim_ascii_start().len();
-        let core = part.trim_ascii();
-        let trail = part.len() - lead - core.len();
-        out.extend_from_slice(&part[..lead]);
-        match replace_whole(re, core, tpl) {
+        match replace_whole(re, part.trim_ascii(), tpl) {
             Some(r) => out.extend_from_slice(&r),
-            None => out.extend_from_slice(core),
+            None => out.extend_from_slice(part),
         }
-        out.extend_from_slice(&part[part.len() - trail..]);
     }
     out
 }
@@ -292,8 +290,13 @@ impl<'a> ReqState<'a> {
         let mut method = h.method_span.get(buf).to_vec();
         let mut target = h.target.get(buf).to_vec();
         let mut fields = fields_of(buf, h);
-        // Where the path starts in the target (after scheme and authority).
-        let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
+        // Where the path starts in the target (after scheme and authority),
+        // as HAProxy's http_replace_req_path finds it (http_parse_path;
+        // the whole target when it finds none).
+        let pstart = match crate::sample::target_path(&target) {
+            [] => 0,
+            p => target.len() - p.len(),
+        };
         let pq = target[pstart..].to_vec();
         let qpos = pq.iter().position(|&c| c == b'?');
         let (path, query) = match qpos {
@@ -305,6 +308,17 @@ impl<'a> ReqState<'a> {
             f.render(&ctx, &mut v);
             v
         };
+        // The `Host` a rule sets or rewrites on an absolute-form request
+        // is its target's authority too (HAProxy's http_update_authority,
+        // from the last field it edited).
+        let sets_host = |n: &str| {
+            n.eq_ignore_ascii_case("host") && h.target_form == crate::http1::TargetForm::Absolute
+        };
+        let host_edit = match act {
+            Act::Edit(e) => e.op != EditOp::Del && sets_host(&e.name),
+            Act::Rewrite(Rewrite::Replace { name, .. }) => sets_host(name),
+            _ => false,
+        };
         match act {
             Act::Edit(e) => apply_edit(e, &ctx, &mut fields),
             Act::Rewrite(r) => match r {
@@ -312,7 +326,10 @@ impl<'a> ReqState<'a> {
                 Rewrite::SetUri { part, fmt } => {
                     let v = render(fmt);
                     target = match part {
-                        UriPart::Uri => v,
+                        UriPart::Uri => {
+                            update_host(h, &v, &mut fields)?;
+                            v
+                        }
                         UriPart::PathQ => [&target[..pstart], &v[..]].concat(),
                         UriPart::Path => {
                             let mut t = [&target[..pstart], &v[..]].concat();
@@ -356,6 +373,9 @@ impl<'a> ReqState<'a> {
                         UriPart::PathQ => [&target[..pstart], &new[..]].concat(),
                         _ => new,
                     };
+                    if part == &UriPart::Uri {
+                        update_host(h, &target, &mut fields)?;
+                    }
                 }
                 other => {
                     if !apply_fields(other, &ctx, &mut fields) {
@@ -363,6 +383,17 @@ impl<'a> ReqState<'a> {
                     }
                 }
             },
+        }
+        if host_edit {
+            let last = fields
+                .iter()
+                .rev()
+                .find(|(n, _)| n.eq_ignore_ascii_case(b"host"));
+            if let Some((_, v)) = last {
+                if h.host.map(|a| a.get(buf)) != Some(&v[..]) {
+                    update_authority(&mut target, &v.clone())?;
+                }
+            }
         }
         let e = build(&method, &target, h, &fields, limits)?;
         self.edited = Some(Box::new(e));
@@ -526,7 +557,99 @@ fn build(
         return Err(RewriteFailed);
     }
     framing_kept(h, &head)?;
+    host_as_written(&out, &mut head);
     Ok(Edited { buf: out, head })
+}
+
+/// An absolute target a rule left beside a `Host` that is not its
+/// authority (`replace-path` gluing the path to the authority,
+/// `set-pathq http://n/z` on an origin request) or without `Host` (`del-header
+/// host`): HAProxy sends the line and the fields as they are, while an
+/// absolute target's authority is otherwise the host ebb sends (`Host`
+/// written from it, or added, RFC 9112 §3.2.2). Such a head is taken as a
+/// target sent whole, as one that is no path (`Limits::rebuilt`; the
+/// `path` fetch still reads the target as HAProxy does), and its `Host`
+/// field as the host.
+fn host_as_written(buf: &[u8], head: &mut RequestHead) {
+    if head.target_form != crate::http1::TargetForm::Absolute {
+        return;
+    }
+    let auth = head.host.map(|a| a.get(buf));
+    let other = head
+        .headers
+        .iter()
+        .find(|f| f.name.get(buf).eq_ignore_ascii_case(b"host") && Some(f.value.get(buf)) != auth);
+    let none = !head
+        .headers
+        .iter()
+        .any(|f| f.name.get(buf).eq_ignore_ascii_case(b"host"));
+    if other.is_some() || none {
+        head.target_form = crate::http1::TargetForm::Origin;
+        head.path = head.target;
+        head.host = other.map(|f| f.value);
+    }
+}
+
+/// HAProxy's http_update_authority: a `Host` a rule set on a request with
+/// an absolute target becomes the target's authority (the user part
+/// kept); an empty authority fails the rewrite.
+fn update_authority(target: &mut Vec<u8>, host: &[u8]) -> Result<(), RewriteFailed> {
+    let Some(s) = target.windows(3).position(|w| w == b"://") else {
+        return Err(RewriteFailed);
+    };
+    let start = s + 3;
+    let end = start
+        + target[start..]
+            .iter()
+            .position(|&c| c == b'/')
+            .unwrap_or(target.len() - start);
+    let from = target[start..end]
+        .iter()
+        .rposition(|&c| c == b'@')
+        .map_or(start, |i| start + i + 1);
+    if from == end {
+        return Err(RewriteFailed);
+    }
+    target.splice(from..end, host.iter().copied());
+    Ok(())
+}
+
+/// After `set-uri` or `replace-uri` (HAProxy's http_update_host): a new
+/// target that is empty, `*` or starts with `/` leaves the fields alone;
+/// any other gives every `Host` field the target's authority: the whole
+/// target for CONNECT, else what follows `scheme://` (or the start, when
+/// there is no scheme) up to the first `/`, without the user part up to
+/// an `@` (`set-uri foo/bar` sends `Host: foo`). An empty authority
+/// fails the rewrite. `set-path` and the other partial rewrites keep
+/// `Host` as it is.
+fn update_host(h: &RequestHead, target: &[u8], fields: &mut Fields) -> Result<(), RewriteFailed> {
+    if target.is_empty() || matches!(target[0], b'/' | b'*') {
+        return Ok(());
+    }
+    let auth: &[u8] = if h.method == crate::http1::Method::Connect {
+        target
+    } else {
+        // HAProxy's http_parse_scheme: a letter, then letters, digits,
+        // `+`, `-`, `.`, then `://`; else no scheme.
+        let rest = target[1..]
+            .iter()
+            .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+            .map(|i| &target[i + 1..])
+            .filter(|r| target[0].is_ascii_alphabetic() && r.starts_with(b"://"))
+            .map_or(target, |r| &r[3..]);
+        let a = &rest[..rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())];
+        let from = a.iter().rposition(|&c| c == b'@').map_or(0, |i| i + 1);
+        &a[from..]
+    };
+    if auth.is_empty() {
+        return Err(RewriteFailed);
+    }
+    for (n, v) in fields.iter_mut() {
+        if n.eq_ignore_ascii_case(b"host") {
+            *v = auth.to_vec();
+        }
+    }
+    Ok(())
 }
 
 /// The body's framing was decided by the received head: a rule may not
@@ -646,6 +769,17 @@ pub fn cookie_response(
     let get = matches!(method, Method::Get | Method::Head);
     let cacheable = crate::backend::cookie::cacheable(get, head.status, &head.fields);
     if let Ok(mut st) = vars.try_borrow_mut() {
+        // The persistence cookie's edits delete `Set-Cookie` fields and
+        // append: the framing's place follows the deletions before it.
+        let before: Vec<Vec<u8>> = match head.framing_at {
+            Some(at) => head
+                .fields
+                .iter()
+                .take(at)
+                .map(|(n, _)| n.clone())
+                .collect(),
+            None => Vec::new(),
+        };
         crate::backend::cookie::response(
             sr.cookie.as_ref(),
             fe.txn.capture_cookie.as_ref(),
@@ -658,6 +792,19 @@ pub fn cookie_response(
             &mut head.fields,
             &mut st.info,
         );
+        if head.framing_at.is_some() {
+            let mut kept = 0;
+            for n in &before {
+                if head
+                    .fields
+                    .get(kept)
+                    .is_some_and(|(m, _)| m.eq_ignore_ascii_case(n))
+                {
+                    kept += 1;
+                }
+            }
+            head.framing_at = Some(kept);
+        }
     }
 }
 
@@ -980,6 +1127,12 @@ pub struct ResHead {
     /// A rewrite failed in strict mode: the rules stopped there and the
     /// answer is replaced by a 500 (HAProxy's internal error).
     pub internal_error: bool,
+    /// Where the server's framing field stood among `fields` (which hold
+    /// none): the index of the field it came before. HAProxy keeps it in
+    /// its place as rules delete fields before it and append theirs after
+    /// the last one, so each deletion before it moves it up (`None`: the
+    /// framing goes after every field).
+    pub framing_at: Option<usize>,
 }
 
 /// The `http-response deny` or `redirect` rule that stopped a response's
@@ -1003,7 +1156,16 @@ impl ResHead {
             room: None,
             failed_rewrites: 0,
             internal_error: false,
+            framing_at: None,
         }
+    }
+
+    /// `framing_at` once the fields before it that `gone` names are
+    /// deleted.
+    fn framing_after(&self, gone: impl Fn(&[u8]) -> bool) -> Option<usize> {
+        let at = self.framing_at?;
+        let fields = self.fields.get(..at).unwrap_or(&self.fields);
+        Some(fields.len() - fields.iter().filter(|(n, _)| gone(n)).count())
     }
 
     /// Bounds the fields as HAProxy's buffer bounds a server's answer:
@@ -1018,18 +1180,28 @@ impl ResHead {
         self.room = Some(limits.buf_size.saturating_sub(held).saturating_sub(other));
     }
 
-    /// Writes the status line and the fields (no final empty line).
-    pub fn write(&self, out: &mut Vec<u8>) {
+    /// Writes the status line and the fields (no final empty line);
+    /// returns where in `out` the framing field goes, when it does not
+    /// go after the fields (see `framing_at`).
+    pub fn write(&self, out: &mut Vec<u8>) -> Option<usize> {
         use std::io::Write;
         let _ = write!(out, "HTTP/1.1 {} ", self.status);
         out.extend_from_slice(&self.reason);
         out.extend_from_slice(b"\r\n");
-        for (n, v) in &self.fields {
+        let mut framing = None;
+        for (i, (n, v)) in self.fields.iter().enumerate() {
+            if self.framing_at == Some(i) {
+                framing = Some(out.len());
+            }
             out.extend_from_slice(n);
             out.extend_from_slice(b": ");
             out.extend_from_slice(v);
             out.extend_from_slice(b"\r\n");
         }
+        if self.framing_at == Some(self.fields.len()) {
+            framing = Some(out.len());
+        }
+        framing
     }
 }
 
@@ -1155,6 +1327,14 @@ pub fn run_response_with(
                     apply_fields(r, &ctx, &mut fields);
                 }
             }
+            // The fields the rule deleted before the framing's place.
+            let framing_at = head.framing_after(|n| match &rule.action {
+                HttpResponseAction::Header(e) => {
+                    e.op != EditOp::Add && n.eq_ignore_ascii_case(e.name.as_bytes())
+                }
+                HttpResponseAction::Rewrite(Rewrite::DelMatching(m)) => m.matches(n),
+                _ => false,
+            });
             drop(list);
             if head.room.is_some_and(|r| fields_len(&fields) > r) {
                 // No room left in the buffer: the rewrite fails (ignored
@@ -1168,6 +1348,7 @@ pub fn run_response_with(
                 continue;
             }
             head.fields = fields;
+            head.framing_at = framing_at;
         }
     }
 }
@@ -1226,6 +1407,7 @@ pub fn rewrite_in_place(
         return Some((head.status, Some(d)));
     }
     let mut new = Vec::with_capacity(h.head_len + 64);
+    // ebb's own answer: its framing goes after the rules' fields.
     head.write(&mut new);
     // Made a 101 with an `upgrade` field: a switching answer, sent as
     // HAProxy sends it (`connection: upgrade`, no length; the connection

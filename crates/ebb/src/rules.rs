@@ -384,8 +384,8 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
                 MatchMethod::Beg => starts(s, p, t.icase),
                 MatchMethod::End => ends(s, p, t.icase),
                 MatchMethod::Sub => contains(s, p, t.icase),
-                MatchMethod::Dir => word(s, p, b"/", t.icase),
-                MatchMethod::Dom => word(s, p, b"/.", t.icase),
+                MatchMethod::Dir => word(s, p, b"/?", t.icase),
+                MatchMethod::Dom => word(s, p, b"/?.:", t.icase),
                 _ => false,
             }
         }),
@@ -507,20 +507,22 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
         MatchMethod::Bool => match v {
             Val::Bool(b) => b,
             Val::Int(i) => i != 0,
-            Val::Str | Val::Bin | Val::Meth => {
-                crate::sample::str_to_int(&s.cur).is_some_and(|i| i != 0)
-            }
-            Val::Ip(_) => false,
+            // HAProxy casts a string as to an integer; a binary value or
+            // a method has no cast to either (no match).
+            Val::Str => crate::sample::str_to_int(&s.cur).is_some_and(|i| i != 0),
+            Val::Bin | Val::Meth | Val::Ip(_) => false,
         },
         MatchMethod::Int => {
             let i = match v {
                 Val::Bool(b) => b as i64,
                 Val::Int(i) => i,
-                Val::Str | Val::Bin | Val::Meth => match crate::sample::str_to_int(&s.cur) {
+                Val::Str => match crate::sample::str_to_int(&s.cur) {
                     Some(i) => i,
                     None => return false,
                 },
-                Val::Ip(_) => return false,
+                // An IPv4 address is its 32-bit integer (c_ip2int).
+                Val::Ip(std::net::IpAddr::V4(a)) => i64::from(u32::from(a)),
+                Val::Bin | Val::Meth | Val::Ip(_) => return false,
             };
             t.files.iter().any(|f| {
                 f.snapshot()
@@ -794,5 +796,8 @@ mod tests {
         assert!(!word(b"/images", b"img", b"/", false));
         assert!(word(b"www.example.com", b"example", b"/.", false));
         assert!(!word(b"x", b"/", b"/", false));
+        // HAProxy 2.6: `?` ends a directory, `:` a domain label too.
+        assert!(word(b"/a?x=1", b"/a", b"/?", false));
+        assert!(word(b"example.com:8080", b"com", b"/?.:", false));
     }
 }

@@ -1658,3 +1658,229 @@ fn url_param_splits_on_semicolons_too() {
     assert_eq!(url_params(e.addr()), want);
     same_on_haproxy("hap-urlparam", |b| answering(b, rules), url_params, &want);
 }
+
+const HUNT_SAMPLES: &str = "    option http-buffer-request\n\
+    http-request set-var(txn.i) str(1) if { str(abc),lower -m int 0 } { str(-7x),lower -m int lt -6 } { str(+5),lower -m int 5 } { str(1.1),lower -m int lt -1 } { int(4) -m int gt 5 3 }\n\
+    http-request set-path /new if { path_beg /abs }\n\
+    http-request return status 200 hdr x-arg \"<%[str(a(b)]|%[str(\\\"a)b\\\")]|%[str(a(),regsub(\\(,x)]>\" \
+hdr x-occ \"<%[req.hdr(x,0)]|%[req.fhdr(x,0)]|%[req.fhdr(x,-1)]|%[req.hdr(x,-2)]|%[req.hdr_cnt(x)]>\" \
+hdr x-int \"<%[var(txn.i)]>\" \
+hdr x-prm \"<%[url_param]|%[url_param(b)]|%[req.body_param(b)]|%[req.body_param]|%[req.body_param(c)]>\" \
+hdr x-line \"<%HM|%HU|%HP|%HQ|%HV>\"\n";
+
+fn hunt_samples_seen(addr: SocketAddr) -> Vec<Option<String>> {
+    let body = "q&x=1;b=2;c=3";
+    let req = format!(
+        "POST /p?y&b=2;c=4 HTTP/1.1\r\nHost: t\r\nx: 1, 2\r\nx: 3\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let head = raw_head(addr, &req);
+    let abs = raw_head(addr, "GET http://t/abs?q=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let text =
+        |h: &[Vec<u8>], n: &str| raw_field(h, n).map(|v| String::from_utf8_lossy(&v).into_owned());
+    let mut out: Vec<Option<String>> = ["x-arg", "x-occ", "x-int", "x-prm"]
+        .iter()
+        .map(|n| text(&head, n))
+        .collect();
+    out.push(text(&abs, "x-line"));
+    out
+}
+
+/// Found by the differential harness (hunt3), each as HAProxy 2.6 does
+/// it: a converter argument ends at an unquoted `,` or `)` (parentheses
+/// do not nest; `\(` stays `\(`); an occurrence 0 is the last one; a
+/// string cast to an integer reads its leading digits (none: 0) after a
+/// sign; an integer pattern with `-` is a range whatever the operator
+/// before it (`lt -1` is `:1`), and an operator holds for every value
+/// after it; `url_param` and `req.body_param` split parameters on `&` and
+/// `;`, and without a name give the value after the first `=`; `%HM`,
+/// `%HU`, `%HP`, `%HQ`, `%HV` read the request line as received (an
+/// absolute URI whole, before `set-path`).
+#[test]
+fn samples_read_as_haproxy_reads_them() {
+    let e = Ebb::start(&answering("BIND", HUNT_SAMPLES));
+    let want: Vec<Option<String>> = [
+        "<a(b|a)b|ax>",
+        "<3|3|3|2|3>",
+        "<1>",
+        "<2|2|2|1|3>",
+        "<GET|http://t/abs?q=1|http://t/abs|?q=1|HTTP/1.1>",
+    ]
+    .iter()
+    .map(|v| Some(v.to_string()))
+    .collect();
+    assert_eq!(hunt_samples_seen(e.addr()), want);
+    same_on_haproxy(
+        "hap-hunt-samples",
+        |b| answering(b, HUNT_SAMPLES),
+        hunt_samples_seen,
+        &want,
+    );
+}
+
+/// HAProxy 2.6 refuses these (ebb accepted them): an unquoted `(` that
+/// leaves the argument list before the converter's end, a second
+/// argument of `req.body_param` (`,i` came in 2.8), and an ACL on
+/// `req.body_param` without `-m` (HAProxy declares it binary).
+#[test]
+fn sample_lines_haproxy_refuses() {
+    let dir = scratch("hunt-refused");
+    for (rule, what) in [
+        (
+            "http-request set-header x \"%[path,regsub((.)(.),\\2\\1)]\"",
+            "regsub",
+        ),
+        (
+            "http-request set-header x \"%[req.body_param(b,i)]\"",
+            "req.body_param",
+        ),
+        (
+            "acl a req.body_param(b) x\n    http-request deny if a",
+            "-m",
+        ),
+    ] {
+        let cfg = format!(
+            "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:{}\n    {rule}\n    default_backend be\nbackend be\n    server s1 127.0.0.1:9\n",
+            free_port()
+        );
+        assert_refused(&dir, "e.cfg", &cfg, what, true);
+        let err = run_ebb(&["-c", "-f", "e.cfg"], &dir).2;
+        assert!(err.contains("e.cfg:5"), "{err}");
+    }
+}
+
+const HUNT_REWRITES: &str =
+    "    http-request replace-value host (.*) \"<\\1>\" if { path_beg /rv }\n\
+    http-request set-uri foo/bar if { path_beg /su }\n\
+    http-request set-uri http://u@n.example:81/x?y if { path_beg /abs }\n\
+    http-request replace-uri ^/ru(.*) x\\1 if { path_beg /ru }\n";
+
+fn hunt_rewrites_cfg(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n{HUNT_REWRITES}    default_backend be\nbackend be\n    server s1 {origin}\n"
+    )
+}
+
+fn hunt_rewrites_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+    ["/rv", "/su", "/abs", "/ru/p"]
+        .iter()
+        .map(|p| sent_head(addr, &format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n")))
+        .collect()
+}
+
+/// Found by the differential harness (hunt3): a `Host` a rule rewrote
+/// goes as the rule left it (ebb answered 500 to `<t>`, which is no
+/// authority), and `set-uri`/`replace-uri` give every `Host` the new
+/// target's authority, also from a target that is no absolute URI
+/// (`foo/bar`: `foo`) and without the user part (HAProxy's
+/// http_update_host).
+#[test]
+fn rewritten_uris_carry_their_host_as_haproxy() {
+    let origin = head_echo();
+    let e = Ebb::start(&hunt_rewrites_cfg("BIND", origin));
+    let l = |s: &[u8]| s.to_vec();
+    let want = vec![
+        vec![l(b"GET /rv HTTP/1.1"), l(b"host: <t>")],
+        vec![l(b"GET foo/bar HTTP/1.1"), l(b"host: foo")],
+        // (`sent_head` lowers a line up to its first colon.)
+        vec![
+            l(b"get http://u@n.example:81/x?y HTTP/1.1"),
+            l(b"host: n.example:81"),
+        ],
+        vec![l(b"GET x/p HTTP/1.1"), l(b"host: x")],
+    ];
+    assert_eq!(hunt_rewrites_seen(e.addr()), want);
+    same_on_haproxy(
+        "hap-hunt-rewrites",
+        |b| hunt_rewrites_cfg(b, origin),
+        hunt_rewrites_seen,
+        &want,
+    );
+}
+
+/// An origin whose answer holds its `Content-Length` between two fields.
+fn framed_origin() -> SocketAddr {
+    reply_server(
+        |g| g.windows(4).any(|w| w == b"\r\n\r\n"),
+        |_| {
+            b"HTTP/1.1 200 OK\r\nA: 1\r\nContent-Length: 2\r\nB: 2\r\nConnection: close\r\n\r\nok"
+                .to_vec()
+        },
+    )
+}
+
+const HUNT_RESPONSE: &str =
+    "    http-request redirect prefix /pre append-slash if { path_beg /r }\n\
+    http-request set-var(txn.p) path\n\
+    http-response del-header a if { var(txn.p) -m beg /d }\n\
+    http-response add-header x-a 1\n\
+    http-response set-header b 3 if { var(txn.p) -m beg /s }\n";
+
+fn hunt_response_cfg(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n{HUNT_RESPONSE}    default_backend be\nbackend be\n    server s1 {origin}\n"
+    )
+}
+
+fn hunt_response_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+    let lowered = |h: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        h.into_iter()
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(|mut l| {
+                l.make_ascii_lowercase();
+                l
+            })
+            .filter(|l| !l.starts_with(b"date:") && !l.starts_with(b"connection:"))
+            .collect()
+    };
+    let mut out: Vec<Vec<Vec<u8>>> = ["/p", "/d", "/s"]
+        .iter()
+        .map(|p| {
+            lowered(raw_head(
+                addr,
+                &format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n"),
+            ))
+        })
+        .collect();
+    let r = raw_head(addr, "GET /r/p?n=12 HTTP/1.1\r\nHost: t\r\n\r\n");
+    out.push(raw_field(&r, "location").into_iter().collect());
+    out
+}
+
+/// Found by the differential harness (hunt3): the server's
+/// `Content-Length` stays where the server put it while response rules
+/// delete fields before it and append theirs after the last field (ebb
+/// wrote it after the added ones); `redirect ... append-slash` appends
+/// the slash to the location it built, query included (`/pre/r/p?n=12/`).
+#[test]
+fn response_rules_keep_the_framing_in_place_as_haproxy() {
+    let origin = framed_origin();
+    let e = Ebb::start(&hunt_response_cfg("BIND", origin));
+    let l = |s: &[u8]| s.to_vec();
+    let want = vec![
+        vec![
+            l(b"a: 1"),
+            l(b"content-length: 2"),
+            l(b"b: 2"),
+            l(b"x-a: 1"),
+        ],
+        vec![l(b"content-length: 2"), l(b"b: 2"), l(b"x-a: 1")],
+        vec![
+            l(b"a: 1"),
+            l(b"content-length: 2"),
+            l(b"x-a: 1"),
+            l(b"b: 3"),
+        ],
+        vec![l(b"/pre/r/p?n=12/")],
+    ];
+    assert_eq!(hunt_response_seen(e.addr()), want);
+    same_on_haproxy(
+        "hap-hunt-response",
+        |b| hunt_response_cfg(b, origin),
+        hunt_response_seen,
+        &want,
+    );
+}

@@ -258,57 +258,34 @@ fn sample_test(
             }
         }
         MatchMethod::Int => {
-            let mut i = 0;
-            while i < values.len() {
-                let v = values[i].as_str();
-                let num = |s: &str| -> Result<i64, String> {
-                    s.parse::<i64>()
-                        .map_err(|_| format!("'{s}' is not an integer"))
+            // HAProxy 2.6's acl.c: an operator (`eq`, `ge`, `gt`, `le`,
+            // `lt`) holds for every value after it; a value holding `:`
+            // or `-` is a range as written, whatever the operator (`lt
+            // -1` is `-1`, the range up to 1), another is rewritten as a
+            // range from the operator.
+            let mut op = "eq";
+            for v in values {
+                let v = v.as_str();
+                if matches!(v, "eq" | "ge" | "gt" | "le" | "lt") {
+                    op = v;
+                    continue;
+                }
+                let range = if v.contains([':', '-']) || op == "eq" {
+                    v.to_string()
+                } else {
+                    let n = crate::sample::patref::strl2llrc(v.as_bytes()).ok_or_else(|| {
+                        format!("'{v}' is neither a number nor a supported operator")
+                    })?;
+                    match op {
+                        "ge" => format!("{n}:"),
+                        "gt" => format!("{}:", n.wrapping_add(1)),
+                        "le" => format!(":{n}"),
+                        _ => format!(":{}", n.wrapping_sub(1)),
+                    }
                 };
-                let op_arg = || {
-                    values
-                        .get(i + 1)
-                        .ok_or_else(|| format!("'{v}' expects a number"))
-                };
-                let p = match v {
-                    "eq" => {
-                        let n = num(op_arg()?)?;
-                        i += 1;
-                        Pattern::Int(n, n)
-                    }
-                    "ge" => {
-                        let n = num(op_arg()?)?;
-                        i += 1;
-                        Pattern::Int(n, i64::MAX)
-                    }
-                    "gt" => {
-                        let n = num(op_arg()?)?;
-                        i += 1;
-                        Pattern::Int(n.saturating_add(1), i64::MAX)
-                    }
-                    "le" => {
-                        let n = num(op_arg()?)?;
-                        i += 1;
-                        Pattern::Int(i64::MIN, n)
-                    }
-                    "lt" => {
-                        let n = num(op_arg()?)?;
-                        i += 1;
-                        Pattern::Int(i64::MIN, n.saturating_sub(1))
-                    }
-                    r => match r.split_once(':') {
-                        Some((a, b)) => Pattern::Int(
-                            if a.is_empty() { i64::MIN } else { num(a)? },
-                            if b.is_empty() { i64::MAX } else { num(b)? },
-                        ),
-                        None => {
-                            let n = num(r)?;
-                            Pattern::Int(n, n)
-                        }
-                    },
-                };
-                patterns.push(p);
-                i += 1;
+                let (lo, hi) = crate::sample::patref::int_range(&range)
+                    .ok_or_else(|| format!("'{range}' is not an integer nor a range"))?;
+                patterns.push(Pattern::Int(lo, hi));
             }
         }
         MatchMethod::Ip => {

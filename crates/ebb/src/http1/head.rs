@@ -136,7 +136,8 @@ pub struct Limits {
     pub buf_size: usize,
     /// The head is one rules rewrote, not one a client sent: as HAProxy
     /// edits its message in place, a request without a `Host`
-    /// (`del-header host`) goes on, and a target that is no path,
+    /// (`del-header host`) or with a `Host` that is no authority
+    /// (`replace-value host (.*) <\1>`) goes on, and a target that is no path,
     /// absolute URI or `*` (`set-path a`) is forwarded as it is (its span
     /// is the path's; the `path` fetch finds none in it, as HAProxy's).
     pub rebuilt: bool,

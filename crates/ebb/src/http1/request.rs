@@ -298,13 +298,11 @@ pub fn complete_request_into(
     head.head_len = head_len;
 
     let (form, authority, path_span) = match classify_target(path, head.target, head.method) {
-        // A rewritten target that is no path, absolute URI or `*` goes
-        // as it is (see `Limits::rebuilt`).
+        // A rewritten target that is no path, absolute URI or `*`, or
+        // holds bytes a client may not send (`<`), goes as it is (see
+        // `Limits::rebuilt`; the rewrite refused spaces and controls).
         Err(HttpError::BadTarget)
-            if limits.rebuilt
-                && head.method != Method::Connect
-                && !path.is_empty()
-                && valid_target_bytes(path) =>
+            if limits.rebuilt && head.method != Method::Connect && !path.is_empty() =>
         {
             (TargetForm::Origin, None, head.target)
         }
@@ -324,8 +322,10 @@ pub fn complete_request_into(
         // A Host of the very bytes of the absolute target's authority
         // (what an HTTP/2 request's `:authority` gives both) passed the
         // same check in `classify_target`.
+        // A rewritten Host goes as the rules left it (HAProxy edits its
+        // message in place and checks the field only on receipt).
         let host = h.get(buf);
-        let checked = authority.is_some_and(|a| a.get(buf) == host);
+        let checked = limits.rebuilt || authority.is_some_and(|a| a.get(buf) == host);
         if !checked && !is_valid_authority(host, false) {
             return Err(HttpError::BadHost);
         }

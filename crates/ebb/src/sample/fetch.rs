@@ -16,8 +16,8 @@ fn auth_user(ctx: &Ctx<'_>, list: &str) -> Option<(std::sync::Arc<super::auth::U
 }
 
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
-/// (positive from the first, negative from the last; no argument: the
-/// last in an expression, every one in an ACL).
+/// (positive from the first, negative from the last; no argument or 0:
+/// the last in an expression, every one in an ACL).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Occ {
     Default,
@@ -44,7 +44,7 @@ pub(super) enum Fetch {
     /// `http_first_req`: the first request of the connection.
     FirstReq,
     /// `url_param(NAME[,DELIM])`: a query-string parameter's value
-    /// (`None`: the first parameter's).
+    /// (`None`: the value after the first `=`, see `next_param`).
     UrlParam {
         name: Option<String>,
         delim: u8,
@@ -175,7 +175,7 @@ pub(super) enum Fetch {
     ReqBodySize,
     /// `req.body_param([NAME[,i]])`: a parameter of a url-encoded body
     /// (`None`: the first; `true`: the name compared case-insensitively).
-    ReqBodyParam(Option<String>, bool),
+    ReqBodyParam(Option<String>),
     /// `res.body`, `res.body_len`, `res.body_size`: the same of a
     /// response whose body a rule waited for.
     ResBody,
@@ -261,8 +261,13 @@ impl Fetch {
         };
         let hdr = |full: bool, res: bool| -> Result<Fetch, String> {
             arg_count(name, args, 1, 2)?;
+            // HAProxy 2.6 reads an explicit 0 as no occurrence given: the
+            // last in an expression, every one in an ACL.
             let occ = match args.get(1) {
-                Some(o) => Occ::Nth(int_arg(&format!("fetch '{name}' occurrence"), o)?),
+                Some(o) => match int_arg(&format!("fetch '{name}' occurrence"), o)? {
+                    0 => Occ::Default,
+                    n => Occ::Nth(n),
+                },
                 None => Occ::Default,
             };
             Ok(Fetch::Hdr {
@@ -586,18 +591,10 @@ impl Fetch {
             "req.body_len" => req_only(none(Fetch::ReqBodyLen)?),
             "req.body_size" => req_only(none(Fetch::ReqBodySize)?),
             "req.body_param" => {
-                arg_count(name, args, 0, 2)?;
-                let icase = match args.get(1).map(String::as_str) {
-                    None | Some("") => false,
-                    Some("i") => true,
-                    Some(x) => {
-                        return Err(format!(
-                            "fetch 'req.body_param': second argument must be 'i', got '{x}'"
-                        ))
-                    }
-                };
+                // HAProxy 2.6 takes the name alone (`,i` came in 2.8).
+                arg_count(name, args, 0, 1)?;
                 let n = args.first().filter(|a| !a.is_empty()).cloned();
-                req_only(Fetch::ReqBodyParam(n, icase))
+                req_only(Fetch::ReqBodyParam(n))
             }
             // HAProxy's view of its own HTX buffer (blocks, metadata, the
             // EOM flag, free space for its layout): ebb holds messages
@@ -766,6 +763,7 @@ impl Fetch {
             | Fetch::ResPayload(..)
             | Fetch::Bin(_)
             | Fetch::ReqBody
+            | Fetch::ReqBodyParam(_)
             | Fetch::ResBody => Type::Bin,
             _ => Type::Str,
         }
@@ -809,28 +807,17 @@ impl Fetch {
             }
             Fetch::Path => {
                 let r = ctx.req?;
-                let p = found_path(r.head.path.get(r.buf))?;
+                let p = found_path(r.head.target.get(r.buf))?;
                 put(s, split_q(p).0)
             }
             Fetch::PathQ => {
                 let r = ctx.req?;
-                put(s, found_path(r.head.path.get(r.buf))?)
+                put(s, found_path(r.head.target.get(r.buf))?)
             }
             Fetch::UrlParam { name, delim } => {
-                let r = ctx.req?;
-                let pq = r.head.path.get(r.buf);
-                let q = &pq[pq.iter().position(|c| c == delim)? + 1..];
-                // HAProxy's find_url_param_pos: the first `NAME=`, or the
-                // first parameter when no name is given; `&`, `;` and the
-                // delimiter separate parameters (`http_is_param_delimiter`).
-                let sep = |c: &u8| *c == b'&' || *c == b';' || *c == *delim;
-                let v = q.split(sep).find_map(|p| match name {
-                    None => Some(p.splitn(2, |&c| c == b'=').nth(1).unwrap_or(b"")),
-                    Some(n) => p
-                        .strip_prefix(n.as_bytes())
-                        .and_then(|rest| rest.strip_prefix(b"=")),
-                })?;
-                put(s, v)
+                let q = url_query(ctx, *delim)?;
+                let (a, b) = next_param(q, 0, name.as_deref(), *delim)?;
+                put(s, &q[a..b])
             }
             Fetch::ReqBody => {
                 put(s, ctx.req?.body)?;
@@ -855,27 +842,12 @@ impl Fetch {
                     _ => r.body.len() as i64,
                 }))
             }
-            Fetch::ReqBodyParam(name, icase) => {
+            Fetch::ReqBodyParam(name) => {
+                // Declared binary (an ACL needs `-m`), a string when read
+                // (HAProxy's smp_fetch_param): a NUL does not end it.
                 let body = ctx.req?.body;
-                // HAProxy's find_next_url_param on the body: the first
-                // `NAME=` (any parameter without a name), up to `&`.
-                let v = body.split(|&c| c == b'&').find_map(|p| {
-                    let eq = p.iter().position(|&c| c == b'=');
-                    let (n, v) = match eq {
-                        Some(e) => (&p[..e], &p[e + 1..]),
-                        None => (p, &b""[..]),
-                    };
-                    match name {
-                        None if !p.is_empty() => Some(v),
-                        None => None,
-                        Some(_) if eq.is_none() => None,
-                        Some(want) if *icase => {
-                            n.eq_ignore_ascii_case(want.as_bytes()).then_some(v)
-                        }
-                        Some(want) => (n == want.as_bytes()).then_some(v),
-                    }
-                })?;
-                put(s, v)
+                let (a, b) = next_param(body, 0, name.as_deref(), b'&')?;
+                put(s, &body[a..b])
             }
             Fetch::FirstReq => {
                 let n = ctx.vars?.try_borrow().ok()?.requests;
@@ -906,13 +878,19 @@ impl Fetch {
                 let r = ctx.req?;
                 put(s, r.head.target.get(r.buf))
             }
+            // HAProxy's smp_fetch_base: the host, then the path without
+            // its query when it starts with `/`; without a host, `path`.
             Fetch::Base => {
                 let r = ctx.req?;
                 let host = r.head.host.map(|h| h.get(r.buf)).unwrap_or(b"");
-                let p = split_q(r.head.path.get(r.buf)).0;
+                let p = found_path(r.head.target.get(r.buf)).map(|p| split_q(p).0);
+                if host.is_empty() {
+                    return put(s, p?);
+                }
                 s.cur.clear();
                 s.cur.extend_from_slice(host);
-                s.cur.extend_from_slice(p);
+                s.cur
+                    .extend_from_slice(p.filter(|p| p.starts_with(b"/")).unwrap_or(b""));
                 Some(Val::Str)
             }
             Fetch::ReqVer => {
@@ -1323,6 +1301,21 @@ impl Fetch {
                 });
                 Some(hit)
             }
+            // In an ACL: each parameter of that name (each value after an
+            // `=` without a name), as HAProxy's fetch reports more while
+            // the query goes on.
+            Fetch::UrlParam { name, delim } => {
+                let Some(q) = url_query(ctx, *delim) else {
+                    return Some(false);
+                };
+                Some(each_param(q, name.as_deref(), *delim, s, f))
+            }
+            Fetch::ReqBodyParam(name) => {
+                let Some(body) = ctx.req.map(|r| r.body) else {
+                    return Some(false);
+                };
+                Some(each_param(body, name.as_deref(), b'&', s, f))
+            }
             Fetch::Cook(name) => {
                 let mut hit = false;
                 cookies(ctx, name.as_deref(), &mut |v| {
@@ -1336,6 +1329,73 @@ impl Fetch {
             _ => None,
         }
     }
+}
+
+/// The query string `url_param` reads: what follows the first `delim`
+/// of the path.
+fn url_query<'a>(ctx: &Ctx<'a>, delim: u8) -> Option<&'a [u8]> {
+    let r = ctx.req?;
+    let pq = r.head.path.get(r.buf);
+    Some(&pq[pq.iter().position(|&c| c == delim)? + 1..])
+}
+
+/// HAProxy 2.6's http_find_next_url_param on `q` from `start`: where the
+/// next value is. Parameters are separated by `&`, `;` or `delim`
+/// (`http_is_param_delimiter`). With a name, the value after the next
+/// `NAME=` that starts a parameter (names compared byte for byte);
+/// without one (or an empty one), the value after the next `=` wherever
+/// it is (`a&b=1` gives `1`). A value ends at a separator.
+fn next_param(q: &[u8], start: usize, name: Option<&str>, delim: u8) -> Option<(usize, usize)> {
+    let sep = |c: u8| c == b'&' || c == b';' || c == delim;
+    let vstart = match name.map(str::as_bytes).filter(|n| !n.is_empty()) {
+        None => start + q.get(start..)?.iter().position(|&c| c == b'=')? + 1,
+        Some(n) => {
+            let mut pos = start;
+            loop {
+                let eq = pos + n.len();
+                if eq >= q.len() {
+                    return None;
+                }
+                if q[eq] == b'=' {
+                    if &q[pos..eq] == n {
+                        break eq + 1;
+                    }
+                    pos = eq + 1;
+                }
+                pos += q.get(pos..)?.iter().position(|&c| sep(c))? + 1;
+            }
+        }
+    };
+    let rest = q.get(vstart..)?;
+    Some((
+        vstart,
+        vstart + rest.iter().position(|&c| sep(c)).unwrap_or(rest.len()),
+    ))
+}
+
+/// Calls `f` on each value `next_param` finds in turn (HAProxy's fetch
+/// says more follow while the value ends before the text); stops at the
+/// first `true`.
+fn each_param(
+    q: &[u8],
+    name: Option<&str>,
+    delim: u8,
+    s: &mut Scratch,
+    f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
+) -> bool {
+    let mut at = 0;
+    while let Some((a, b)) = next_param(q, at, name, delim) {
+        s.cur.clear();
+        s.cur.extend_from_slice(&q[a..b]);
+        if f(Val::Str, s) {
+            return true;
+        }
+        if b >= q.len() {
+            break;
+        }
+        at = b;
+    }
+    false
 }
 
 /// Puts occurrence `n` of header `name`'s values (comma-separated unless
@@ -1423,14 +1483,20 @@ fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
         .then(|| std::net::IpAddr::from(oct.map(|o| o as u8)))
 }
 
-/// Path and query (after `?`) of a path-and-query.
-/// The path part of a target as HAProxy's `http_parse_path` finds it:
-/// none in `*`, in an absolute URI without one (`http://h`), or in a
-/// target a rule rewrote to something else than a path (`set-path a`).
-fn found_path(p: &[u8]) -> Option<&[u8]> {
-    matches!(p.first(), Some(b'/' | b'?')).then_some(p)
+/// The path (with its query) of a request target as HAProxy's
+/// `http_parse_path` finds it (`crate::sample::target_path`): none in `*`,
+/// in an absolute URI without one (`http://h`, `http://h?q`), or in a
+/// target a rule rewrote to something else than a path or an absolute
+/// URI (`set-path a`); the user part of an authority is skipped
+/// (`http://u@h/p` gives `/p`).
+fn found_path(t: &[u8]) -> Option<&[u8]> {
+    match crate::sample::target_path(t) {
+        [] => None,
+        p => Some(p),
+    }
 }
 
+/// Path and query (after `?`) of a path-and-query.
 fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
     match p.iter().position(|&c| c == b'?') {
         Some(i) => (&p[..i], Some(&p[i + 1..])),

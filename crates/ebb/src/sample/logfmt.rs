@@ -497,37 +497,12 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
                 let _ = write!(out, "{st}");
             }
         }
-        Alias::Method => {
-            if let Some(r) = ctx.req {
-                out.extend_from_slice(r.head.method_span.get(r.buf));
-            }
-        }
-        Alias::PathNoQuery => {
-            let p = path(ctx);
-            let end = p.iter().position(|&c| c == b'?').unwrap_or(p.len());
-            out.extend_from_slice(&p[..end]);
-        }
-        Alias::Uri => out.extend_from_slice(path(ctx)),
-        Alias::Query => {
-            let p = path(ctx);
-            if let Some(q) = p.iter().position(|&c| c == b'?') {
-                out.extend_from_slice(&p[q..]);
-            }
-        }
-        Alias::Version => {
-            if let Some(r) = ctx.req {
-                out.extend_from_slice(version(r.head.version));
-            }
-        }
-        Alias::RequestLine => {
-            if let Some(r) = ctx.req {
-                out.extend_from_slice(r.head.method_span.get(r.buf));
-                out.push(b' ');
-                out.extend_from_slice(r.head.target.get(r.buf));
-                out.push(b' ');
-                out.extend_from_slice(version(r.head.version));
-            }
-        }
+        Alias::Method
+        | Alias::PathNoQuery
+        | Alias::Uri
+        | Alias::Query
+        | Alias::Version
+        | Alias::RequestLine => received_line(ctx, |l| request_line_part(a, l, out)),
         Alias::Hostname => out.extend_from_slice(hostname().as_bytes()),
         Alias::Date { request, zone } => {
             if let Some(t) = date(ctx, request) {
@@ -554,8 +529,59 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
     }
 }
 
-fn path<'a>(ctx: &Ctx<'a>) -> &'a [u8] {
-    ctx.req.map(|r| r.head.path.get(r.buf)).unwrap_or(b"")
+/// Calls `f` on the request line as the client sent it: HAProxy's `%HM`,
+/// `%HU`, `%HP`, `%HQ`, `%HV` and `%r` read the line it kept on receipt
+/// (`txn->uri`), not the request the rules rewrote, and an absolute
+/// target stays whole (`%HU` `http://h/p?q`, `%HP` `http://h/p`). Without
+/// the exchange's store (no connection), the current request's line.
+fn received_line(ctx: &Ctx<'_>, f: impl FnOnce(&[u8])) {
+    if let Some(v) = ctx.vars.and_then(|v| v.try_borrow().ok()) {
+        if !v.req_line.is_empty() {
+            return f(&v.req_line);
+        }
+    }
+    if let Some(r) = ctx.req {
+        let mut l = r.head.method_span.get(r.buf).to_vec();
+        l.push(b' ');
+        l.extend_from_slice(r.head.target.get(r.buf));
+        l.push(b' ');
+        l.extend_from_slice(version(r.head.version));
+        f(&l);
+    }
+}
+
+/// The part of request line `l` that alias `a` shows, cut as HAProxy's
+/// log.c does: the method up to the first space, the URI after it up to
+/// the next space (`%HP` also stops at a `?`), the query from the line's
+/// first `?` to the next space, the version after the URI.
+fn request_line_part(a: Alias, l: &[u8], out: &mut Vec<u8>) {
+    let sp = |c: &u8| *c == b' ' || *c == b'\t';
+    let m_end = l.iter().position(sp).unwrap_or(l.len());
+    let u_start = m_end + l[m_end..].iter().take_while(|c| sp(c)).count();
+    let u_len = l[u_start..]
+        .iter()
+        .position(sp)
+        .unwrap_or(l.len() - u_start);
+    let uri = &l[u_start..u_start + u_len];
+    match a {
+        Alias::Method => out.extend_from_slice(&l[..m_end]),
+        Alias::Uri => out.extend_from_slice(uri),
+        Alias::PathNoQuery => {
+            let end = uri.iter().position(|&c| c == b'?').unwrap_or(uri.len());
+            out.extend_from_slice(&uri[..end]);
+        }
+        Alias::Query => {
+            if let Some(q) = l.iter().position(|&c| c == b'?') {
+                let n = l[q..].iter().position(sp).unwrap_or(l.len() - q);
+                out.extend_from_slice(&l[q..q + n]);
+            }
+        }
+        Alias::Version => {
+            let rest = &l[u_start + u_len..];
+            out.extend_from_slice(&rest[rest.iter().take_while(|c| sp(c)).count()..]);
+        }
+        _ => out.extend_from_slice(l),
+    }
 }
 
 fn version(v: Version) -> &'static [u8] {

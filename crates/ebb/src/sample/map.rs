@@ -202,8 +202,10 @@ impl Map {
     }
 }
 
-/// HAProxy's `dir` / `dom` matching: the pattern, stripped of delimiters at
-/// both ends, must appear in the sample bounded by delimiters (or the ends).
+/// HAProxy's `dir` / `dom` matching (`match_word`): the pattern, stripped
+/// of delimiters at both ends, must appear in the sample bounded by
+/// delimiters (or the ends). The delimiters: `/` and `?` for `dir`, also
+/// `.` and `:` for `dom`.
 pub(crate) fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
     let is_d = |c: u8| delims.contains(&c);
     let p = {

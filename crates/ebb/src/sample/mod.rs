@@ -416,23 +416,53 @@ pub fn cast(v: Val, to: Type, s: &mut Scratch) -> Option<Val> {
     })
 }
 
-/// HAProxy's string-to-integer cast: an optional sign and the leading
-/// digits; a string without a digit does not convert.
+/// The path (with query) HAProxy 2.6's http_parse_path finds in a
+/// request target: the target itself when it starts with `/`; after
+/// `scheme://` and the authority (up to the first `/`) otherwise, none
+/// when there is no scheme, nothing after the authority, or for `*`.
+pub(crate) fn target_path(t: &[u8]) -> &[u8] {
+    match t.first() {
+        None | Some(b'*') => b"",
+        Some(b'/') => t,
+        Some(c) if c.is_ascii_alphabetic() => {
+            let n = t[1..]
+                .iter()
+                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+                .map_or(t.len(), |i| i + 1);
+            match t[n..].strip_prefix(b"://") {
+                Some(rest) => rest
+                    .iter()
+                    .position(|&c| c == b'/')
+                    .map_or(b"", |i| &rest[i..]),
+                None => b"",
+            }
+        }
+        Some(_) => b"",
+    }
+}
+
+/// HAProxy's string-to-integer cast (`c_str2int`, `read_int64`): an
+/// optional `-` or `+`, then the leading digits (none gives 0: `abc` is
+/// 0, `12ab` 12), clamped to the 64-bit range; only an empty string does
+/// not convert.
 pub fn str_to_int(b: &[u8]) -> Option<i64> {
-    let (neg, d) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    let n = d.iter().take_while(|c| c.is_ascii_digit()).count();
-    if n == 0 {
+    if b.is_empty() {
         return None;
     }
-    let mut v: i64 = 0;
-    for &c in &d[..n] {
-        v = v.saturating_mul(10).saturating_add((c - b'0') as i64);
+    let (neg, d) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut v: u64 = 0;
+    for &c in d.iter().take_while(|c| c.is_ascii_digit()) {
+        v = v.saturating_mul(10).saturating_add(u64::from(c - b'0'));
     }
-    Some(if neg { -v } else { v })
+    Some(if neg {
+        0i64.checked_sub_unsigned(v).unwrap_or(i64::MIN)
+    } else {
+        i64::try_from(v).unwrap_or(i64::MAX)
+    })
 }
 
 /// HAProxy's `strl2ic`, the integer of `req.cook_val`: digits read in a
@@ -628,7 +658,9 @@ impl Expr {
     /// does in an ACL), each through the converters (HAProxy's
     /// `acl_exec_cond` runs the whole expression again for every value
     /// while the fetch says more follow); stops at the first `true`. A
-    /// value a converter fails on is skipped.
+    /// value a converter fails on ends the iteration without a match, as
+    /// HAProxy then leaves the expression (`acl_exec_cond`: a failed
+    /// `sample_process` goes to the ACL's next expression).
     pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
         if let Some(k) = self.stk_alone() {
             // One integer or boolean, no bytes (no scratch buffer to
@@ -637,17 +669,21 @@ impl Expr {
         }
         with_scratch(|s| {
             let convs = &self.convs;
+            let mut failed = false;
             let each = self.fetch.each(ctx, s, &mut |mut v, s| {
                 for c in convs {
                     match c.apply(v, ctx, s) {
                         Some(x) => v = x,
-                        None => return false,
+                        None => {
+                            failed = true;
+                            return true;
+                        }
                     }
                 }
                 f(v, s)
             });
             if let Some(r) = each {
-                return r;
+                return r && !failed;
             }
             match self.eval(ctx, s) {
                 Some(v) => f(v, s),
@@ -684,8 +720,14 @@ impl<'t> Parser<'t> {
         &self.text[start..self.pos]
     }
 
-    /// `(a,b,...)` if present: arguments split on commas, with `\` escaping
-    /// the next character and parentheses nesting (as HAProxy's make_arg_list).
+    /// `(a,b,...)` if present, read as HAProxy 2.6's make_arg_list: an
+    /// argument ends at a `,` or `)` outside quotes (a `(` is an ordinary
+    /// byte: parentheses do not nest, so `regsub((a),b)` ends its list
+    /// after `(a`); `"` and `'` group text (a `'` inside `"` and the
+    /// reverse are literal); outside single quotes `\` gives the next
+    /// byte for `\`, space, `"` and `'`, a CR, LF or tab for `r`, `n`,
+    /// `t`, and is kept as is before any other byte (which keeps its own
+    /// meaning: `\,` still ends the argument).
     fn args(&mut self) -> Result<Vec<String>, String> {
         if self.peek() != Some(b'(') {
             return Ok(Vec::new());
@@ -694,49 +736,35 @@ impl<'t> Parser<'t> {
         let b = self.text.as_bytes();
         let mut out = Vec::new();
         let mut cur = Vec::new();
-        let mut depth = 0;
-        // HAProxy's make_arg_list: single or double quotes group an
-        // argument's text (commas and parentheses inside are literal).
-        let mut quote: Option<u8> = None;
+        let (mut squote, mut dquote) = (false, false);
         loop {
             let Some(&c) = b.get(self.pos) else {
-                return Err(format!("missing ')' in '{}'", self.text));
+                return Err(format!("expected ')' in '{}'", self.text));
             };
             self.pos += 1;
-            if let Some(q) = quote {
-                match c {
-                    b'\\' => {
-                        if let Some(&n) = b.get(self.pos) {
-                            cur.push(n);
-                            self.pos += 1;
-                        }
-                    }
-                    c if c == q => quote = None,
-                    c => cur.push(c),
-                }
-                continue;
-            }
             match c {
-                b'\'' | b'"' if depth == 0 => quote = Some(c),
-                b'\\' => {
-                    if let Some(&n) = b.get(self.pos) {
+                b'"' if !squote => dquote = !dquote,
+                b'\'' if !dquote => squote = !squote,
+                b'\\' if !squote => match b.get(self.pos) {
+                    Some(&n @ (b'\\' | b' ' | b'"' | b'\'')) => {
                         cur.push(n);
                         self.pos += 1;
                     }
-                }
-                b'(' => {
-                    depth += 1;
-                    cur.push(c);
-                }
-                b')' if depth > 0 => {
-                    depth -= 1;
-                    cur.push(c);
-                }
-                b')' => {
+                    Some(&n @ (b'r' | b'n' | b't')) => {
+                        cur.push(match n {
+                            b'r' => b'\r',
+                            b'n' => b'\n',
+                            _ => b'\t',
+                        });
+                        self.pos += 1;
+                    }
+                    _ => cur.push(c),
+                },
+                b')' if !squote && !dquote => {
                     out.push(String::from_utf8_lossy(&cur).into_owned());
                     break;
                 }
-                b',' if depth == 0 => {
+                b',' if !squote && !dquote => {
                     out.push(String::from_utf8_lossy(&std::mem::take(&mut cur)).into_owned());
                 }
                 _ => cur.push(c),

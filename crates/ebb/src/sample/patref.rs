@@ -84,24 +84,50 @@ fn compile_re(k: &str, icase: bool) -> Result<Regex, regex::Error> {
     }
 }
 
-/// HAProxy's integer patterns: `N`, or a range `N:M` with open ends.
+/// HAProxy's integer patterns (`pat_parse_int`): `N`, `N:`, `:N`, `N:M`,
+/// with `-` as good a separator as `:` (the first of either splits: `5-9`
+/// is `5:9`, `-1` is `:1`: a pattern cannot be negative); each number as
+/// `strl2llrc` reads it.
 pub fn int_range(k: &str) -> Option<(i64, i64)> {
-    match k.split_once(':') {
-        None => k.trim().parse().ok().map(|n| (n, n)),
-        Some((a, b)) => {
-            let lo = if a.is_empty() {
-                i64::MIN
-            } else {
-                a.parse().ok()?
-            };
-            let hi = if b.is_empty() {
-                i64::MAX
-            } else {
-                b.parse().ok()?
-            };
-            Some((lo, hi))
+    let b = k.trim().as_bytes();
+    let Some(sep) = b.iter().position(|&c| c == b':' || c == b'-') else {
+        let n = strl2llrc(b)?;
+        return Some((n, n));
+    };
+    let (lo, hi) = (&b[..sep], &b[sep + 1..]);
+    match (lo.is_empty(), hi.is_empty()) {
+        (true, false) => Some((i64::MIN, strl2llrc(hi)?)),
+        (_, true) => Some((strl2llrc(lo)?, i64::MAX)),
+        (false, false) => {
+            let (lo, hi) = (strl2llrc(lo)?, strl2llrc(hi)?);
+            (lo <= hi).then_some((lo, hi))
         }
     }
+}
+
+/// HAProxy's `strl2llrc`: an optional `-`, then bytes each read as a
+/// digit (a byte below `0` counts as a negative one, as HAProxy reads
+/// it; one above `9` is refused); `None` when empty, refused or past the
+/// 64-bit range.
+pub fn strl2llrc(s: &[u8]) -> Option<i64> {
+    let (neg, d) = match s.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, s),
+    };
+    let mut i: i64 = 0;
+    for &c in d {
+        let j = i64::from(c) - i64::from(b'0');
+        if j > 9 {
+            return None;
+        }
+        i = i.checked_mul(10)?;
+        i = if neg {
+            i.checked_sub(j)?
+        } else {
+            i.checked_add(j)?
+        };
+    }
+    Some(i)
 }
 
 /// How one user (a converter or an ACL test) matches a file's keys.
@@ -389,8 +415,8 @@ pub fn find_str(snap: &Snapshot, how: How, icase: bool, s: &[u8]) -> Option<usiz
             How::Sub => {
                 p.is_empty() || (s.len() >= p.len() && s.windows(p.len()).any(|w| eq(w, p)))
             }
-            How::Dir => word(s, p, b"/", icase),
-            How::Dom => word(s, p, b"/.", icase),
+            How::Dir => word(s, p, b"/?", icase),
+            How::Dom => word(s, p, b"/?.:", icase),
             _ => false,
         }
     })

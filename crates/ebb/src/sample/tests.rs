@@ -367,7 +367,20 @@ fn errors_at_compile_time() {
             .join(" ")
     );
     assert!(err("50%", RQ).contains("'%%'"));
-    assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
+    assert!(err("%[str(a),regsub(\"(\",x)]", RQ).contains("regular expression"));
+    // HAProxy 2.6's make_arg_list: an unquoted `,` or `)` ends an argument,
+    // parentheses do not nest, and `\` is kept before a byte it does not
+    // escape (`\(` is the regex of a literal parenthesis).
+    assert_eq!(lf("<%[str(a(b)]>"), "<a(b>");
+    assert_eq!(lf("<%[str(\"a)b\")]>"), "<a)b>");
+    assert_eq!(lf("<%[str('a,b')]>"), "<a,b>");
+    assert_eq!(lf("<%[str(a\\\\b)]>"), "<a\\b>");
+    assert_eq!(lf("<%[str(a\\qb)]>"), "<a\\qb>");
+    assert_eq!(lf("<%[str(a(),regsub(\\(,x)]>"), "<ax>");
+    assert!(err("%[str(a(b),concat(x(y))]", RQ).contains("']'"));
+    assert!(err("%[str(a\\,b)]", RQ).contains("str"));
+    assert!(err("%[str(a,'b)]", RQ).contains("')'"));
+    assert!(err("%[str(a),regsub((a),b)]", RQ).contains("regsub"));
     assert!(err("%[var(x)]", RQ).contains("needs a scope"));
     assert!(err("%[var(foo.x)]", RQ).contains("unknown variable scope"));
     assert!(err("%[str(a),json(utf16)]", RQ).contains("input code type"));

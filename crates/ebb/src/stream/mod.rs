@@ -705,7 +705,7 @@ impl Stream {
                     req: Some(r),
                     ..*base
                 };
-                let loc = redirect_location(rd, r.head.path.get(r.buf), host, Some(&cx));
+                let loc = redirect_location(rd, r.head.target.get(r.buf), host, Some(&cx));
                 Act::Redirect(loc, rd.code, rules.get(i).map(|r| r.loc.clone()))
             }
             HttpRequestAction::Deny { status } => Act::Deny(be, *status),
@@ -1192,9 +1192,8 @@ impl Stream {
             Act::Redirect(loc, code, rule) => {
                 self.late_rule = rule;
                 self.fields.clear();
-                let hdrs: [(&[u8], &[u8]); 2] =
-                    [(b"Location", &loc[..]), (b"Cache-Control", b"no-cache")];
-                self.reply(c, code, &hdrs, b"");
+                let (f, n) = redirect_fields(code, &loc);
+                self.reply(c, code, &f[..n], b"");
                 self.local_term = Some("LR");
                 self.finish_request(c, ctx, code, None, 0);
             }
@@ -1976,7 +1975,8 @@ impl Stream {
                 c.closing = true;
             }
             self.fields.clear();
-            self.reply(c, rd.code, &[(b"Location", &loc[..])], b"");
+            let (f, n) = redirect_fields(rd.code, loc);
+            self.reply(c, rd.code, &f[..n], b"");
             return rd.code;
         }
         let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
@@ -2213,4 +2213,23 @@ fn stats_act(
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
     Some(Act::Stats(Arc::clone(st), admin, be))
+}
+
+/// A field's name and value.
+type Field<'a> = (&'a [u8], &'a [u8]);
+
+/// A redirect's fields, as HAProxy 2.6's http_apply_redirect_rule: the
+/// location, and `Cache-Control: no-cache` for the codes a cache may not
+/// keep on their own (302, 303, 307; not 301 nor 308).
+/// Returns the fields and how many of them go.
+fn redirect_fields(code: u16, loc: &[u8]) -> ([Field<'_>; 2], usize) {
+    let f: [Field<'_>; 2] = [(b"Location", loc), (b"Cache-Control", b"no-cache")];
+    (
+        f,
+        if matches!(code, 302 | 303 | 307) {
+            2
+        } else {
+            1
+        },
+    )
 }

@@ -171,18 +171,32 @@ impl Stream {
                 res_body: Some((seen.data(&decoded, after, 0), size)),
                 ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            let mut head = crate::rewrite::ResHead::new(
-                r.status,
-                r.reason.get(buf).to_vec(),
-                forwardable(buf, &r.headers)
-                    .filter(|f| !skip(f.name.get(buf)))
-                    .map(|f| {
-                        let (name, mut value) = (f.name.get(buf), Vec::new());
-                        crate::http1::push_forwarded_value(&mut value, name, f.value.get(buf));
-                        (name.to_vec(), value)
-                    })
-                    .collect(),
-            );
+            // The framing's place: before the first field forwarded from
+            // the server's first framing field on (as without rules).
+            let first = r.headers.iter().find(|f| {
+                let n = f.name.get(buf);
+                eq_nocase(n, b"content-length") || eq_nocase(n, b"transfer-encoding")
+            });
+            let mut framing_at = None;
+            let mut fields = Vec::new();
+            for f in forwardable(buf, &r.headers) {
+                let name = f.name.get(buf);
+                if framing_at.is_none() && first.is_some_and(|x| f.name.start >= x.name.start) {
+                    framing_at = Some(fields.len());
+                }
+                if skip(name) {
+                    continue;
+                }
+                let mut value = Vec::new();
+                crate::http1::push_forwarded_value(&mut value, name, f.value.get(buf));
+                fields.push((name.to_vec(), value));
+            }
+            if first.is_some() && framing_at.is_none() {
+                framing_at = Some(fields.len());
+            }
+            let mut head =
+                crate::rewrite::ResHead::new(r.status, r.reason.get(buf).to_vec(), fields);
+            head.framing_at = framing_at;
             // HAProxy's room for rewrites: the head beside the body bytes
             // that came with it, in `tune.bufsize`.
             head.room(&c.w.limits, n, after.len());
@@ -224,7 +238,7 @@ impl Stream {
             }
             up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
-            head.write(out);
+            framing_pos = head.write(out);
             up.status = head.status;
         } else {
             // A line the origin wrote as ebb writes it (`name: value`
