@@ -6,7 +6,7 @@
 #   vtc      varnishtest conformance corpus against ebb (tests/vtc)
 #   diff     generated rules, ACLs, fetches and converters on ebb and HAProxy
 #            2.6 side by side (tests/diff/run.py, DIFF_SEED, DIFF_CONFIGS);
-#            not in `test` yet: seed 1 still finds differences (README)
+#            seed 1 in `test` (other seeds still find differences: README)
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
@@ -23,7 +23,7 @@ CARGO ?= cargo
 
 .PHONY: test deps h2spec-deps unit loom vtc diff hostile h2 soak fuzz smoke bench
 
-test: deps unit loom vtc hostile h2 soak fuzz smoke
+test: deps unit loom vtc diff hostile h2 soak fuzz smoke
 
 # Debian packages the tests use; installed only when missing.
 deps:

@@ -55,10 +55,11 @@ fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
 /// `replace-value`: each comma-separated value matched on its own, the
 /// separators kept; a value replaced loses the spaces around it, as
 /// HAProxy's http_replace_header_value replaces them with it (`a, b`
-/// gives `a,<b>`), the others keep theirs.
+/// gives `a,<b>`), the others keep theirs. A comma inside a quoted string
+/// does not separate (`"q,x", y` is two values), as for `hdr()`.
 fn replace_values(re: &Re, value: &[u8], tpl: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len() + tpl.len());
-    for (k, part) in value.split(|&c| c == b',').enumerate() {
+    for (k, part) in crate::sample::split_values_untrimmed(value).enumerate() {
         if k > 0 {
             out.push(b',');
         }

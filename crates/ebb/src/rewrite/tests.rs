@@ -299,3 +299,20 @@ fn response_allow_skips_the_rest_of_the_list() {
     );
     assert!(h.fields.is_empty());
 }
+
+/// `replace-value` splits a value as `hdr()` does: a comma inside a quoted
+/// string does not separate (HAProxy 2.6.12 sends `<"q,x">,<y>` for
+/// `"q,x", y`); the values it leaves keep their spaces.
+#[test]
+fn replace_value_keeps_quoted_commas_together() {
+    let re = Re::new("^(.*)$").unwrap();
+    assert_eq!(
+        replace_values(&re, br#""q,x", y"#, br"<\1>"),
+        br#"<"q,x">,<y>"#.to_vec()
+    );
+    let re = Re::new("^y$").unwrap();
+    assert_eq!(
+        replace_values(&re, br#""a\",b" , y"#, b"z"),
+        br#""a\",b" ,z"#.to_vec()
+    );
+}

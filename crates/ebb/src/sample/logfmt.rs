@@ -553,8 +553,12 @@ fn received_line(ctx: &Ctx<'_>, f: impl FnOnce(&[u8])) {
 /// The part of request line `l` that alias `a` shows, cut as HAProxy's
 /// log.c does: the method up to the first space, the URI after it up to
 /// the next space (`%HP` also stops at a `?`), the query from the line's
-/// first `?` to the next space, the version after the URI.
+/// first `?` to the next space, the version after the URI; each with
+/// HAProxy's url_encode_map escapes (`"`, `#`, controls and 8-bit bytes
+/// as `#XX`), as its log.c writes them.
 fn request_line_part(a: Alias, l: &[u8], out: &mut Vec<u8>) {
+    let mut put =
+        |v: &[u8]| out.extend_from_slice(&super::logline::escape(v, super::logline::url_esc));
     let sp = |c: &u8| *c == b' ' || *c == b'\t';
     let m_end = l.iter().position(sp).unwrap_or(l.len());
     let u_start = m_end + l[m_end..].iter().take_while(|c| sp(c)).count();
@@ -564,23 +568,42 @@ fn request_line_part(a: Alias, l: &[u8], out: &mut Vec<u8>) {
         .unwrap_or(l.len() - u_start);
     let uri = &l[u_start..u_start + u_len];
     match a {
-        Alias::Method => out.extend_from_slice(&l[..m_end]),
-        Alias::Uri => out.extend_from_slice(uri),
+        Alias::Method => put(&l[..m_end]),
+        Alias::Uri => put(uri),
         Alias::PathNoQuery => {
             let end = uri.iter().position(|&c| c == b'?').unwrap_or(uri.len());
-            out.extend_from_slice(&uri[..end]);
+            put(&uri[..end]);
         }
         Alias::Query => {
             if let Some(q) = l.iter().position(|&c| c == b'?') {
                 let n = l[q..].iter().position(sp).unwrap_or(l.len() - q);
-                out.extend_from_slice(&l[q..q + n]);
+                put(&l[q..q + n]);
             }
         }
         Alias::Version => {
             let rest = &l[u_start + u_len..];
-            out.extend_from_slice(&rest[rest.iter().take_while(|c| sp(c)).count()..]);
+            put(&rest[rest.iter().take_while(|c| sp(c)).count()..]);
         }
-        _ => out.extend_from_slice(l),
+        _ => put(l),
+    }
+}
+
+/// Every alias of `l`, `|`-separated (`%r %HU %HP %HQ %HM %HV`).
+#[cfg(test)]
+pub(super) fn request_line_part_for_test(l: &[u8], out: &mut Vec<u8>) {
+    let all = [
+        Alias::RequestLine,
+        Alias::Uri,
+        Alias::PathNoQuery,
+        Alias::Query,
+        Alias::Method,
+        Alias::Version,
+    ];
+    for (i, a) in all.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'|');
+        }
+        request_line_part(a, l, out);
     }
 }
 

@@ -439,7 +439,7 @@ fn text(out: &mut Vec<u8>, v: Option<&[u8]>, quote: bool) {
 }
 
 /// `#XX` for each byte `esc` selects (HAProxy's encode_string).
-fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
+pub(super) fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len());
     for &c in v {
         if esc(c) {
@@ -452,7 +452,7 @@ fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
 }
 
 /// HAProxy's url_encode_map (request line): controls, 8-bit, `"` and `#`.
-fn url_esc(c: u8) -> bool {
+pub(super) fn url_esc(c: u8) -> bool {
     !(0x20..0x7f).contains(&c) || c == b'"' || c == b'#'
 }
 

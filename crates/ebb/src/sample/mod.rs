@@ -902,6 +902,17 @@ pub fn split_values(v: &[u8]) -> SplitValues<'_> {
         v,
         pos: 0,
         done: false,
+        trim: true,
+    }
+}
+
+/// [`split_values`] with each value's spaces kept (what lies between two
+/// separators), for edits that keep the values they leave alone as they
+/// were.
+pub fn split_values_untrimmed(v: &[u8]) -> SplitValues<'_> {
+    SplitValues {
+        trim: false,
+        ..split_values(v)
     }
 }
 
@@ -910,6 +921,7 @@ pub struct SplitValues<'a> {
     v: &'a [u8],
     pos: usize,
     done: bool,
+    trim: bool,
 }
 
 impl<'a> Iterator for SplitValues<'a> {
@@ -943,6 +955,9 @@ impl<'a> Iterator for SplitValues<'a> {
             self.done = true;
         } else {
             self.pos = end + 1;
+        }
+        if !self.trim {
+            return Some(val);
         }
         let lws = |c: &u8| matches!(c, b' ' | b'\t');
         let a = val.iter().position(|c| !lws(c)).unwrap_or(val.len());

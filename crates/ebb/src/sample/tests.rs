@@ -267,6 +267,18 @@ fn aliases_match_haproxy() {
     assert_eq!(lf("%pid"), std::process::id().to_string());
 }
 
+/// The request-line aliases escape as HAProxy's log.c (url_encode_map)
+/// where rules use them too: `"` and `#` become `#22` and `#23`.
+#[test]
+fn request_line_aliases_escape_as_haproxy() {
+    let mut out = Vec::new();
+    super::logfmt::request_line_part_for_test(b"GET /a\"b#c?q=\"1 HTTP/1.2", &mut out);
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "GET /a#22b#23c?q=#221 HTTP/1.2|/a#22b#23c?q=#221|/a#22b#23c|?q=#221|GET|HTTP/1.2"
+    );
+}
+
 #[test]
 fn response_fetches() {
     let res = "HTTP/1.1 404 Not Found\r\nServer: x\r\nSet-Cookie: a=1\r\nVary: a, b\r\n\r\n";
