@@ -149,10 +149,30 @@ refuse("ctl06_space_in_target", "space inside the request target", 400,
        [R("GET /a b HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")])
 
 # --- request line, Host and authority ---
-refuse("rl01_http12", "version HTTP/1.2", 505,
-       [R("GET /a HTTP/1.2\\r\\nHost: x\\r\\n\\r\\n")])
-refuse("rl02_http20_text", "version HTTP/2.0 in an HTTP/1 request line", 505,
-       [R("GET /a HTTP/2.0\\r\\nHost: x\\r\\n\\r\\n")])
+def served_as_11(name, desc, version):
+    """A request line of another HTTP/x.y version is read as HTTP/1.1 and
+    forwarded so (RFC 9112 section 2.3 for a higher minor; HAProxy 2.6
+    serves any `HTTP/x.y`)."""
+    w(name, desc, '''
+server s1 {
+    rxreq
+    expect req.url == "/a"
+    expect req.proto == "HTTP/1.1"
+    txresp -body ok
+} -start
+''' + lb() + '''client c1 -connect ${lbsock} {
+    send "GET /a %s\\r\\nHost: x\\r\\n\\r\\n"
+    rxresp
+    expect resp.status == 200
+    expect resp.body == ok
+} -run
+server s1 -wait
+''' % version)
+
+served_as_11("rl01_http12", "version HTTP/1.2 is read as HTTP/1.1", "HTTP/1.2")
+served_as_11("rl02_http20_text", "version HTTP/2.0 in an HTTP/1 request line is read as HTTP/1.1, as by HAProxy 2.6", "HTTP/2.0")
+refuse("rl02b_http3", "version HTTP/3 (not HTTP/x.y)", 505,
+       [R("GET /a HTTP/3\\r\\nHost: x\\r\\n\\r\\n")])
 refuse("rl03_bad_method", "method that is not a token", 400,
        [R("G(T /a HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")])
 refuse("rl04_lowercase_version", "lower-case http/1.1", 400,
@@ -386,6 +406,8 @@ server s1 {
 } -run
 server s1 -wait
 ''')
+refuse("fw05b_absolute_form_other_host", "absolute-form target whose authority is not Host, as HAProxy 2.6.12", 400,
+       [R("GET http://a.example/p?q=1 HTTP/1.1\\r\\nHost: b.example\\r\\n\\r\\n")])
 w("fw05_absolute_form", "absolute-form target: the origin gets the target's authority as Host", '''
 server s1 {
     rxreq
@@ -394,7 +416,7 @@ server s1 {
     txresp -body ok
 } -start
 ''' + lb() + '''client c1 -connect ${lbsock} {
-    send "GET http://a.example/p?q=1 HTTP/1.1\\r\\nHost: b.example\\r\\n\\r\\n"
+    send "GET http://a.example/p?q=1 HTTP/1.1\\r\\nHost: a.example\\r\\n\\r\\n"
     rxresp
     expect resp.status == 200
 } -run
