@@ -147,6 +147,32 @@ fn a_body_larger_than_the_buffer_is_forwarded_whole() {
     assert!(seen > 0 && seen < 4096, "{seen}");
 }
 
+/// A proxied request whose body is past `tune.http.drain-max` (16 KiB:
+/// what ebb would drop unread after answering itself) keeps the client's
+/// connection: the server reads the body. Before, every such upload was
+/// answered `Connection: close` and the connection closed (HAProxy 2.6
+/// keeps it, seen side by side by the h2srv hunt).
+#[test]
+fn a_large_proxied_upload_keeps_the_connection() {
+    let o = Origin::start("up", Mode::Echo);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    for n in [100_000usize, 1 << 20, 10] {
+        let body = vec![b'u'; n];
+        c.send(format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {n}\r\n\r\n").as_bytes());
+        c.send(&body);
+        let r = c.read_resp();
+        assert_eq!(r.status, 200, "{n}");
+        assert_eq!(r.body.len(), n, "the origin got the whole body");
+        assert_eq!(r.header("connection"), None, "{n} bytes: kept alive");
+    }
+}
+
 #[test]
 fn the_backends_option_waits_before_its_rules() {
     let o = Origin::start("be", Mode::Ok);

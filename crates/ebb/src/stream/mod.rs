@@ -243,10 +243,11 @@ pub struct Stream {
     /// `100 Continue` was sent for the current request (a wait for its
     /// body).
     continued: bool,
-    /// The connection is to close after this answer only because the
-    /// request's `Expect: 100-continue` body may never come if nobody
-    /// reads it: a proxied request's server does, the connection stays
-    /// (as HAProxy keeps it).
+    /// The connection is to close after this answer only because ebb
+    /// itself would not read the request's body: an `Expect:
+    /// 100-continue` body that may never come, or one past
+    /// `tune.http.drain-max`. A proxied request's server reads it: the
+    /// connection stays (as HAProxy keeps it).
     expect_close: bool,
     /// A reference to the connection's frontend held across its requests
     /// ([`Stream::dispatch`] lends it to the answer it carries out while
@@ -1035,7 +1036,12 @@ impl Stream {
                 keep_alive = false;
             }
             Some(d) => next = In::Discard(Box::new(d)),
-            None => keep_alive &= drain_keep,
+            None => {
+                if !drain_keep {
+                    self.expect_close = keep_alive;
+                }
+                keep_alive &= drain_keep;
+            }
         }
         c.next_input = Some(next);
         self.keep_alive = keep_alive;
