@@ -221,8 +221,10 @@ pub fn parse_request_into(
         }
         Err(httparse::Error::Version) => {
             // The version may not have all come yet (`HTTP/1.` of
-            // `HTTP/1.2`): it is read once its line is whole.
-            if !buf.contains(&b'\n') {
+            // `HTTP/1.2`): it is read once its line is whole (the line
+            // after the empty lines a request may follow).
+            let line = buf.iter().position(|&b| b != b'\r' && b != b'\n');
+            if !buf[line.unwrap_or(buf.len())..].contains(&b'\n') {
                 return match partial_limits(buf, limits) {
                     Some(e) => Err(e),
                     None => Ok(Status::Partial),

@@ -2106,3 +2106,23 @@ fn decimal_writes_every_width_as_format_does() {
         assert_eq!(super::decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
     }
 }
+
+/// A request line with another version, after an empty line, is partial
+/// until its own line ends (the fuzz target found `\r\nGET / HTTP/0`
+/// refused as unsupported: the empty line's LF was taken for the line's).
+#[test]
+fn another_version_after_an_empty_line_waits_for_its_line() {
+    let buf = b"\r\nGET /d//;// HTTP/0.0\r\nConnection: keep-alive\r\n\r\n";
+    let limits = Limits::default();
+    assert!(matches!(
+        parse_request(buf, &limits),
+        Ok(Status::Complete(_))
+    ));
+    for cut in 1..buf.len() {
+        assert!(
+            matches!(parse_request(&buf[..cut], &limits), Ok(Status::Partial)),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..cut])
+        );
+    }
+}
