@@ -248,7 +248,7 @@ pub struct Stream {
     /// 100-continue` body that may never come, or one past
     /// `tune.http.drain-max`. A proxied request's server reads it: the
     /// connection stays (as HAProxy keeps it).
-    expect_close: bool,
+    unread_body_close: bool,
     /// A reference to the connection's frontend held across its requests
     /// ([`Stream::dispatch`] lends it to the answer it carries out while
     /// the connection is borrowed): no shared reference count moved per
@@ -504,7 +504,7 @@ impl Stream {
             body_wait_start,
             page_backend,
             continued,
-            expect_close,
+            unread_body_close,
             late_rule,
             fe_held,
             hints,
@@ -529,7 +529,7 @@ impl Stream {
         *body_wait_start = 0;
         *page_backend = None;
         *continued = false;
-        *expect_close = false;
+        *unread_body_close = false;
         // The largest buffers go rather than sit in the pool.
         wait_clean.capacity() <= POOLED_BUF_MAX
             && scratch.capacity() <= POOLED_BUF_MAX
@@ -1029,16 +1029,16 @@ impl Stream {
         // A body past `tune.http.drain-max` is not read at all.
         let (drain, drain_keep) = Drain::plan(c.head.framing, c.w.limits.max_drain);
         let mut next = In::Head;
-        self.expect_close = false;
+        self.unread_body_close = false;
         match drain {
             Some(_) if c.head.expect_continue => {
-                self.expect_close = keep_alive;
+                self.unread_body_close = keep_alive;
                 keep_alive = false;
             }
             Some(d) => next = In::Discard(Box::new(d)),
             None => {
                 if !drain_keep {
-                    self.expect_close = keep_alive;
+                    self.unread_body_close = keep_alive;
                 }
                 keep_alive &= drain_keep;
             }

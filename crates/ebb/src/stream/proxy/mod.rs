@@ -570,7 +570,7 @@ impl Stream {
         });
         let upgrade = view.upgrade.is_some();
         let keep_server = !sr.server_close && !c.fe.server_close && !upgrade;
-        if std::mem::take(&mut self.expect_close) {
+        if std::mem::take(&mut self.unread_body_close) {
             // The server reads the body (an answer before all of it came
             // closes the connection: `finish_exchange`).
             self.keep_alive = true;
