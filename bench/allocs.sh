@@ -19,6 +19,8 @@
 #   bench/allocs.sh proxy           # one path only
 #   SERVER=haproxy bench/allocs.sh fixed proxy   # the same under haproxy -db
 #                                   # (static: ebb's serve-files only)
+#   CG_OUT=DIR bench/allocs.sh proxy  # keep callgrind's files (DIR/PATH.N.out)
+#                                   # for bench/cg_diff.py
 #
 # Output: one line per path, `path allocs/req instr/req`.
 set -euo pipefail
@@ -138,7 +140,9 @@ EOF
 measure() {
     local path=$1 tool=$2 n=$3 log="$work/$1.$2.$3.log" pid
     local extra=(--dhat-out-file=/dev/null)
-    [ "$tool" = callgrind ] && extra=(--callgrind-out-file=/dev/null)
+    if [ "$tool" = callgrind ]; then
+        extra=(--callgrind-out-file="${CG_OUT:-/dev/null}${CG_OUT:+/$path.$n.out}")
+    fi
     valgrind --tool="$tool" "${extra[@]}" --log-file="$log" \
         "$BIN" "${ARGS[@]}" -f "$work/$path.cfg" >/dev/null 2>&1 &
     pid=$!

@@ -14,6 +14,7 @@
 //! The head's size is summed over the field spans the parser made (no
 //! pass over the bytes); the body's as it is forwarded.
 
+use super::head::eq_nocase;
 use super::HeaderSpan;
 
 /// The HTX size of a head: `start` the length of its start line's three
@@ -21,11 +22,13 @@ use super::HeaderSpan;
 pub fn head_size(start: usize, buf: &[u8], headers: &[HeaderSpan]) -> u64 {
     let mut n = 20 + start + 1;
     for f in headers {
-        let (name, value) = (f.name.get(buf), f.value.get(buf));
-        if name.len() == 10 && name.eq_ignore_ascii_case(b"connection") {
-            n += connection_size(value);
+        // On every request and answer: lengths from the spans alone; only
+        // a 10-byte name is read (it may be `Connection`).
+        let name_len = f.name.len();
+        if name_len == 10 && eq_nocase(f.name.get(buf), b"connection") {
+            n += connection_size(f.value.get(buf));
         } else {
-            n += name.len() + value.len();
+            n += name_len + f.value.len();
         }
     }
     n as u64
@@ -35,6 +38,10 @@ pub fn head_size(start: usize, buf: &[u8], headers: &[HeaderSpan]) -> u64 {
 /// options are gone: its name and the other options joined by `,`; 0 when
 /// none is left (the field is dropped).
 fn connection_size(value: &[u8]) -> usize {
+    // The usual values first, a word compare each.
+    if eq_nocase(value, b"keep-alive") || eq_nocase(value, b"close") {
+        return 0;
+    }
     let mut kept = 0;
     let mut words = 0;
     let mut dropped = false;
