@@ -803,6 +803,16 @@ impl Transport {
         }
     }
 
+    /// Shuts the socket's sending side down (the FIN after what left),
+    /// keeping its receiving side open: a lingering close (the HTTP/1
+    /// client side's) reads on until the peer's own end. For TLS, call
+    /// [`Transport::close_notify`] and flush it first. A lane: no-op.
+    pub fn shut_write(&mut self) {
+        if !self.is_lane() {
+            let _ = self.tcp().shutdown(Shutdown::Write);
+        }
+    }
+
     /// Sends buffered TLS records. `Ok(true)` when nothing remains (always,
     /// for plain TCP); `Ok(false)` when the socket is full.
     pub fn flush_pending(&mut self) -> io::Result<bool> {
