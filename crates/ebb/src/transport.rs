@@ -1043,6 +1043,45 @@ impl std::fmt::Debug for Transport {
     }
 }
 
+/// What [`Transport::send_early`] did.
+pub(crate) enum Early {
+    /// This many bytes left: the connect is confirmed.
+    Sent(usize),
+    /// The connect is still under way (`EAGAIN`): its edge settles it.
+    Blocked,
+    /// The write failed: the connect's outcome, for the caller to read.
+    Failed(io::Error),
+}
+
+impl Transport {
+    /// Writes `buf` on a plain server socket whose connect was just
+    /// started, when the kernel may have completed it within `connect` (a
+    /// loopback server: the handshake runs in the calling thread's
+    /// softirq): bytes that leave confirm the connect, so its writable
+    /// edge need not be waited for. `last`: the bytes are the last ones
+    /// (see [`Transport::write_last`]). The HTTP/1 server side's and a
+    /// tcp session's early sends.
+    pub(crate) fn send_early(&mut self, buf: &[u8], last: bool) -> Early {
+        let r = if last {
+            self.write_last(&[IoSlice::new(buf)])
+        } else {
+            self.write(buf)
+        };
+        match r {
+            Ok(n) => Early::Sent(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Early::Blocked
+            }
+            Err(e) => Early::Failed(e),
+        }
+    }
+}
+
 /// `silent-drop` on a socket about to be closed, as HAProxy does without
 /// `CAP_NET_ADMIN` (no `TCP_REPAIR`): no lingering, so the close sends a
 /// reset and no FIN, with a TTL (hop limit) of 1 so that the reset does
