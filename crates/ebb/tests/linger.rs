@@ -76,15 +76,16 @@ fn chunked_body(raw: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// What a client that pipelines behind a `Connection: close` request to
-/// `a` gets of the 256 KiB answer: the body, and a reset if one came.
-fn pipelined_behind_close(a: SocketAddr) -> (Option<Vec<u8>>, Option<std::io::Error>) {
+/// `a` gets of the 256 KiB answer: the bytes it read, the body when whole,
+/// and a reset if one came.
+fn pipelined_behind_close(a: SocketAddr) -> (usize, Option<Vec<u8>>, Option<std::io::Error>) {
     let mut s = small_window_client(a);
     s.write_all(&closing_request_and_pipelined()).unwrap();
     // Not reading yet: the answer fills the window and ebb's send queue,
     // and the server ends the connection with the pipelined bytes unread.
     std::thread::sleep(Duration::from_millis(300));
     let (raw, err) = read_to_end_or_error(&mut s);
-    (chunked_body(&raw), err)
+    (raw.len(), chunked_body(&raw), err)
 }
 
 const BIG: usize = 256 * 1024;
@@ -99,7 +100,7 @@ fn a_client_pipelining_behind_a_close_answer_reads_it_whole() {
         )
     };
     let e = Ebb::start(&proxy("BIND"));
-    let (body, err) = pipelined_behind_close(e.addr());
+    let (_, body, err) = pipelined_behind_close(e.addr());
     assert!(err.is_none(), "ebb's answer ended with {err:?}");
     assert_eq!(body.map(|b| b.len()), Some(BIG), "the answer was cut");
     let hap = |sock: &std::path::Path, bind: &str| {
@@ -110,10 +111,10 @@ fn a_client_pipelining_behind_a_close_answer_reads_it_whole() {
         )
     };
     if let Some((_h, addr)) = haproxy_beside("linger-pipe", hap) {
-        let (body, err) = pipelined_behind_close(addr);
+        let (n, body, err) = pipelined_behind_close(addr);
         println!(
-            "haproxy 2.6: answer {:?} bytes, then {err:?}",
-            body.map(|b| b.len())
+            "haproxy 2.6: {n} bytes read, whole answer: {}, then {err:?}",
+            body.is_some()
         );
     }
 }
@@ -121,12 +122,13 @@ fn a_client_pipelining_behind_a_close_answer_reads_it_whole() {
 /// A 403 for a 300 KB upload ebb does not read (past `tune.http.drain-max`:
 /// answered `Connection: close`): the client's writes of the whole body
 /// succeed (ebb reads and drops it after its answer), then it reads the
-/// answer and ebb's close.
+/// answer and ebb's close. HAProxy 2.6's outcome is printed.
 #[test]
 fn a_client_sending_a_refused_body_writes_it_all_and_reads_the_answer() {
-    let e = Ebb::start(
-        "defaults\n    mode http\n    timeout client 10s\nfrontend fe\n    bind BIND\n    http-request deny\n",
-    );
+    let deny = |bind: &str| {
+        format!("defaults\n    mode http\n    timeout client 10s\nfrontend fe\n    bind {bind}\n    http-request deny\n")
+    };
+    let e = Ebb::start(&deny("BIND"));
     let send = |a: SocketAddr| -> (std::io::Result<()>, Vec<u8>, Option<std::io::Error>) {
         use socket2::{Domain, Socket, Type};
         let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
@@ -153,6 +155,20 @@ fn a_client_sending_a_refused_body_writes_it_all_and_reads_the_answer() {
         String::from_utf8_lossy(&raw)
     );
     assert!(err.is_none(), "{err:?}");
+    let hap = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            deny(bind)
+        )
+    };
+    if let Some((_h, addr)) = haproxy_beside("linger-upload", hap) {
+        let (w, raw, err) = send(addr);
+        println!(
+            "haproxy 2.6: upload {w:?}, then {:?}, then {err:?}",
+            String::from_utf8_lossy(raw.get(..12).unwrap_or(&raw))
+        );
+    }
 }
 
 /// The same over TLS (ebb serving a 256 KiB file): the client reads the
