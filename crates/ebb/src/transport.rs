@@ -803,6 +803,16 @@ impl Transport {
         }
     }
 
+    /// Shuts the socket's sending side down (the FIN after what left),
+    /// keeping its receiving side open: a lingering close (the HTTP/1
+    /// client side's) reads on until the peer's own end. For TLS, call
+    /// [`Transport::close_notify`] and flush it first. A lane: no-op.
+    pub fn shut_write(&mut self) {
+        if !self.is_lane() {
+            let _ = self.tcp().shutdown(Shutdown::Write);
+        }
+    }
+
     /// Sends buffered TLS records. `Ok(true)` when nothing remains (always,
     /// for plain TCP); `Ok(false)` when the socket is full.
     pub fn flush_pending(&mut self) -> io::Result<bool> {
@@ -1029,6 +1039,45 @@ impl std::fmt::Debug for Transport {
                 .field("failed", &t.failed)
                 .finish(),
             Transport::Lane(l) => f.debug_tuple("Lane").field(&l.sock).finish(),
+        }
+    }
+}
+
+/// What [`Transport::send_early`] did.
+pub(crate) enum Early {
+    /// This many bytes left: the connect is confirmed.
+    Sent(usize),
+    /// The connect is still under way (`EAGAIN`): its edge settles it.
+    Blocked,
+    /// The write failed: the connect's outcome, for the caller to read.
+    Failed(io::Error),
+}
+
+impl Transport {
+    /// Writes `buf` on a plain server socket whose connect was just
+    /// started, when the kernel may have completed it within `connect` (a
+    /// loopback server: the handshake runs in the calling thread's
+    /// softirq): bytes that leave confirm the connect, so its writable
+    /// edge need not be waited for. `last`: the bytes are the last ones
+    /// (see [`Transport::write_last`]). The HTTP/1 server side's and a
+    /// tcp session's early sends.
+    pub(crate) fn send_early(&mut self, buf: &[u8], last: bool) -> Early {
+        let r = if last {
+            self.write_last(&[IoSlice::new(buf)])
+        } else {
+            self.write(buf)
+        };
+        match r {
+            Ok(n) => Early::Sent(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Early::Blocked
+            }
+            Err(e) => Early::Failed(e),
         }
     }
 }

@@ -21,13 +21,6 @@ fn srv(name: &str, o: &Origin, opts: &str) -> String {
     format!("    server {name} {} {opts}\n", o.addr)
 }
 
-/// A closed port, below the kernel's ephemeral range: a port released
-/// from `:0` could be handed next to ebb's own `:0` listener, making the
-/// "dead" server ebb itself (a CI run answered 504 so).
-fn dead_addr() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
-}
-
 #[test]
 fn weighted_round_robin_and_headers() {
     let a = Origin::start("a", Mode::Ok);
@@ -208,7 +201,9 @@ fn queue_timeout_gives_503() {
 #[test]
 fn connect_failures_retry_and_redispatch() {
     let good = Origin::start("good", Mode::Ok);
-    let dead = dead_addr();
+    // Held closed for the test's life: no other listener takes the port.
+    let closed = closed_port();
+    let dead = closed.addr;
     // With redispatch, a dead server's requests end on the good one.
     let be = format!(
         "    option redispatch\n    retries 2\n    server dead {dead}\n{}",
@@ -413,7 +408,8 @@ fn large_bodies_stream_both_ways() {
 #[test]
 fn health_checks_take_servers_out_and_back() {
     let a = Origin::start("a", Mode::Ok);
-    let b_addr = dead_addr();
+    // Down first, then served (`Origin::start_on`).
+    let b_addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     // `timeout check`: a check is otherwise bounded by its `inter`
     // (100 ms); two slower checks on a loaded machine would take the good
     // server a DOWN, and the requests below would get 503.
@@ -535,7 +531,7 @@ impl Haproxy {
             eprintln!("haproxy not installed: side-by-side part skipped");
             return None;
         }
-        let addr = dead_addr();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
         let dir = scratch("haproxy");
         let path = dir.join("haproxy.cfg");
         std::fs::write(&path, cfg.replace("BIND", &addr.to_string())).unwrap();

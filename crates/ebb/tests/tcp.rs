@@ -108,12 +108,6 @@ fn closed_empty(s: &mut TcpStream) -> bool {
     }
 }
 
-/// A closed port, below the kernel's ephemeral range (a port released
-/// from `:0` could become ebb's own `:0` listener or an origin's).
-fn dead_addr() -> SocketAddr {
-    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
-}
-
 #[test]
 fn echo_half_close_and_tcplog() {
     let (echo, _) = echo_server(false);
@@ -407,7 +401,9 @@ fn timeout_tunnel_replaces_client_and_server_once_connected() {
 #[test]
 fn dead_server_retries_redispatch_and_no_server() {
     let (echo, _) = echo_server(false);
-    let dead = dead_addr();
+    // Held closed for the test's life: no other listener takes the port.
+    let closed = closed_port();
+    let dead = closed.addr;
     let e = Ebb::start(&format!(
         "{}listen l\n    bind BIND\n    option tcplog\n    balance roundrobin\n    retries 1\n    option redispatch\n    server dead {dead}\n    server live {echo}\nlisten none\n    bind BIND\n    option tcplog\n    retries 0\n    server dead {dead}\n",
         logged("")
@@ -820,8 +816,8 @@ fn haproxy_sends_and_receives_proxy_v2() {
         return;
     }
     let (echo, _) = echo_server(false);
-    let hp_front = dead_addr(); // haproxy -> ebb
-    let hp_back = dead_addr(); // ebb -> haproxy -> echo
+    let hp_front = SocketAddr::from(([127, 0, 0, 1], free_port())); // haproxy -> ebb
+    let hp_back = SocketAddr::from(([127, 0, 0, 1], free_port())); // ebb -> haproxy -> echo
     let e = Ebb::start(&format!(
         "{}listen in\n    bind BIND accept-proxy\n    option tcplog\n    server e {echo}\nlisten out\n    bind BIND\n    server h {hp_back} send-proxy-v2\n",
         logged("")

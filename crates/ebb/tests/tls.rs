@@ -553,25 +553,6 @@ fn ssl_server_verify_sets_the_servers_default() {
     }
 }
 
-/// A rustls client trusting `ca` only.
-fn client_trusting(ca: &Path) -> std::sync::Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca).unwrap();
-    use rustls::pki_types::pem::PemObject;
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    std::sync::Arc::new(
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
-}
-
 /// A TLS connection to `addr` with one keep-alive request answered, or
 /// the error that ended it.
 fn tls_exchange(

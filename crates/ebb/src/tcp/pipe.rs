@@ -809,32 +809,23 @@ impl Pipe {
             return false;
         };
         let src = &h.buf[h.start..h.end];
+        use crate::transport::Early;
         let want = src.len();
-        let r = if self.cli.eof {
-            tr.write_last(&[io::IoSlice::new(src)])
-        } else {
-            tr.write(src)
-        };
-        match r {
-            Ok(n) => {
+        match tr.send_early(src, self.cli.eof) {
+            Early::Sent(n) => {
                 h.start += n;
                 self.srv.wr = n == want;
                 self.srv.last_io = now;
                 h.release_if_empty(w);
             }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) => {
+            Early::Failed(e)
+                if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) =>
+            {
                 self.srv.err = true;
                 self.srv.eof = true;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                return false
-            }
-            Err(_) => {
+            Early::Blocked => return false,
+            Early::Failed(_) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 return true;

@@ -32,6 +32,15 @@
 //! read the socket is known to be empty and the next edge will say when
 //! data arrives, which saves the `read` returning `EAGAIN` on every request.
 //!
+//! A connection that ends while its client may still be sending (bytes
+//! of a request not read to their end, pipelined requests, a TLS
+//! client's own `close_notify`) does not close at once: closing over
+//! unread bytes sends a reset, which can destroy the answer still in
+//! either side's queue. It shuts its sending side (after TLS's
+//! `close_notify`) and reads on, dropping what comes, until the client
+//! closes or a bound: [`Conn::linger`]. One whose request was read to its
+//! end and answered (the usual `Connection: close`) closes at once.
+//!
 //! Idle keep-alive connections give their buffers, their header index and
 //! their stream back to the thread's pools (see [`Worker::get_buf`],
 //! [`Exchange::parkable`]); then [`Conn`] itself gives way to the few
@@ -72,6 +81,14 @@ pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
 /// The HTTP/2 connection preface (RFC 9113 §3.4): on an HTTP/1 bind, the
 /// client speaks HTTP/2 with prior knowledge (HAProxy's implicit upgrade).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Most bytes a lingering close ([`Conn::linger`]) reads and drops before
+/// it gives up and closes (with a reset, over what still comes): the end
+/// of an upload a client sends to an answer that refused it (nginx's
+/// default `client_max_body_size`). HAProxy 2.6 does not linger (see
+/// [`Conn::linger`]); a client that keeps sending is cut here or at the
+/// time bound, whichever comes first.
+const LINGER_MAX_BYTES: u32 = 1024 * 1024;
 
 /// Where the first request of a tcp stream upgraded in place starts
 /// (`tcp::upgrade`).
@@ -300,6 +317,17 @@ pub struct Conn<S> {
     /// `bind ... proto h1`, `switch-mode http proto h1`: the HTTP/2
     /// preface is a bad request, not an upgrade.
     h1_only: bool,
+    /// The connection ended its side and reads on until the client's own
+    /// end or a bound ([`Conn::linger`]).
+    lingering: bool,
+    /// The socket's sending side is shut down (its FIN left).
+    wr_shut: bool,
+    /// The client may still send bytes of a request ebb did not read to
+    /// its end (the rest of a bad request, a body not drained): the
+    /// connection lingers at its end.
+    unread: bool,
+    /// Bytes a lingering close still reads before it gives up.
+    linger_left: u32,
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -1019,6 +1047,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     moved |= n > 0;
                     if last && n == want {
                         self.tr.end_output();
+                        self.wr_shut = true;
                     }
                     let hl = self.wbuf.len() - self.wpos;
                     let from_head = n.min(hl);
@@ -1066,6 +1095,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             // Past `tune.http.drain-max` or broken: the
                             // answer already left; the connection ends.
                             self.closing = true;
+                            self.unread = true;
                             self.rstart = self.rend;
                             self.input = In::Head;
                             return true;
@@ -1218,6 +1248,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.w.log_fe_error_sd(&self.fe, l, sd, self.fe.err_level());
         self.rstart = self.rend;
         self.closing = true;
+        // The rest of what the client sent is not read.
+        self.unread = true;
         self.req_start = None;
     }
 
@@ -1579,6 +1611,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     }
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
+        if self.lingering {
+            return self.end(ctx);
+        }
         self.with_stream(|st, c| st.client_gone(c, ctx));
         // A clean stream serves the thread's next connection: it goes to
         // the pool, and a warm place this connection held goes back
@@ -1595,11 +1630,135 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             ctx.tasklet_wakeup(mux);
             return Status::Done;
         }
+        if self.linger_wanted() {
+            return self.linger(ctx);
+        }
+        self.end(ctx)
+    }
+
+    /// Whether the client may still send when its connection ends, so
+    /// that closing now could reset the answer (see [`Conn::linger`]):
+    /// bytes of a request not read to their end (a bad request's rest, a
+    /// body ebb did not read, a stream's request under way), requests
+    /// pipelined behind the last answer, bytes the socket reported and
+    /// nothing read, and every TLS connection (a client answers our
+    /// `close_notify` with its own). Not when the client closed already,
+    /// nor for `option nolinger` (its close is a reset by design) or a
+    /// `silent-drop`, nor during a TLS handshake (a failure or a
+    /// timeout: nothing to answer). A request read whole and answered,
+    /// its socket drained at the last read (a connection per request),
+    /// closes at once: no system call more than the close.
+    fn linger_wanted(&self) -> bool {
+        if self.silent || self.eof || self.fe.nolinger || self.tr.is_handshaking() {
+            return false;
+        }
+        self.tr.is_tls()
+            || self.unread
+            || self.rd_ready
+            || self.rstart < self.rend
+            || !matches!(self.input, In::Head)
+            || self.next_input.is_some()
+            || self.closing && !matches!(self.head.framing, crate::http1::BodyFraming::None)
+    }
+
+    /// A lingering close (nginx's `lingering_close`; Apache's): the
+    /// connection ends its side (TLS's `close_notify`, then the FIN after
+    /// the answer) and reads on, dropping what comes, until the client
+    /// closes too (its FIN, its `close_notify`), so that no byte arrives
+    /// to a closed socket, whose kernel would answer with a reset (and
+    /// one over bytes unread drops our unsent answer from the send
+    /// queue). Bounded: `timeout client` from the start (HAProxy's limit
+    /// for a client half-closed, `timeout client-fin` being unknown to
+    /// ebb; not renewed by what comes) and [`LINGER_MAX_BYTES`], past
+    /// which it closes with what is left unread (a reset). The
+    /// connection still counts (`maxconn`) until then; it is out of
+    /// `show sess` (no stream).
+    ///
+    /// HAProxy 2.6 on the HTTP/1 client side shuts its sending side and
+    /// closes at once (`h1_shutw_conn`, then `h1_release`): a byte that
+    /// comes after, or sat unread, gets a reset; its only drain,
+    /// `conn_ctrl_drain` (two reads of a buffer), is for failed TLS
+    /// handshakes and `silent-drop`. So a client that pipelines behind a
+    /// `Connection: close` answer, or sends a body an answer refused, can
+    /// lose that answer to HAProxy's reset; not to ebb's.
+    fn linger(&mut self, ctx: &mut Ctx) -> Status {
+        self.w.sessions.remove(&self.sess);
+        self.lingering = true;
+        self.release_buffers();
+        self.tr.close_notify();
+        self.linger_left = LINGER_MAX_BYTES;
+        self.deadline = ticks::add(ctx.now(), self.fe.timeouts.client);
+        if let Some(me) = self.me {
+            ctx.tasklet_set_expire(me, self.deadline);
+        }
+        self.linger_step(ctx)
+    }
+
+    /// A run of a lingering connection: the end of its TLS records, its
+    /// FIN, then what the client sends, read and dropped until its end
+    /// (the connection closes), the bound (closes with a reset) or no
+    /// more for now (waits for the socket's next edge).
+    fn linger_step(&mut self, ctx: &mut Ctx) -> Status {
+        if self.stopping {
+            // The process stops: no longer than an idle connection's
+            // grace (crate::drain), not a whole `timeout client`.
+            let d = ticks::first(
+                self.deadline,
+                ticks::add(ctx.now(), crate::drain::IDLE_GRACE_MS),
+            );
+            if d != self.deadline {
+                self.deadline = d;
+                if let Some(me) = self.me {
+                    ctx.tasklet_set_expire(me, d);
+                }
+            }
+        }
+        if ticks::is_expired(self.deadline, ctx.now()) {
+            return self.end(ctx);
+        }
+        if self.tr.has_pending_output() && self.wr_ready {
+            match self.tr.flush_pending() {
+                Ok(true) => {}
+                Ok(false) => self.wr_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr_ready = false,
+                Err(_) => return self.end(ctx),
+            }
+        }
+        if !self.wr_shut && !self.tr.has_pending_output() {
+            self.tr.shut_write();
+            self.wr_shut = true;
+        }
+        let mut buf = [0u8; 16 * 1024];
+        while self.rd_ready {
+            match self.tr.read(&mut buf) {
+                Ok(0) => return self.end(ctx),
+                Ok(n) => {
+                    let Some(left) = self.linger_left.checked_sub(n as u32) else {
+                        return self.end(ctx);
+                    };
+                    self.linger_left = left;
+                    if n < buf.len() && !self.rd_hup && !self.tr.read_pending() {
+                        self.rd_ready = false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.rd_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.end(ctx),
+            }
+        }
+        Status::Continue
+    }
+
+    /// The connection's end: out of the registry and the counts, its
+    /// buffers back to the pools, its socket closed with its state.
+    fn end(&mut self, ctx: &mut Ctx) -> Status {
         // No `epoll_ctl(DEL)`: the socket is closed when this tasklet's
         // state is dropped (no other descriptor shares it), which takes it
         // out of the poller; an event in between finds a freed tasklet
         // slot and is ignored.
-        self.w.sessions.remove(&self.sess);
+        if !self.lingering {
+            self.w.sessions.remove(&self.sess);
+        }
         self.w.debug(|| {
             format!(
                 "closed {} on frontend {} after {} requests",
@@ -1611,8 +1770,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // A plain socket is this connection's own descriptor: closing it
         // (when the state drops) sends the FIN, or the RST over unread
         // bytes, as `shutdown` then `close` would, one system call fewer.
-        // TLS first sends its `close_notify`.
-        if !self.silent && !matches!(self.tr, Transport::Plain(_)) {
+        // TLS first sends its `close_notify` (a lingering close did).
+        if !self.silent && !self.lingering && !matches!(self.tr, Transport::Plain(_)) {
             let _ = self.tr.shutdown();
         }
         self.release_buffers();
@@ -1900,7 +2059,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// answered with `Connection: close` never joins the poller, as in
     /// HAProxy (it subscribes a client only when a read finds nothing).
     fn needs_poller(&self) -> bool {
-        if self.has_output() && !self.wr_ready {
+        if self.lingering || self.has_output() && !self.wr_ready {
             return true;
         }
         match self.input {
@@ -1933,6 +2092,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             && self.native.is_none()
             && !self.tr.has_pending_output()
             && !self.tr.is_handshaking()
+            && !self.lingering
     }
 
     /// The idle form of a connection [`Conn::idle_form`] found idle.
@@ -2045,6 +2205,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             native: None,
             upgraded: None,
             h1_only: bit(7),
+            lingering: false,
+            wr_shut: false,
+            unread: false,
+            linger_left: 0,
         })
     }
 
@@ -2091,6 +2255,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     .store(0, std::sync::atomic::Ordering::Relaxed);
                 self.with_stream(|st, c| st.server_shutdown(c, ctx, why));
             }
+        }
+        if self.lingering {
+            return self.linger_step(ctx);
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
             let server_side = self

@@ -279,9 +279,10 @@ impl ServerSide {
         if self.opos >= self.obuf.len() {
             return None;
         }
+        use crate::transport::Early;
         let want = self.obuf.len() - self.opos;
-        match st.write(&self.obuf[self.opos..]) {
-            Ok(n) => {
+        match st.send_early(&self.obuf[self.opos..], false) {
+            Early::Sent(n) => {
                 self.opos += n;
                 self.bytes_in += n as u64;
                 self.wr = n == want;
@@ -290,15 +291,8 @@ impl ServerSide {
                     self.opos = 0;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                return None
-            }
-            Err(_) => {
+            Early::Blocked => return None,
+            Early::Failed(_) => {
                 // Refused, or accepted and reset at once: a failed connect,
                 // as the edge's `connect_outcome` would say.
                 self.connecting = false;
