@@ -1,7 +1,12 @@
 //! HAProxy keywords of proxies and fetches, through the real binary and
 //! side by side with HAProxy 2.6 when it is installed: the `stopping`
-//! fetch during a soft stop's `grace`, and `max-session-srv-conns` (the
-//! idle server connections a client keeps for itself).
+//! fetch during a soft stop's `grace`, `max-session-srv-conns` (the
+//! idle server connections a client keeps for itself), `option
+//! contstats` on HTTP, `bind ... v4v6|v6only`, `slowstart`, `downinter`,
+//! server weights under `roundrobin` and `static-rr`, `stats
+//! hide-version`, `set-pathq`/`replace-pathq`, `option
+//! idle-close-on-response`, `http-after-response allow`, `monitor fail
+//! unless`, and the `http-reuse` modes.
 
 mod common;
 
@@ -455,5 +460,252 @@ fn downinter_checks_a_down_server_at_its_own_interval() {
     drop(e);
     if let Some((h, _)) = haproxy_beside("downinter", cfg) {
         run("haproxy", &h.sock);
+    }
+}
+
+/// The servers answering `n` requests to `a`, each on a new connection.
+fn answered_by(a: SocketAddr, n: usize) -> Vec<String> {
+    (0..n).map(|_| get(a, "/").text()).collect()
+}
+
+/// Server `weight` with `balance roundrobin` and `static-rr`: a server
+/// of weight 3 beside one of weight 1 takes three requests in four, in
+/// the same order as haproxy's. Beside haproxy.
+#[test]
+fn weights_split_roundrobin_and_static_rr_as_haproxy() {
+    let (a1, _) = counting_server("s1");
+    let (a2, _) = counting_server("s2");
+    for algo in ["roundrobin", "static-rr"] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 listen px\n    bind {bind}\n    balance {algo}\n\
+                 \x20   server s1 {a1} weight 1\n    server s2 {a2} weight 3\n",
+                sock.display()
+            )
+        };
+        let (e, _sock) = ebb_with_admin("weights", cfg);
+        let got = answered_by(e.addr(), 16);
+        drop(e);
+        let n1 = got.iter().filter(|s| *s == "s1").count();
+        assert_eq!((n1, got.len() - n1), (4, 12), "ebb {algo}: {got:?}");
+        if let Some((_h, a)) = haproxy_beside("weights", cfg) {
+            let theirs = answered_by(a, 16);
+            let t1 = theirs.iter().filter(|s| *s == "s1").count();
+            assert_eq!(
+                (t1, theirs.len() - t1),
+                (4, 12),
+                "haproxy {algo}: {theirs:?}"
+            );
+        }
+    }
+}
+
+/// `stats hide-version`: the stats page names no version. Beside
+/// haproxy.
+#[test]
+fn stats_hide_version_as_haproxy() {
+    for hide in [false, true] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 listen px\n    bind {bind}\n    stats enable\n    stats uri /st\n{}",
+                sock.display(),
+                if hide { "    stats hide-version\n" } else { "" }
+            )
+        };
+        let shows = |a: SocketAddr| get(a, "/st").text().contains("version");
+        let (e, _sock) = ebb_with_admin("hide-version", cfg);
+        assert_eq!(shows(e.addr()), !hide, "ebb, hide-version {hide}");
+        drop(e);
+        if let Some((_h, a)) = haproxy_beside("hide-version", cfg) {
+            assert_eq!(shows(a), !hide, "haproxy, hide-version {hide}");
+        }
+    }
+}
+
+/// `http-request set-pathq FMT` and `replace-pathq REGEX FMT`: the path
+/// and the query are replaced together (a query in the result replaces
+/// the request's, none drops it). Beside haproxy.
+#[test]
+fn set_pathq_and_replace_pathq_as_haproxy() {
+    let o = common::origin::Origin::start("pq", common::origin::Mode::Ok);
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             listen px\n    bind {bind}\n\
+             \x20   http-request set-pathq /new?x=%[query] if {{ path /a }}\n\
+             \x20   http-request set-pathq /noq if {{ path /n }}\n\
+             \x20   http-request replace-pathq ^/b([^?]*)(\\?.*)?$ /bb\\1 if {{ path_beg /b }}\n\
+             \x20   server s1 {}\n",
+            sock.display(),
+            o.addr
+        )
+    };
+    let cases = [
+        ("/a?q=2", "pq /new?x=q=2"),
+        ("/n?q=2", "pq /noq"),
+        ("/b/c?d=1", "pq /bb/c"),
+        ("/b/c", "pq /bb/c"),
+    ];
+    let run = |who: &str, a: SocketAddr| {
+        for (path, want) in cases {
+            assert_eq!(get(a, path).text(), want, "{who} {path}");
+        }
+    };
+    let (e, _sock) = ebb_with_admin("pathq", cfg);
+    run("ebb", e.addr());
+    drop(e);
+    if let Some((_h, a)) = haproxy_beside("pathq", cfg) {
+        run("haproxy", a);
+    }
+}
+
+/// `option idle-close-on-response`: a soft stop (SIGUSR1) leaves an idle
+/// keep-alive connection open; its next request is answered with
+/// `Connection: close`, then the connection ends. Without the option
+/// the idle connection is closed by the stop. Beside haproxy.
+#[test]
+fn idle_close_on_response_keeps_idle_connections_through_a_soft_stop() {
+    for opt in [false, true] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 30s\n    timeout http-keep-alive 30s\n\
+                 frontend fe\n    bind {bind}\n{}    http-request return status 200\n",
+                sock.display(),
+                if opt {
+                    "    option idle-close-on-response\n"
+                } else {
+                    ""
+                }
+            )
+        };
+        let run = |who: &str, a: SocketAddr, stop: &dyn Fn()| {
+            let mut c = Client::connect(a);
+            c.s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+            assert_eq!(c.read_resp().status, 200, "{who}");
+            stop();
+            if !opt {
+                assert!(c.closed(), "{who}: the idle connection stayed open");
+                return;
+            }
+            // The stop is under way once the listener is closed; the
+            // idle connection then outlives ebb's usual 1 s grace.
+            wait_until("the listener closed", || TcpStream::connect(a).is_err());
+            std::thread::sleep(Duration::from_millis(2500));
+            c.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+            let r = c.read_resp();
+            assert_eq!(r.status, 200, "{who}");
+            assert_eq!(r.header("connection"), Some("close"), "{who}");
+            assert!(c.closed(), "{who}");
+        };
+        let (mut e, _sock) = ebb_with_admin("idle-close", cfg);
+        run("ebb", e.addr(), &|| e.signal("USR1"));
+        let _ = e.wait_exit(Duration::from_secs(30));
+        if let Some((h, a)) = haproxy_beside("idle-close", cfg) {
+            let pid = h.pid().to_string();
+            let stop = || {
+                let _ = std::process::Command::new("kill")
+                    .args(["-USR1", &pid])
+                    .status();
+            };
+            run("haproxy", a, &stop);
+        }
+    }
+}
+
+/// `http-after-response allow`: the rest of this proxy's list is
+/// skipped, the other proxy's list still runs; and `monitor fail unless
+/// COND`: the monitor URI answers 503 unless COND holds. Beside haproxy.
+#[test]
+fn after_response_allow_and_monitor_fail_unless_as_haproxy() {
+    let o = common::origin::Origin::start("ar", common::origin::Mode::Ok);
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n    monitor-uri /up\n    monitor fail unless {{ src 10.0.0.0/8 }}\n\
+             \x20   http-after-response set-header x-fe 1\n    default_backend be\n\
+             backend be\n    http-request set-var(txn.p) path\n    http-after-response allow if {{ var(txn.p) -m str /a }}\n    http-after-response set-header x-be 1\n\
+             \x20   server s1 {}\n",
+            sock.display(),
+            o.addr
+        )
+    };
+    let run = |who: &str, a: SocketAddr| {
+        let r = get(a, "/a");
+        assert_eq!(
+            (r.header("x-be"), r.header("x-fe")),
+            (None, Some("1")),
+            "{who} /a"
+        );
+        let r = get(a, "/b");
+        assert_eq!(
+            (r.header("x-be"), r.header("x-fe")),
+            (Some("1"), Some("1")),
+            "{who} /b"
+        );
+        assert_eq!(get(a, "/up").status, 503, "{who} monitor");
+    };
+    let (e, _sock) = ebb_with_admin("after-allow", cfg);
+    run("ebb", e.addr());
+    drop(e);
+    if let Some((_h, a)) = haproxy_beside("after-allow", cfg) {
+        run("haproxy", a);
+    }
+    // Unless it holds: 200.
+    let ok = |sock: &Path, bind: &str| cfg(sock, bind).replace("10.0.0.0/8", "127.0.0.1");
+    let (e, _sock) = ebb_with_admin("after-allow2", ok);
+    assert_eq!(get(e.addr(), "/up").status, 200, "ebb monitor");
+    drop(e);
+    if let Some((_h, a)) = haproxy_beside("after-allow2", ok) {
+        assert_eq!(get(a, "/up").status, 200, "haproxy monitor");
+    }
+}
+
+/// `http-reuse never|safe|aggressive|always`: a second client's first
+/// request takes the server connection a first client's two requests
+/// left idle only with `aggressive` (it was reused already, so the
+/// server keeps connections alive) and `always`; `safe` and `never` open
+/// a new one. Beside haproxy.
+#[test]
+fn http_reuse_modes_for_a_sessions_first_request_as_haproxy() {
+    for (mode, want) in [("never", 2), ("safe", 2), ("aggressive", 1), ("always", 1)] {
+        let (origin, n) = counting_server("s1");
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 listen px\n    bind {bind}\n    http-reuse {mode}\n    server s1 {origin}\n",
+                sock.display()
+            )
+        };
+        let run = |who: &str, a: SocketAddr| {
+            let n0 = n.load(Ordering::SeqCst);
+            let mut first = Client::connect(a);
+            for _ in 0..2 {
+                first.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+                assert_eq!(first.read_resp().status, 200);
+            }
+            let mut second = Client::connect(a);
+            second.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+            assert_eq!(second.read_resp().status, 200);
+            assert_eq!(
+                n.load(Ordering::SeqCst) - n0,
+                want,
+                "{who}: http-reuse {mode}"
+            );
+        };
+        let (e, _sock) = ebb_with_admin("reuse-modes", cfg);
+        run("ebb", e.addr());
+        drop(e);
+        if let Some((_h, a)) = haproxy_beside("reuse-modes", cfg) {
+            run("haproxy", a);
+        }
     }
 }
