@@ -974,8 +974,9 @@ fn client_sock_opts(
 type Loggers = std::collections::HashMap<String, Logger>;
 
 fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
+    let host = cfg.global.log_send_hostname.is_some();
     let open = |t: &crate::config::LogTarget| {
-        Target::open(t).map_err(|e| {
+        Target::open(t, host).map_err(|e| {
             let what = match &t.dest {
                 LogDest::File(p) | LogDest::Unix(p) => p.display().to_string(),
                 LogDest::Udp(a) => a.to_string(),

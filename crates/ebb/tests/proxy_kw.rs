@@ -709,3 +709,50 @@ fn http_reuse_modes_for_a_sessions_first_request_as_haproxy() {
         }
     }
 }
+
+/// `log-send-hostname [NAME]`: the syslog header names the host (NAME,
+/// else the system's host name) between the date and the tag; without
+/// it, no host. Beside haproxy (header shape only: dates and pids
+/// differ).
+#[test]
+fn log_send_hostname_as_haproxy() {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    for (line, name) in [
+        ("", None),
+        ("    log-send-hostname myhost\n", Some("myhost".to_string())),
+        ("    log-send-hostname\n", Some(host.clone())),
+    ] {
+        let syslog = Syslog::new();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n    log {} local0\n    log-tag t\n{line}\
+                 defaults\n    mode http\n    log global\n    option httplog\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 frontend fe\n    bind {bind}\n    http-request return status 200\n",
+                sock.display(),
+                syslog.addr()
+            )
+        };
+        let shape = match &name {
+            Some(h) => format!(
+                r"^<\d+>[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d {} t\[\d+\]: ",
+                regex::escape(h)
+            ),
+            None => r"^<\d+>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d t\[\d+\]: ".to_string(),
+        };
+        let re = regex::Regex::new(&shape).unwrap();
+        let run = |who: &str, a: SocketAddr| {
+            assert_eq!(get(a, "/x").status, 200);
+            let l = syslog.find("the access line", |l| l.contains("GET /x"));
+            assert!(re.is_match(&l), "{who} ({line:?}): {l}");
+        };
+        let (e, _sock) = ebb_with_admin("sendhost", cfg);
+        run("ebb", e.addr());
+        drop(e);
+        if let Some((_h, a)) = haproxy_beside("sendhost", cfg) {
+            run("haproxy", a);
+        }
+    }
+}

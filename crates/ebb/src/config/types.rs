@@ -460,7 +460,12 @@ pub struct LogTarget {
     /// `minlevel`).
     pub min_level: Option<LogLevel>,
     pub loc: Loc,
+    /// `format F`; without it `Local` (HAProxy's unspecified format: its
+    /// header is `local`'s, or `rfc3164`'s when `log-send-hostname`
+    /// gives a host, see `format_given`).
     pub format: LogFormat,
+    /// The line says `format F`.
+    pub format_given: bool,
     /// `len N`: a message with its header is cut to N bytes (HAProxy's
     /// default 1024).
     pub max_len: u32,
