@@ -6,7 +6,8 @@
 //! server weights under `roundrobin` and `static-rr`, `stats
 //! hide-version`, `set-pathq`/`replace-pathq`, `option
 //! idle-close-on-response`, `http-after-response allow`, `monitor fail
-//! unless`, and the `http-reuse` modes.
+//! unless`, `stats admin unless`, the `http-reuse` modes and
+//! `log-send-hostname`.
 
 mod common;
 
@@ -753,6 +754,46 @@ fn log_send_hostname_as_haproxy() {
         drop(e);
         if let Some((_h, a)) = haproxy_beside("sendhost", cfg) {
             run("haproxy", a);
+        }
+    }
+}
+
+/// `stats admin unless COND`: the stats page's admin form acts unless
+/// COND holds (from 127.0.0.1: `unless { src 10.0.0.0/8 }` allows,
+/// `unless { src 127.0.0.0/8 }` does not): a POST putting `be/s1` into
+/// maintenance takes effect or not. Beside haproxy.
+#[test]
+fn stats_admin_unless_as_haproxy() {
+    let o = common::origin::Origin::start("adm", common::origin::Mode::Ok);
+    for (net, allowed) in [("10.0.0.0/8", true), ("127.0.0.0/8", false)] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 frontend fe\n    bind {bind}\n    stats enable\n    stats uri /st\n    stats admin unless {{ src {net} }}\n\
+                 backend be\n    server s1 {}\n",
+                sock.display(),
+                o.addr
+            )
+        };
+        let run = |who: &str, sock: &Path, a: SocketAddr| {
+            let body = "s=s1&action=maint&b=be";
+            let req = format!(
+                "POST /st HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            assert!(raw(a, req.as_bytes()).is_some(), "{who}: no answer");
+            let st = stat_row(sock, "be", "s1")
+                .get("status")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(st == "MAINT", allowed, "{who} unless {net}: {st}");
+        };
+        let (e, sock) = ebb_with_admin("stats-admin", cfg);
+        run("ebb", &sock, e.addr());
+        drop(e);
+        if let Some((h, a)) = haproxy_beside("stats-admin", cfg) {
+            run("haproxy", &h.sock, a);
         }
     }
 }
