@@ -185,12 +185,14 @@ impl Binder {
 
     /// `n` sockets for a TCP address (one per thread), or more when more
     /// were inherited (none is closed: the caller spreads them over its
-    /// threads); the address actually bound.
+    /// threads); the address actually bound. `v6only`: the bind line's
+    /// `v6only` (true) or `v4v6` (false), for sockets bound here.
     pub fn tcp(
         &mut self,
         addr: SocketAddr,
         n: usize,
         backlog: i32,
+        v6only: Option<bool>,
     ) -> io::Result<(Vec<TcpListener>, SocketAddr)> {
         let key = self.key(format!("tcp:{addr}"));
         let mut got = take(&key);
@@ -199,7 +201,7 @@ impl Binder {
             got = take(&format!("tcp:{addr}#0"));
         }
         let (socks, real) = if got.is_empty() {
-            bind_per_thread(addr, n, backlog)?
+            bind_per_thread(addr, n, backlog, v6only)?
         } else {
             let real = got[0]
                 .local_addr()?
@@ -212,7 +214,7 @@ impl Binder {
                 v.push(TcpListener::from(s));
             }
             if v.len() < n {
-                match bind_per_thread(real, n - v.len(), backlog) {
+                match bind_per_thread(real, n - v.len(), backlog, v6only) {
                     Ok((more, _)) => v.extend(more),
                     // Not bound with SO_REUSEPORT by the old process: the
                     // threads share what came (duplicates).
@@ -414,7 +416,7 @@ mod tests {
         let a = l.local_addr().unwrap();
         adopt(format!("tcp:{a}#0"), Socket::from(l));
         let mut b = Binder::default();
-        let (socks, real) = b.tcp(a, 2, 16).unwrap();
+        let (socks, real) = b.tcp(a, 2, 16, None).unwrap();
         assert_eq!(real, a);
         // One inherited, one more bound beside it (SO_REUSEPORT).
         assert_eq!(socks.len(), 2);

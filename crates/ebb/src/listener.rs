@@ -37,14 +37,16 @@ use crate::config::SockSpec;
 /// the kernel caps it at `net.core.somaxconn` anyway.
 pub const DEFAULT_BACKLOG: i32 = 1024;
 
-fn one_socket(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+fn one_socket(addr: SocketAddr, backlog: i32, v6only: Option<bool>) -> io::Result<TcpListener> {
     let domain = Domain::for_address(addr);
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
-    if addr.is_ipv6() {
-        // `[::]:80` serves IPv6 only; IPv4 needs its own bind, as in HAProxy.
-        s.set_only_v6(true)?;
+    if let (true, Some(v)) = (addr.is_ipv6(), v6only) {
+        // `bind ... v6only`: `[::]:80` serves IPv6 only; `v4v6`: IPv4
+        // too; neither: the system's default (`net.ipv6.bindv6only`, 0
+        // on Linux: both), as HAProxy 2.6.
+        s.set_only_v6(v)?;
     }
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
@@ -58,13 +60,14 @@ pub fn bind_per_thread(
     addr: SocketAddr,
     n: usize,
     backlog: i32,
+    v6only: Option<bool>,
 ) -> io::Result<(Vec<TcpListener>, SocketAddr)> {
-    let first = one_socket(addr, backlog)?;
+    let first = one_socket(addr, backlog, v6only)?;
     let real = first.local_addr()?;
     let mut out = Vec::with_capacity(n.max(1));
     out.push(first);
     for _ in 1..n {
-        out.push(one_socket(real, backlog)?);
+        out.push(one_socket(real, backlog, v6only)?);
     }
     Ok((out, real))
 }
@@ -221,7 +224,7 @@ mod tests {
 
     #[test]
     fn port_zero_gives_one_port_for_all_threads() {
-        let (ls, real) = bind_per_thread("127.0.0.1:0".parse().unwrap(), 3, 16).unwrap();
+        let (ls, real) = bind_per_thread("127.0.0.1:0".parse().unwrap(), 3, 16, None).unwrap();
         assert_eq!(ls.len(), 3);
         assert_ne!(real.port(), 0);
         for l in &ls {
@@ -251,7 +254,7 @@ mod tests {
 
     #[test]
     fn ipv6_loopback_binds_when_available() {
-        match bind_per_thread("[::1]:0".parse().unwrap(), 2, 16) {
+        match bind_per_thread("[::1]:0".parse().unwrap(), 2, 16, None) {
             Ok((ls, real)) => {
                 assert!(real.is_ipv6());
                 assert_eq!(ls.len(), 2);

@@ -229,10 +229,17 @@ impl Target {
         }
     }
 
-    pub fn open(t: &LogTarget) -> io::Result<Target> {
+    /// Opens `t`; `host`: global `log-send-hostname` is set (a target
+    /// without `format` then writes `rfc3164`'s header, with the host, as
+    /// HAProxy's unspecified format).
+    pub fn open(t: &LogTarget, host: bool) -> io::Result<Target> {
         Ok(Target {
             sink: Sink::open(&t.dest)?,
-            format: t.format,
+            format: if host && !t.format_given {
+                LogFormat::Rfc3164
+            } else {
+                t.format
+            },
             // No facility on the line (ebb allows that): syslog(3)'s user.
             facility: t.facility.as_deref().map_or(1, facility_num),
             level: t.level.map_or(7, level_num),
@@ -590,13 +597,14 @@ mod tests {
                 line: 1,
             },
             format: LogFormat::Short,
+            format_given: true,
             max_len,
             sample: None,
         };
         let l = Logger::new(
             vec![
-                Target::open(&t(Some(LogLevel::Notice), None, 1024)).unwrap(),
-                Target::open(&t(None, Some(LogLevel::Err), 80)).unwrap(),
+                Target::open(&t(Some(LogLevel::Notice), None, 1024), false).unwrap(),
+                Target::open(&t(None, Some(LogLevel::Err), 80), false).unwrap(),
             ],
             Ident::default(),
         );
@@ -626,13 +634,14 @@ mod tests {
                 line: 1,
             },
             format: LogFormat::Raw,
+            format_given: true,
             max_len: 1024,
             sample: Some(crate::config::LogSample {
                 ranges: vec![(1, 1), (3, 3)],
                 size: 5,
             }),
         };
-        let l = Logger::new(vec![Target::open(&t).unwrap()], Ident::default());
+        let l = Logger::new(vec![Target::open(&t, false).unwrap()], Ident::default());
         for i in 1..=10 {
             l.line(format!("m{i}").into_bytes());
         }

@@ -160,7 +160,7 @@ fn bind_all(cfg: &Config, nbthread: usize) -> Result<(Vec<String>, Vec<PathBuf>)
                 .map_or(crate::listener::DEFAULT_BACKLOG, |n| n as i32);
             for addr in &b.addrs {
                 let (_, real) = binder
-                    .tcp(*addr, nbthread, backlog)
+                    .tcp(*addr, nbthread, backlog, b.v6only)
                     .map_err(|e| format!("{}: cannot bind {addr}: {e}", b.loc))?;
                 lines.push(format!("frontend {} on {real}", fe.name));
             }

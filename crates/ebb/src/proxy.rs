@@ -827,7 +827,7 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
-    /// `option contstats` (see `tcp::session`).
+    /// `option contstats` (see `tcp::session` and `stream::proxy`).
     pub contstats: bool,
     /// `max-session-srv-conns N` (5 unless set): most idle server
     /// connections private to a client that its stream keeps.
@@ -1492,38 +1492,6 @@ fn ms(d: Option<Duration>) -> Option<u32> {
     d.map(|d| d.as_millis().clamp(1, u32::MAX as u128 / 2) as u32)
 }
 
-/// `option contstats` is built for tcp streams only: a frontend whose
-/// streams are or may become HTTP (`mode http`, `switch-mode http`, a
-/// backend in `mode http`, a backend named at run time) refuses it, its
-/// HTTP counters being added at the end of each exchange.
-fn contstats_tcp_only<'a>(
-    p: &crate::config::Proxy,
-    be_cfg: &impl Fn(&str) -> Option<&'a crate::config::Proxy>,
-) -> Result<(), ConfigError> {
-    use crate::config::{ProxyMode, TcpAction};
-    let http_be = p.use_backends.iter().any(|u| {
-        u.dynamic.is_some() || be_cfg(&u.backend).is_some_and(|b| b.mode == ProxyMode::Http)
-    }) || p
-        .default_backend
-        .as_ref()
-        .and_then(|d| be_cfg(&d.value))
-        .is_some_and(|b| b.mode == ProxyMode::Http);
-    let switch = p
-        .tcp_request
-        .iter()
-        .any(|r| matches!(r.action, TcpAction::SwitchMode(_)));
-    if p.mode == ProxyMode::Http || http_be || switch {
-        return Err(err(
-            &p.loc,
-            format!(
-                "'option contstats' in '{}': ebb updates byte counters continuously for tcp streams only (its HTTP streams count at the end of each exchange), and this proxy's streams are or may become HTTP",
-                p.name
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// The external checks of backend `p` (`option external-check`), checked
 /// as HAProxy 2.6 checks them at start: the global `external-check` and
 /// a command are needed, a command without a '/' first needs
@@ -1971,9 +1939,6 @@ pub fn compile_keeping(
                 {
                     return Err(e);
                 }
-            }
-            if p.options.contstats {
-                contstats_tcp_only(p, &be_cfg)?;
             }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(

@@ -366,7 +366,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             for addr in &b.addrs {
                 let facts = next_facts(&mut li);
                 match binder
-                    .tcp(*addr, nbthread, backlog)
+                    .tcp(*addr, nbthread, backlog, b.v6only)
                     .and_then(|(socks, real)| {
                         defer_accept(&socks, b.defer_accept)?;
                         for s in &socks {
@@ -439,9 +439,12 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
     if let Some(n) = cfg.global.ulimit_n {
-        // HAProxy warns and goes on when the limit cannot be set.
+        // HAProxy 2.6's default `strict-limits`: a limit that cannot be
+        // raised stops the start.
         if let Err(e) = crate::sys::set_nofile(n) {
-            eprintln!("ebb: warning: cannot set the open-files limit to {n} (ulimit-n): {e}");
+            let now = crate::sys::nofile().map_or(0, |l| l.0);
+            eprintln!("ebb: cannot raise FD limit to {n}, limit is {now} (ulimit-n): {e}");
+            return 1;
         }
     } else if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
@@ -558,6 +561,19 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         for w in crate::sys::make_dumpable() {
             if !opts.quiet {
                 eprintln!("ebb: warning: set-dumpable: {w}");
+            }
+        }
+    }
+    if !cfg.global.insecure_setuid {
+        // HAProxy's workers: no privilege gained by `execve` from here
+        // on, for every thread started after (the scheduler's, the
+        // checks' pool, which runs external checks); a failure is a
+        // warning.
+        if let Err(e) = crate::sys::no_new_privs() {
+            if !opts.quiet {
+                eprintln!(
+                    "ebb: warning: failed to disable setuid ({e}); you can silence this warning by adding 'insecure-setuid-wanted' in the 'global' section"
+                );
             }
         }
     }
@@ -958,8 +974,9 @@ fn client_sock_opts(
 type Loggers = std::collections::HashMap<String, Logger>;
 
 fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
+    let host = cfg.global.log_send_hostname.is_some();
     let open = |t: &crate::config::LogTarget| {
-        Target::open(t).map_err(|e| {
+        Target::open(t, host).map_err(|e| {
             let what = match &t.dest {
                 LogDest::File(p) | LogDest::Unix(p) => p.display().to_string(),
                 LogDest::Udp(a) => a.to_string(),

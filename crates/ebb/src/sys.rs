@@ -133,21 +133,33 @@ pub fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// The open-files limit (soft, hard) the process had before ebb first
+/// changed it (HAProxy's `rlim_fd_cur_at_boot`, `rlim_fd_max_at_boot`:
+/// an unlimited hard limit is noted as the soft one): `ulimit-n` keeps
+/// the hard limit at least there (see [`set_nofile`]).
+static NOFILE_AT_BOOT: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+
+/// Notes the open-files limit before its first change.
+fn note_boot_nofile() {
+    NOFILE_AT_BOOT.get_or_init(|| match nofile() {
+        Ok((cur, max)) if max == libc::RLIM_INFINITY => (cur, cur),
+        Ok(l) => l,
+        Err(_) => (0, 0),
+    });
+}
+
 /// Raises the soft limit on open files towards `want` (capped by the hard
 /// limit) and returns the soft limit now in force.
 pub fn raise_nofile(want: u64) -> io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    note_boot_nofile();
+    let (cur, max) = nofile()?;
+    if cur >= want {
+        return Ok(cur);
+    }
+    let lim = libc::rlimit {
+        rlim_cur: want.min(max),
+        rlim_max: max,
     };
-    // SAFETY: `lim` is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if lim.rlim_cur >= want {
-        return Ok(lim.rlim_cur);
-    }
-    lim.rlim_cur = want.min(lim.rlim_max);
     // SAFETY: `lim` is initialised and valid.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
         return Err(io::Error::last_os_error());
@@ -377,15 +389,49 @@ pub fn stdio_to_devnull() -> io::Result<()> {
     Ok(())
 }
 
-/// Sets the open-files limit to exactly `n` (soft and hard, as HAProxy's
-/// `ulimit-n`; raising the hard limit needs privileges).
-pub fn set_nofile(n: u64) -> io::Result<()> {
+/// `ulimit-n N`, as HAProxy 2.6.12: the soft limit becomes N and the
+/// hard one the larger of N and the one ebb started with, but only when
+/// that raises either (a limit already higher is kept: nothing is ever
+/// lowered). An error is HAProxy's "Cannot raise FD limit" (its default
+/// `strict-limits` then refuses to start); returns the soft limit in
+/// force.
+pub fn set_nofile(n: u64) -> io::Result<u64> {
+    note_boot_nofile();
+    let (cur, max) = nofile()?;
+    let boot_max = NOFILE_AT_BOOT.get().map_or(0, |&(_, m)| m);
     let lim = libc::rlimit {
         rlim_cur: n,
-        rlim_max: n,
+        rlim_max: n.max(boot_max),
     };
+    if cur >= lim.rlim_cur && max >= lim.rlim_max {
+        return Ok(cur);
+    }
     // SAFETY: `lim` is initialised and valid.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n)
+}
+
+/// The open-files limit in force (soft, hard).
+pub fn nofile() -> io::Result<(u64, u64)> {
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut now) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((now.rlim_cur, now.rlim_max))
+}
+
+/// Without `insecure-setuid-wanted`: this thread and those it starts
+/// after (and the processes they run) may gain no privilege by `execve`
+/// (`PR_SET_NO_NEW_PRIVS`), as HAProxy 2.6's workers.
+pub fn no_new_privs() -> io::Result<()> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

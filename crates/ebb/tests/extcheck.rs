@@ -229,3 +229,89 @@ fn external_check_needs_its_global_and_command() {
         assert!(!refused);
     }
 }
+
+/// The command runs with the open-files limit the proxy raised for its
+/// connections, as HAProxy 2.6.12's (its child raises the limit back to
+/// the one it started with only where that one was higher, never the
+/// case): both are started with a soft limit of 1000 and `maxconn 5000`
+/// (which raises it), and the script writes what it got. And without
+/// global `insecure-setuid-wanted` the command (and the proxy) runs with
+/// `NoNewPrivs` set (no privilege gained from a setuid executable), with
+/// it not. Beside haproxy.
+#[test]
+fn external_check_command_limits_and_no_new_privs_as_haproxy() {
+    let dir = scratch("extcheck-nofile");
+    let d = dir.display();
+    let text = format!(
+        "#!/bin/sh\n\
+         nnp=$(grep NoNewPrivs /proc/self/status | tr -dc 0-9)\n\
+         echo \"$(ulimit -Sn) $(ulimit -Hn) $nnp\" > \"{d}/nofile.$2.tmp\"\n\
+         mv \"{d}/nofile.$2.tmp\" \"{d}/nofile.$2\"\n\
+         exit 0\n"
+    );
+    let sh = dir.join("nofile.sh");
+    std::fs::write(&sh, text).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let field = |text: &str, name: &str, k: usize| -> String {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(k).map(String::from))
+            .unwrap_or_default()
+    };
+    let mut progs = vec![EBB.to_string()];
+    if have("haproxy") {
+        progs.push("haproxy".to_string());
+    }
+    for prog in &progs {
+        for setuid in [false, true] {
+            let port = free_port();
+            let cfg = format!(
+                "global\n    maxconn 5000\n    external-check\n    insecure-fork-wanted\n{}\
+                 defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+                 listen app\n    bind 127.0.0.1:{port}\n    option external-check\n    external-check path /usr/bin:/bin\n\
+                 \x20   external-check command {}\n\
+                 \x20   server s1 127.0.0.1:{} check inter 300\n",
+                if setuid { "    insecure-setuid-wanted\n" } else { "" },
+                sh.display(),
+                free_port()
+            );
+            std::fs::write(dir.join("n.cfg"), cfg).unwrap();
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "ulimit -Sn 1000; exec \"$0\" -db -f n.cfg", prog])
+                .current_dir(&dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let out = dir.join(format!("nofile.{port}"));
+            let mut seen = String::new();
+            let ran = came_within(std::time::Duration::from_secs(30), || {
+                seen = std::fs::read_to_string(&out).unwrap_or_default();
+                !seen.is_empty()
+            });
+            // The proxy itself runs with a raised soft limit.
+            let own =
+                std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap_or_default();
+            let status =
+                std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(ran, "{prog}: the check never ran");
+            let nnp = if setuid { 0 } else { 1 };
+            let soft = field(&own, "Max open files", 3);
+            let hard = field(&own, "Max open files", 4);
+            assert!(soft.parse::<u64>().unwrap_or(0) > 1000, "{prog}: {own}");
+            assert_eq!(
+                seen.trim(),
+                format!("{soft} {hard} {nnp}"),
+                "{prog} setuid {setuid}"
+            );
+            assert_eq!(
+                field(&status, "NoNewPrivs:", 1),
+                nnp.to_string(),
+                "{prog} setuid {setuid}"
+            );
+        }
+    }
+}

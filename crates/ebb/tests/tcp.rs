@@ -1195,27 +1195,6 @@ fn contstats_counts_a_long_transfer_as_it_flows() {
     }
 }
 
-/// `option contstats` where streams are or may become HTTP is refused
-/// (ebb's HTTP counters move at the end of each exchange).
-#[test]
-fn contstats_refused_for_http_streams() {
-    let dir = scratch("contstats-http");
-    let base = "defaults\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
-    for (fe, be) in [
-        ("mode http\n    option contstats\n", "mode http\n"),
-        ("mode tcp\n    option contstats\n", "mode http\n"),
-        (
-            "mode tcp\n    option contstats\n    tcp-request content switch-mode http\n",
-            "mode tcp\n",
-        ),
-    ] {
-        let text = format!(
-            "{base}frontend fe\n    bind 127.0.0.1:0\n    {fe}    default_backend be\nbackend be\n    {be}    server s 127.0.0.1:1\n"
-        );
-        assert_refused(&dir, "c.cfg", &text, "'option contstats'", false);
-    }
-}
-
 /// A server that accepts and resets at once (SO_LINGER 0) ends each
 /// session as an established one the server cut: `SD`, no retry, a
 /// connect time in milliseconds, as HAProxy 2.6 logs it. The reset may

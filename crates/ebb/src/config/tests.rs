@@ -3800,7 +3800,8 @@ fn log_format_sd_and_error_log_format() {
     err1(&be("    error-log-format x"), "t.cfg:2: ", "not allowed");
 }
 
-/// `external-check`, `[no] insecure-fork-wanted` in `global`; `option
+/// `external-check`, `[no] insecure-fork-wanted`, `[no]
+/// insecure-setuid-wanted` in `global`; `option
 /// external-check` is the check until another check option follows (the
 /// last wins, HAProxy's `PR_O2_CHK_ANY`); `max-session-srv-conns` in
 /// frontends only.
@@ -3808,6 +3809,16 @@ fn log_format_sd_and_error_log_format() {
 fn external_check_and_session_conns_keywords() {
     let c = ok("global\n  external-check\n  insecure-fork-wanted\n  no insecure-fork-wanted\n");
     assert!(c.global.external_check && !c.global.insecure_fork);
+    assert!(!c.global.insecure_setuid);
+    let c = ok("global\n  insecure-setuid-wanted\n");
+    assert!(c.global.insecure_setuid);
+    let c = ok("global\n  insecure-setuid-wanted\n  no insecure-setuid-wanted\n");
+    assert!(!c.global.insecure_setuid);
+    err1(
+        "global\n  insecure-setuid-wanted yes\n",
+        "t.cfg:2: ",
+        "takes no argument",
+    );
     let c = ok("backend b\n  option httpchk\n  option external-check\n  external-check command /bin/true\n  external-check path /bin\n");
     let p = proxy(&c, "b");
     assert!(p.ext_check.enabled.is_some() && !p.http_check.enabled);

@@ -266,6 +266,11 @@ pub struct Global {
     /// only an unprivileged process: ebb then refuses to start external
     /// checks unless it runs as root.
     pub insecure_fork: bool,
+    /// `insecure-setuid-wanted` (`no insecure-setuid-wanted` undoes it):
+    /// without it ebb sets `PR_SET_NO_NEW_PRIVS` before it serves, as
+    /// HAProxy 2.6's workers do, so a command it runs (an external check)
+    /// gains no privilege from a setuid or file-capability executable.
+    pub insecure_setuid: bool,
     /// `chroot DIR`: entered after binding, before serving.
     pub chroot: Option<Spanned<PathBuf>>,
     /// `user NAME` / `uid N`: the user ebb runs as after binding.
@@ -363,6 +368,7 @@ impl Default for Global {
             set_dumpable: false,
             external_check: false,
             insecure_fork: false,
+            insecure_setuid: false,
             chroot: None,
             uid: None,
             gid: None,
@@ -454,7 +460,12 @@ pub struct LogTarget {
     /// `minlevel`).
     pub min_level: Option<LogLevel>,
     pub loc: Loc,
+    /// `format F`; without it `Local` (HAProxy's unspecified format: its
+    /// header is `local`'s, or `rfc3164`'s when `log-send-hostname`
+    /// gives a host, see `format_given`).
     pub format: LogFormat,
+    /// The line says `format F`.
+    pub format_given: bool,
     /// `len N`: a message with its header is cut to N bytes (HAProxy's
     /// default 1024).
     pub max_len: u32,

@@ -15,7 +15,11 @@
 //! running after `inter` (or `timeout connect` when sooner and `timeout
 //! check` is set, HAProxy's bound) gets a SIGTERM and the check is
 //! `PROCTOUT`, keeping the last code as HAProxy does; a process that
-//! ignores the signal is reaped later without holding a thread.
+//! ignores the signal is reaped later without holding a thread. The
+//! command inherits ebb's open-files limit, as HAProxy 2.6.12's: its
+//! child raises the limit back to the one it started with only where
+//! that one was higher, which never happens (neither lowers it, see
+//! `sys::set_nofile`).
 //!
 //! Without global `insecure-fork-wanted` HAProxy 2.6 forbids forks
 //! (`RLIMIT_NPROC` 0), which only a privileged process escapes: ebb then

@@ -57,6 +57,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "set-dumpable",
     "external-check",
     "insecure-fork-wanted",
+    "insecure-setuid-wanted",
     "ssl-server-verify",
     "default-path",
     "crt-base",
@@ -434,12 +435,13 @@ impl Parser<'_> {
                 }
                 g.set_dumpable = true;
             }
-            "external-check" | "insecure-fork-wanted" => {
+            "external-check" | "insecure-fork-wanted" | "insecure-setuid-wanted" => {
                 if w.len() > 1 {
                     return Err(format!("'{kw}' takes no argument"));
                 }
                 match kw {
                     "external-check" => g.external_check = true,
+                    "insecure-setuid-wanted" => g.insecure_setuid = true,
                     _ => g.insecure_fork = true,
                 }
             }
@@ -451,11 +453,18 @@ impl Parser<'_> {
                 }
                 g.set_dumpable = false;
             }
-            "no" if w.get(1).is_some_and(|k| k == "insecure-fork-wanted") => {
+            "no" if w
+                .get(1)
+                .is_some_and(|k| k == "insecure-fork-wanted" || k == "insecure-setuid-wanted") =>
+            {
                 if w.len() > 2 {
-                    return Err("'no insecure-fork-wanted' takes no argument".to_string());
+                    return Err(format!("'no {}' takes no argument", w[1]));
                 }
-                g.insecure_fork = false;
+                if w[1] == "insecure-fork-wanted" {
+                    g.insecure_fork = false;
+                } else {
+                    g.insecure_setuid = false;
+                }
             }
             "chroot" => {
                 g.chroot = Some(Spanned {

@@ -122,7 +122,8 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
         i += 2;
     }
     let mut format = LogFormat::Local;
-    if w.get(i).map(String::as_str) == Some("format") {
+    let format_given = w.get(i).map(String::as_str) == Some("format");
+    if format_given {
         format = match w.get(i + 1).map(String::as_str) {
             Some("local") => LogFormat::Local,
             Some("rfc3164") => LogFormat::Rfc3164,
@@ -167,6 +168,7 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
         min_level: levels.get(1).copied(),
         loc: loc.clone(),
         format,
+        format_given,
         max_len,
         sample,
     })

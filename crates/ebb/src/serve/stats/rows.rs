@@ -371,7 +371,13 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
         r.hrsp[k] = ld(h);
     }
     r.status = server_status(s).into();
-    r.weight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
+    // The effective weight, ramped during a `slowstart` (HAProxy's
+    // `cur_eweight`; `uweight` is the configured one).
+    r.weight = Some(u64::from(if s.usable() {
+        s.effective_weight()
+    } else {
+        s.weight.load(Ordering::Relaxed)
+    }));
     r.act = Some(u64::from(!s.opts.backup));
     r.bck = Some(u64::from(s.opts.backup));
     r.qlimit = s.opts.maxqueue.map(u64::from);
@@ -535,7 +541,9 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;
             r.qcur = f.queued() as u64;
-            let mut w = 0;
+            // The active servers' weights: effective (ramped during a
+            // `slowstart`), and as configured.
+            let (mut w, mut uw) = (0, 0);
             let (mut act, mut bck) = (0, 0);
             for s in &f.servers {
                 let c = &s.counters;
@@ -556,7 +564,8 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                         bck += 1;
                     } else {
                         act += 1;
-                        w += u64::from(s.weight.load(Ordering::Relaxed));
+                        w += u64::from(s.effective_weight());
+                        uw += u64::from(s.weight.load(Ordering::Relaxed));
                     }
                 }
             }
@@ -571,7 +580,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             }
             r.smax = Some(peak(format!("be/{}/c", be.name), r.scur));
             r.algo = algo_name(&f.balance).to_string();
-            r.uweight = Some(w);
+            r.uweight = Some(uw);
             r.weight = Some(w);
             r.act = Some(act);
             r.bck = Some(bck);

@@ -240,6 +240,10 @@ pub(super) struct Upstream {
     name_at: Option<(usize, usize)>,
     /// The log line went out with the response head (`option logasap`).
     logged: bool,
+    /// Bytes (the request's, the answer's: `H1::bytes_in`, `bytes_out`)
+    /// already added to the counters: `option contstats` adds them as
+    /// they flow (see [`Stream::count_continuously`]).
+    counted: (u64, u64),
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -410,6 +414,7 @@ impl Upstream {
             scheme: None,
             name_at: None,
             logged: false,
+            counted: (0, 0),
         }
     }
 
@@ -720,6 +725,7 @@ impl Stream {
             scheme: u_scheme,
             name_at: u_name_at,
             logged,
+            counted,
         } = &mut *up;
         // (The same backend's again: no reference count changes.)
         if !Arc::ptr_eq(u_be, &be) {
@@ -782,6 +788,7 @@ impl Stream {
         *u_scheme = scheme;
         *u_name_at = name_at;
         *logged = false;
+        *counted = (0, 0);
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
         if let Left::Len(n) = up.req_left {
@@ -871,7 +878,7 @@ impl Stream {
                 return true;
             }
         }
-        match up.state {
+        let moved = match up.state {
             UpState::Queued => {
                 let Some(w) = up.waiter.clone() else {
                     return false;
@@ -892,7 +899,41 @@ impl Stream {
             }
             UpState::Connecting => self.sync_side(c, ctx),
             UpState::Connected | UpState::Tunnel => self.proxy_io(c, ctx),
+        };
+        self.count_continuously(c, ctx.now());
+        moved
+    }
+
+    /// `option contstats`, as HAProxy 2.6: the bytes that moved since the
+    /// last count (the request's as the client sent them, the answer's as
+    /// it is forwarded, HAProxy's HTX sizes) go to the frontend's, the
+    /// backend's and the server's counters and to the trackers' byte
+    /// counts and rates at each run of a proxied exchange that moves data
+    /// (each read of either side wakes it), not only at its end;
+    /// [`Stream::log_proxy`] adds what is left.
+    fn count_continuously(&mut self, c: &H1, now: Tick) {
+        if !c.fe.contstats {
+            return;
         }
+        let Some(up) = self.up.as_mut() else {
+            return;
+        };
+        let d_in = c.bytes_in.saturating_sub(up.counted.0);
+        let d_out = up.bytes_out.saturating_sub(up.counted.1);
+        if d_in == 0 && d_out == 0 {
+            return;
+        }
+        up.counted = (up.counted.0 + d_in, up.counted.1 + d_out);
+        for h in [&c.fe.http, &up.be.http] {
+            let h = h.local();
+            h.bytes_in.fetch_add(d_in, Ordering::Relaxed);
+            h.bytes_out.fetch_add(d_out, Ordering::Relaxed);
+        }
+        if let Some(s) = &up.server {
+            s.counters.bytes_in.fetch_add(d_in, Ordering::Relaxed);
+            s.counters.bytes_out.fetch_add(d_out, Ordering::Relaxed);
+        }
+        c.stk.add_bytes(now, d_in, d_out);
     }
 
     /// Moves bytes both ways once; handles completion and failures.

@@ -552,13 +552,12 @@ impl Stream {
             c.w.put_buf(ibuf);
         }
         if let Some(srv) = &s {
-            srv.counters
-                .bytes_out
-                .fetch_add(up.bytes_out, Ordering::Relaxed);
+            // What `option contstats` did not count yet (all of it
+            // without).
+            let (d_in, d_out) = uncounted(c, &up, up.bytes_out);
+            srv.counters.bytes_out.fetch_add(d_out, Ordering::Relaxed);
             // The request as HAProxy counts it (what the client sent).
-            srv.counters
-                .bytes_in
-                .fetch_add(c.bytes_in, Ordering::Relaxed);
+            srv.counters.bytes_in.fetch_add(d_in, Ordering::Relaxed);
             up.farm.release(srv);
         }
         up.server = s;
@@ -569,7 +568,8 @@ impl Stream {
     }
 
     pub(super) fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
-        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, c.bytes_in, bytes);
+        let (d_in, d_out) = uncounted(c, up, bytes);
+        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, d_in, d_out);
         if let Some(z) = &up.comp {
             crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
         }
@@ -581,12 +581,22 @@ impl Stream {
         }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
-        c.stk.end(ctx.now(), err, fail, c.bytes_in, bytes);
+        c.stk.end(ctx.now(), err, fail, d_in, d_out);
         note_stream_stats(up, ctx.now());
         if !up.logged {
             log_line(c, ctx, up, bytes, false);
         }
     }
+}
+
+/// The exchange's bytes (the request's, and `bytes` of answer) that
+/// `option contstats` did not add to the counters yet: all of them
+/// without it.
+fn uncounted(c: &H1, up: &Upstream, bytes: u64) -> (u64, u64) {
+    (
+        c.bytes_in.saturating_sub(up.counted.0),
+        bytes.saturating_sub(up.counted.1),
+    )
 }
 
 /// What forwarding a response head does with a field, by its name (one
