@@ -574,6 +574,58 @@ fn a_reset_on_a_reused_connection_is_retried_only_when_refused() {
     }
 }
 
+/// A server that answers a GOAWAY whose last-stream-id is the stream in
+/// flight, then closes with it unanswered (two clients, one thread,
+/// `http-reuse always`: the second request goes on the first one's
+/// connection): the server may have processed it, so it is not sent
+/// again: 502 `SH--`, as through HAProxy 2.6 beside, no new connection.
+/// Before, ebb sent it again (a reused connection closed before any
+/// answer). A request above the last-stream-id is sent again (`second`,
+/// in `server_resets_goaway_and_silence`).
+#[test]
+fn a_stream_a_goaway_keeps_is_not_sent_again() {
+    for s in &sides(
+        "gaclose",
+        "    nbthread 1\n",
+        "60s",
+        "    http-reuse always\n",
+    ) {
+        for (path, w) in [("/g1", 200), ("/g2", 502)] {
+            let out = raw_exchange(
+                s.h1,
+                &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                b"",
+            );
+            assert_eq!(statuses(&out), [w], "{} {path}: {out}", s.name);
+        }
+        s.failed_once("GET /g2 ");
+    }
+}
+
+/// A server announcing SETTINGS_INITIAL_WINDOW_SIZE 0 that raises it to
+/// 1 MiB by a new SETTINGS once a request head came (RFC 9113 §6.9.2:
+/// the open streams' windows move by the difference): a 512 KiB upload
+/// waiting for it then goes whole, through ebb as through HAProxy 2.6.
+#[test]
+fn a_window_opened_by_settings_mid_stream() {
+    let body: Vec<u8> = (0..512 * 1024).map(|i| (i * 7 % 253) as u8).collect();
+    let (_, want) = body_file("h2srv-setwin", &body);
+    for s in &sides("setwin", "", "60s", "") {
+        s.uploads_whole("/setwin", &body, &want);
+    }
+}
+
+/// `body` in a file of a scratch directory `dir`, and what the
+/// `smallwin` / `setwin` servers answer for it (`N MD5`).
+fn body_file(dir: &str, body: &[u8]) -> (std::path::PathBuf, String) {
+    let f = scratch(dir).join("body.bin");
+    std::fs::write(&f, body).unwrap();
+    let md5 = Command::new("md5sum").arg(&f).output().unwrap().stdout;
+    let md5 = String::from_utf8_lossy(&md5);
+    let want = format!("{} {}", body.len(), md5.split(' ').next().unwrap());
+    (f, want)
+}
+
 /// `proto h2` over `ssl`: HTTP/2 inside TLS (whatever ALPN says, as
 /// HAProxy), to HAProxy 2.6 as the origin (`bind ... ssl crt ... proto
 /// h2`), `:scheme https`; and a TCP health check (`check`) marks the
@@ -827,6 +879,31 @@ impl Side {
         }
     }
 
+    /// `req` was logged 502 `SH--` and not sent again (its server saw no
+    /// second connection).
+    fn failed_once(&self, req: &str) {
+        let (status, term) = self.logged(req);
+        let got = (status.as_str(), term.as_str());
+        assert_eq!(got, ("502", "SH--"), "{}", self.name);
+        let lines = self.srv_lines();
+        assert!(
+            !lines.contains(&"conn 2".into()),
+            "{}: {lines:?}",
+            self.name
+        );
+    }
+
+    /// An HTTP/1.1 upload of `body` to `path` gets 200 and `want` (in a
+    /// chunk: the server gives no length), logged `----`.
+    fn uploads_whole(&self, path: &str, body: &[u8], want: &str) {
+        let (r, _) = upload(self.h1, path, body);
+        assert_eq!(statuses(&r), [200], "{}: {r}", self.name);
+        let chunk = format!("\r\n{want}\r\n0\r\n");
+        assert!(r.contains(&chunk), "{}: {r}", self.name);
+        let logged = self.logged(&format!("POST {path} "));
+        assert_eq!(logged.1, "----", "{}", self.name);
+    }
+
     /// The lines its server printed so far.
     fn srv_lines(&self) -> Vec<String> {
         self.srv.try_iter().collect()
@@ -1000,22 +1077,9 @@ fn a_closed_window_times_out_and_a_small_one_paces_the_upload() {
             assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"), "{what}");
         }
     }
-    let dir = scratch("h2srv-smallwin");
-    let f = dir.join("body.bin");
-    std::fs::write(&f, &body).unwrap();
-    let md5 = Command::new("md5sum").arg(&f).output().unwrap().stdout;
-    let md5 = String::from_utf8_lossy(&md5);
-    let want = format!("{} {}", body.len(), md5.split(' ').next().unwrap());
+    let (f, want) = body_file("h2srv-smallwin", &body);
     for s in &sides("smallwin", "", "60s", "") {
-        let (r, _) = upload(s.h1, "/paced", &body);
-        assert_eq!(statuses(&r), [200], "{}: {r}", s.name);
-        // Chunked: the server gave no length.
-        assert!(
-            r.contains(&format!("\r\n{want}\r\n0\r\n")),
-            "{}: {r}",
-            s.name
-        );
-        assert_eq!(s.logged("POST /paced ").1, "----", "{}", s.name);
+        s.uploads_whole("/paced", &body, &want);
         if have("curl") {
             let (ok, out, err) = curl(&[
                 "--http2-prior-knowledge",
@@ -1348,16 +1412,8 @@ fn push_promise_from_a_server_is_a_connection_error() {
         assert_eq!(s.logged("GET /p1 ").1, "SD--", "{}", s.name);
         let lines = s.srv_until("goaway 1");
         assert!(lines.contains(&"conn 1".into()), "{}: {lines:?}", s.name);
-        let (status, term) = s.logged("GET /p2 ");
         assert!(second.starts_with("HTTP/1.1 502"), "{}: {second}", s.name);
-        assert_eq!(
-            (status.as_str(), term.as_str()),
-            ("502", "SH--"),
-            "{}",
-            s.name
-        );
-        let more = s.srv_lines();
-        assert!(!more.contains(&"conn 2".into()), "{}: {more:?}", s.name);
+        s.failed_once("GET /p2 ");
     }
 }
 

@@ -18,6 +18,9 @@ MODE:
            (literal, not indexed): N fields in the block
   rst2:N   on each connection the first request gets 200, the next ones
            RST_STREAM with code N
+  gaclose  on each connection the first request gets 200; the second a
+           GOAWAY whose last-stream-id is that stream (NO_ERROR), then
+           the connection closes with it unanswered
   len      every answer is 200 `content-length: 5`, DATA "hello"
   headlen  every answer is 200 `content-length: 5` with END_STREAM (what
            a server answers a HEAD)
@@ -39,6 +42,10 @@ first, and "excess" for a stream over their limit):
            REFUSED_STREAM ("excess"); each answer 200 `x-conn: N` comes
            after 100 ms of silence from the peer
   nowin    SETTINGS_INITIAL_WINDOW_SIZE 0, never opened, never answers
+  setwin   SETTINGS_INITIAL_WINDOW_SIZE 0; on a request head, SETTINGS
+           raising it to 1 MiB (and the connection's window by as much,
+           then by what comes): the body flows; at END_STREAM the answer
+           is 200 with the body `N MD5`, as smallwin
   smallwin SETTINGS_INITIAL_WINDOW_SIZE 1000, opened 1000 bytes at a time
            as DATA come (stream and connection); at END_STREAM the answer
            is 200 with the body `N MD5` of what came
@@ -161,7 +168,7 @@ def serve2(conn, mode):
     me = conns
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     r = Reader(conn)
-    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000)}.get(mode)
+    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000), "setwin": (4, 0)}.get(mode)
     bodies = {}
     pending = []
     requests = 0
@@ -227,6 +234,11 @@ def serve2(conn, mode):
                         + frame(0, 1, sid, b"early")
                         + frame(3, 0, sid, struct.pack(">I", 0))
                     )
+                elif mode == "setwin":
+                    conn.sendall(
+                        frame(4, 0, 0, struct.pack(">HI", 4, 1 << 20))
+                        + frame(8, 0, 0, struct.pack(">I", 1 << 20))
+                    )
                 elif mode == "smallwin" and end:
                     conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, b"0 " + hashlib.md5().hexdigest().encode()))
             elif ftype == 0 and sid in bodies:
@@ -239,6 +251,8 @@ def serve2(conn, mode):
                         frame(8, 0, sid, struct.pack(">I", len(payload)))
                         + frame(8, 0, 0, struct.pack(">I", len(payload)))
                     )
+                elif mode == "setwin" and payload:
+                    conn.sendall(frame(8, 0, 0, struct.pack(">I", len(payload))))
                 elif mode == "early" and payload:
                     conn.sendall(frame(8, 0, 0, struct.pack(">I", len(payload))))
                 elif mode == "interim" and payload:
@@ -248,8 +262,8 @@ def serve2(conn, mode):
                     )
                 if flags & 1 and mode == "early":
                     print("body %d" % n, flush=True)
-                if flags & 1 and mode in ("smallwin", "interim"):
-                    body = b"%d %s" % (n, h.hexdigest().encode()) if mode == "smallwin" else b"got %d" % n
+                if flags & 1 and mode in ("smallwin", "interim", "setwin"):
+                    body = b"%d %s" % (n, h.hexdigest().encode()) if mode != "interim" else b"got %d" % n
                     conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, body))
     except EOFError:
         print("eof", flush=True)
@@ -260,7 +274,7 @@ def serve2(conn, mode):
 
 
 conns = 0
-MODES2 = ("conc1", "nowin", "smallwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
+MODES2 = ("conc1", "nowin", "smallwin", "setwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
 
 
 def serve_h1(conn, mode):
@@ -339,6 +353,10 @@ def serve(conn, mode):
                 elif mode == "tronly":
                     block = b"\x88" + lit(b"content-type", b"application/grpc") + lit(b"grpc-status", b"14")
                     conn.sendall(frame(1, 5, stream, block))
+                elif mode == "gaclose" and requests >= 2:
+                    conn.sendall(frame(7, 0, 0, struct.pack(">II", stream, 0)))
+                    leave(conn)
+                    return
                 elif mode == "second" and requests >= 2:
                     conn.sendall(frame(7, 0, 0, struct.pack(">II", 1, 0)))
                     leave(conn)

@@ -45,8 +45,9 @@
 //! request again, on a new connection, when the one it tried was reused,
 //! and answers 502 otherwise (502 or a cut body once the answer started).
 //! A stream reset otherwise, or cut by ebb's GOAWAY for the server's
-//! protocol error, may have been processed: its pipe says `no_replay`,
-//! and it is a 502 whatever the connection.
+//! protocol error, or at or below the last-stream-id of the server's
+//! GOAWAY, may have been processed: its pipe says `no_replay`, and it is
+//! a 502 whatever the connection.
 //!
 //! The answer, as HTTP/1.1, is what HAProxy 2.6's HTTP/1 side makes of
 //! it: no reason phrase, a final head ending the stream without a length
@@ -684,6 +685,11 @@ impl SrvConn {
                 if s.id.is_none_or(|id| id > last) {
                     s.pipe.borrow_mut().end = true;
                     wake(ctx, s.side);
+                } else {
+                    // At or below `last`: the server may have processed
+                    // it; if the connection closes before its answer, it
+                    // is not sent again (502 `SH--`, as HAProxy 2.6).
+                    s.pipe.borrow_mut().no_replay = true;
                 }
             }
         }
