@@ -1075,6 +1075,26 @@ fn a_closed_window_times_out_and_a_small_one_paces_the_upload() {
             assert!(took >= Duration::from_millis(900), "{what}");
             assert!(r.is_empty(), "{what}");
             assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"), "{what}");
+            if have("nghttp") && mode == "nowin" {
+                // An HTTP/2 client's stream, reset before any answer:
+                // REFUSED_STREAM, so that it may try again (HAProxy's
+                // rule for a stream that got nothing; ebb's was
+                // INTERNAL_ERROR).
+                let (f, _) = body_file("h2srv-nowin", body);
+                let out = nghttp(s.h2, &["-d", f.to_str().unwrap()], &["/shut2"]);
+                assert!(
+                    out.contains("error_code=REFUSED_STREAM"),
+                    "{}: {out}",
+                    s.name
+                );
+                let (status, term) = s.logged("/shut2 HTTP/2.0");
+                assert_eq!(
+                    (status.as_str(), term.as_str()),
+                    ("-1", "sD--"),
+                    "{}",
+                    s.name
+                );
+            }
         }
     }
     let (f, want) = body_file("h2srv-smallwin", &body);

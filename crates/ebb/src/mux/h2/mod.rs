@@ -799,13 +799,16 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     }
                 }
                 if l.id != 0 && l.pipe.borrow().closed && !answer_in_pipe(l) {
-                    // The lane ended before its answer did: its timeout
-                    // while the client read nothing (CANCEL), or a
-                    // failure (INTERNAL_ERROR). A lane that shut down
-                    // after writing the whole answer is a socket closed
-                    // after its last write: the bytes still go out as the
-                    // stream's window opens, and the lane goes after.
-                    let code = if l.pipe.borrow().refused {
+                    // The lane ended before its answer did: before its
+                    // head, REFUSED_STREAM (HAProxy 2.6's h2_do_shutr:
+                    // nothing was sent, the client may try again); after,
+                    // its timeout while the client read nothing (CANCEL),
+                    // or a failure (INTERNAL_ERROR). A lane that shut
+                    // down after writing the whole answer is a socket
+                    // closed after its last write: the bytes still go out
+                    // as the stream's window opens, and the lane goes
+                    // after.
+                    let code = if l.pipe.borrow().refused || matches!(l.resp, Resp::Head) {
                         ErrorCode::REFUSED_STREAM
                     } else if self.h2.send_window(l.id) <= 0 {
                         ErrorCode::CANCEL
