@@ -1287,6 +1287,22 @@ fn continue_reaches_an_http2_client() {
             assert!(t0.elapsed() < Duration::from_secs(30), "{}", s.name);
         }
     }
+    // `option http-buffer-request` (the proxy waits for the body, and may
+    // answer the 100 itself and drop `Expect`): still one HEADERS
+    // `:status 100` to an HTTP/2 client, through both.
+    if !have("nghttp") {
+        return;
+    }
+    let buffer = "    option http-buffer-request\n";
+    for s in &sides("h1cont", "", "60s", buffer) {
+        let args = ["-d", f.to_str().unwrap(), "-H", "expect: 100-continue"];
+        let out = nghttp(s.h2, &args, &["/b"]);
+        let st: Vec<String> = nghttp_fields(&out)
+            .into_iter()
+            .filter(|f| f.starts_with(":status"))
+            .collect();
+        assert_eq!(st, [":status: 100", ":status: 200"], "{}: {out}", s.name);
+    }
 }
 
 /// An HTTP/2 server's answers to an HTTP/1.1 client, byte for byte as
