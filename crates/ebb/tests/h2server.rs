@@ -520,6 +520,112 @@ fn server_resets_goaway_and_silence() {
     assert_eq!(get(e.addrs[0], "/silent").status, 504);
 }
 
+/// A server that resets the second stream of a connection before any
+/// answer; two clients, one thread, `http-reuse always`, so that the
+/// second client's request goes on the first one's server connection:
+/// any code but REFUSED_STREAM (INTERNAL_ERROR, CANCEL) says nothing of
+/// whether the request was processed: 502 `SH--`, as through HAProxy 2.6
+/// beside, no new connection (before, ebb sent it again whatever the
+/// code). REFUSED_STREAM (RFC 9113 §8.7: not processed) sends the GET
+/// again on a new connection, which answers it (200), where HAProxy 2.6
+/// answers 502 `SH--` (it has no retry for it).
+#[test]
+fn a_reset_on_a_reused_connection_is_retried_only_when_refused() {
+    for code in [7, 2, 8] {
+        for s in &sides(
+            &format!("rst2:{code}"),
+            "    nbthread 1\n",
+            "60s",
+            "    http-reuse always\n",
+        ) {
+            let want = if code == 7 && s.name == "ebb" {
+                200
+            } else {
+                502
+            };
+            for (path, w) in [("/one", 200), ("/two", want)] {
+                let out = raw_exchange(
+                    s.h1,
+                    &format!("GET {path}{code} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                    b"",
+                );
+                assert_eq!(statuses(&out), [w], "code {code} {} {path}: {out}", s.name);
+            }
+            let (status, term) = s.logged(&format!("GET /two{code} "));
+            let term_want = if want == 200 { "----" } else { "SH--" };
+            assert_eq!(
+                (status.as_str(), term.as_str()),
+                (&*want.to_string(), term_want),
+                "code {code} {}",
+                s.name
+            );
+            let lines = if want == 200 {
+                s.srv_until("conn 2")
+            } else {
+                s.srv_lines()
+            };
+            assert!(
+                !lines.contains(&"conn 3".into())
+                    && (want == 200) == lines.contains(&"conn 2".into()),
+                "code {code} {}: {lines:?}",
+                s.name
+            );
+        }
+    }
+}
+
+/// A server that answers a GOAWAY whose last-stream-id is the stream in
+/// flight, then closes with it unanswered (two clients, one thread,
+/// `http-reuse always`: the second request goes on the first one's
+/// connection): the server may have processed it, so it is not sent
+/// again: 502 `SH--`, as through HAProxy 2.6 beside, no new connection.
+/// Before, ebb sent it again (a reused connection closed before any
+/// answer). A request above the last-stream-id is sent again (`second`,
+/// in `server_resets_goaway_and_silence`).
+#[test]
+fn a_stream_a_goaway_keeps_is_not_sent_again() {
+    for s in &sides(
+        "gaclose",
+        "    nbthread 1\n",
+        "60s",
+        "    http-reuse always\n",
+    ) {
+        for (path, w) in [("/g1", 200), ("/g2", 502)] {
+            let out = raw_exchange(
+                s.h1,
+                &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                b"",
+            );
+            assert_eq!(statuses(&out), [w], "{} {path}: {out}", s.name);
+        }
+        s.failed_once("GET /g2 ");
+    }
+}
+
+/// A server announcing SETTINGS_INITIAL_WINDOW_SIZE 0 that raises it to
+/// 1 MiB by a new SETTINGS once a request head came (RFC 9113 §6.9.2:
+/// the open streams' windows move by the difference): a 512 KiB upload
+/// waiting for it then goes whole, through ebb as through HAProxy 2.6.
+#[test]
+fn a_window_opened_by_settings_mid_stream() {
+    let body: Vec<u8> = (0..512 * 1024).map(|i| (i * 7 % 253) as u8).collect();
+    let (_, want) = body_file("h2srv-setwin", &body);
+    for s in &sides("setwin", "", "60s", "") {
+        s.uploads_whole("/setwin", &body, &want);
+    }
+}
+
+/// `body` in a file of a scratch directory `dir`, and what the
+/// `smallwin` / `setwin` servers answer for it (`N MD5`).
+fn body_file(dir: &str, body: &[u8]) -> (std::path::PathBuf, String) {
+    let f = scratch(dir).join("body.bin");
+    std::fs::write(&f, body).unwrap();
+    let md5 = Command::new("md5sum").arg(&f).output().unwrap().stdout;
+    let md5 = String::from_utf8_lossy(&md5);
+    let want = format!("{} {}", body.len(), md5.split(' ').next().unwrap());
+    (f, want)
+}
+
 /// `proto h2` over `ssl`: HTTP/2 inside TLS (whatever ALPN says, as
 /// HAProxy), to HAProxy 2.6 as the origin (`bind ... ssl crt ... proto
 /// h2`), `:scheme https`; and a TCP health check (`check`) marks the
@@ -738,13 +844,23 @@ impl Side {
     /// The status and termination state the access log gives for the
     /// request line containing `req` (such as `GET /a `).
     fn logged(&self, req: &str) -> (String, String) {
+        let (status, _, term) = self.logged_bytes(req);
+        (status, term)
+    }
+
+    /// [`Side::logged`] with the bytes sent to the client (`%B`) between.
+    fn logged_bytes(&self, req: &str) -> (String, String, String) {
         let l = self.log.find("access log line", |l| l.contains(req));
         let w: Vec<&str> = l.split_whitespace().collect();
         let i = w
             .iter()
             .position(|f| f.matches('/').count() == 4)
             .unwrap_or_else(|| panic!("{l}"));
-        (w[i + 1].to_string(), w[i + 5].to_string())
+        (
+            w[i + 1].to_string(),
+            w[i + 2].to_string(),
+            w[i + 5].to_string(),
+        )
     }
 
     /// The lines its server printed until `last` (included).
@@ -763,6 +879,31 @@ impl Side {
         }
     }
 
+    /// `req` was logged 502 `SH--` and not sent again (its server saw no
+    /// second connection).
+    fn failed_once(&self, req: &str) {
+        let (status, term) = self.logged(req);
+        let got = (status.as_str(), term.as_str());
+        assert_eq!(got, ("502", "SH--"), "{}", self.name);
+        let lines = self.srv_lines();
+        assert!(
+            !lines.contains(&"conn 2".into()),
+            "{}: {lines:?}",
+            self.name
+        );
+    }
+
+    /// An HTTP/1.1 upload of `body` to `path` gets 200 and `want` (in a
+    /// chunk: the server gives no length), logged `----`.
+    fn uploads_whole(&self, path: &str, body: &[u8], want: &str) {
+        let (r, _) = upload(self.h1, path, body);
+        assert_eq!(statuses(&r), [200], "{}: {r}", self.name);
+        let chunk = format!("\r\n{want}\r\n0\r\n");
+        assert!(r.contains(&chunk), "{}: {r}", self.name);
+        let logged = self.logged(&format!("POST {path} "));
+        assert_eq!(logged.1, "----", "{}", self.name);
+    }
+
     /// The lines its server printed so far.
     fn srv_lines(&self) -> Vec<String> {
         self.srv.try_iter().collect()
@@ -771,15 +912,21 @@ impl Side {
 
 /// ebb, and HAProxy 2.6 beside when installed, on the same
 /// configuration (`global_extra`, `timeout server`, `backend_extra`),
-/// each in front of its own `h2srvd.py MODE`.
+/// each in front of its own `h2srvd.py MODE` (`proto h2` on the server
+/// line, but for the HTTP/1.1 modes `h1...`).
 fn sides(mode: &str, global_extra: &str, tsrv: &str, backend_extra: &str) -> Vec<Side> {
+    let proto = if mode.starts_with("h1") {
+        ""
+    } else {
+        " proto h2"
+    };
     let cfg = |log: SocketAddr, h1: &str, h2: &str, srv: SocketAddr| {
         format!(
             "global\n    log {log} format raw local0\n{global_extra}\
              defaults\n    mode http\n    log global\n    option httplog\n\
              \x20   timeout client 60s\n    timeout server {tsrv}\n    timeout connect 5s\n\
              frontend fe\n    bind {h1}\n    bind {h2} proto h2\n    default_backend be\n\
-             backend be\n{backend_extra}    server s {srv} proto h2\n"
+             backend be\n{backend_extra}    server s {srv}{proto}\n"
         )
     };
     let mut out = Vec::new();
@@ -908,50 +1055,51 @@ fn upload(a: SocketAddr, path: &str, body: &[u8]) -> (String, Duration) {
 }
 
 /// A server whose window never opens (SETTINGS_INITIAL_WINDOW_SIZE 0)
-/// for a 1 MiB upload: `timeout server` (1 s) ends it. ebb answers 504
-/// (`sH--`); HAProxy 2.6 beside closes the client connection with no
-/// answer, logged `-1` `sD--` (the request body was still going): a
-/// difference of the stream layer, not of the HTTP/2 server side. A
-/// server that opens its window 1000 bytes at a time as it reads gets
-/// the whole upload, byte for byte, through both.
+/// for a 1 MiB upload, or an HTTP/1.1 server that reads nothing of an
+/// 8 MiB one: `timeout server` (1 s) ends it as the write timeout of the
+/// request HAProxy 2.6 has (its data phase): the client connection
+/// closes with no answer, logged `-1` `sD--`, through ebb as through
+/// HAProxy beside. Before, ebb answered 504 (`sH--`) as to a server
+/// silent after the whole request. A server that opens its window 1000
+/// bytes at a time as it reads gets the whole upload, byte for byte,
+/// through both.
 #[test]
 fn a_closed_window_times_out_and_a_small_one_paces_the_upload() {
     let body: Vec<u8> = (0..1024 * 1024).map(|i| (i * 13 % 251) as u8).collect();
-    for s in &sides("nowin", "", "1s", "") {
-        let (r, took) = upload(s.h1, "/shut", &body);
-        let (status, term) = s.logged("POST /shut ");
-        assert!(
-            took >= Duration::from_millis(900),
-            "{}: {took:?} {r:?} {status} {term}",
-            s.name
-        );
-        match s.name {
-            "ebb" => {
-                assert_eq!(statuses(&r), [504], "{r}");
-                assert_eq!((status.as_str(), term.as_str()), ("504", "sH--"));
-            }
-            _ => {
-                assert!(r.is_empty(), "haproxy answered: {r}");
-                assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"));
+    let big = vec![b'b'; 8 * 1024 * 1024];
+    for (mode, body) in [("nowin", &body), ("h1noread", &big)] {
+        for s in &sides(mode, "", "1s", "") {
+            let (r, took) = upload(s.h1, "/shut", body);
+            let (status, term) = s.logged("POST /shut ");
+            let what = format!("{mode} {}: {took:?} {r:?} {status} {term}", s.name);
+            assert!(took >= Duration::from_millis(900), "{what}");
+            assert!(r.is_empty(), "{what}");
+            assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"), "{what}");
+            if have("nghttp") && mode == "nowin" {
+                // An HTTP/2 client's stream, reset before any answer:
+                // REFUSED_STREAM, so that it may try again (HAProxy's
+                // rule for a stream that got nothing; ebb's was
+                // INTERNAL_ERROR).
+                let (f, _) = body_file("h2srv-nowin", body);
+                let out = nghttp(s.h2, &["-d", f.to_str().unwrap()], &["/shut2"]);
+                assert!(
+                    out.contains("error_code=REFUSED_STREAM"),
+                    "{}: {out}",
+                    s.name
+                );
+                let (status, term) = s.logged("/shut2 HTTP/2.0");
+                assert_eq!(
+                    (status.as_str(), term.as_str()),
+                    ("-1", "sD--"),
+                    "{}",
+                    s.name
+                );
             }
         }
     }
-    let dir = scratch("h2srv-smallwin");
-    let f = dir.join("body.bin");
-    std::fs::write(&f, &body).unwrap();
-    let md5 = Command::new("md5sum").arg(&f).output().unwrap().stdout;
-    let md5 = String::from_utf8_lossy(&md5);
-    let want = format!("{} {}", body.len(), md5.split(' ').next().unwrap());
+    let (f, want) = body_file("h2srv-smallwin", &body);
     for s in &sides("smallwin", "", "60s", "") {
-        let (r, _) = upload(s.h1, "/paced", &body);
-        assert_eq!(statuses(&r), [200], "{}: {r}", s.name);
-        // Chunked: the server gave no length.
-        assert!(
-            r.contains(&format!("\r\n{want}\r\n0\r\n")),
-            "{}: {r}",
-            s.name
-        );
-        assert_eq!(s.logged("POST /paced ").1, "----", "{}", s.name);
+        s.uploads_whole("/paced", &body, &want);
         if have("curl") {
             let (ok, out, err) = curl(&[
                 "--http2-prior-knowledge",
@@ -1044,9 +1192,9 @@ fn server_trailers_reach_http1_and_http2_clients() {
 /// that answers a request head with 103 (`link`) and 100, then 200 once
 /// the body came: the client gets 103, 100, sends its body, then gets
 /// 200, through ebb as through HAProxy 2.6 beside; without `Expect` the
-/// same (the 1xx are forwarded). An HTTP/2 client gets the 103 and the
-/// 200 through ebb; HAProxy 2.6 forwards it the 100 too (not asserted:
-/// ebb's HTTP/2 client side drops a 100 the client did not ask for).
+/// same (the 1xx are forwarded). An HTTP/2 client gets the 103, the 100
+/// and the 200 (HEADERS frames) through both. Before, ebb's HTTP/2
+/// client side dropped every 1xx but 103.
 #[test]
 fn interim_answers_of_an_http2_server_reach_the_client() {
     for s in &sides("interim", "", "60s", "") {
@@ -1069,7 +1217,7 @@ fn interim_answers_of_an_http2_server_reach_the_client() {
                 s.name
             );
         }
-        if have("nghttp") && s.name == "ebb" {
+        if have("nghttp") {
             let dir = scratch("h2srv-interim");
             let f = dir.join("b");
             std::fs::write(&f, "hello").unwrap();
@@ -1078,8 +1226,142 @@ fn interim_answers_of_an_http2_server_reach_the_client() {
                 .into_iter()
                 .filter(|f| f.starts_with(":status"))
                 .collect();
-            assert_eq!(st, [":status: 103", ":status: 200"], "{out}");
-            assert!(out.contains("got 5"), "{out}");
+            assert_eq!(
+                st,
+                [":status: 103", ":status: 100", ":status: 200"],
+                "{}: {out}",
+                s.name
+            );
+            assert!(out.contains("got 5"), "{}: {out}", s.name);
+        }
+    }
+}
+
+/// An HTTP/2 client sending `expect: 100-continue` with its body, to an
+/// HTTP/1.1 server that answers `100 Continue` then 200: the client gets
+/// a HEADERS frame `:status 100` then the answer (nghttp; curl
+/// `--http2-prior-knowledge` with `Expect` sends its body once the 100
+/// came, not after its 1 s wait), through ebb as through HAProxy 2.6
+/// beside; an HTTP/1.1 client gets `100 Continue` then the 200. Before,
+/// ebb dropped the 100 for an HTTP/2 client.
+#[test]
+fn continue_reaches_an_http2_client() {
+    let dir = scratch("h2srv-cont");
+    let f = dir.join("b");
+    std::fs::write(&f, "hello").unwrap();
+    for s in &sides("h1cont", "", "60s", "") {
+        let out = raw_exchange(
+            s.h1,
+            "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+            b"hello",
+        );
+        assert_eq!(statuses(&out), [100, 200], "{}: {out}", s.name);
+        assert!(out.ends_with("got 5"), "{}: {out}", s.name);
+        if have("nghttp") {
+            let out = nghttp(
+                s.h2,
+                &["-d", f.to_str().unwrap(), "-H", "expect: 100-continue"],
+                &["/n"],
+            );
+            let st: Vec<String> = nghttp_fields(&out)
+                .into_iter()
+                .filter(|f| f.starts_with(":status"))
+                .collect();
+            assert_eq!(st, [":status: 100", ":status: 200"], "{}: {out}", s.name);
+            assert!(out.contains("got 5"), "{}: {out}", s.name);
+        }
+        if have("curl") {
+            let t0 = Instant::now();
+            let (ok, out, err) = curl(&[
+                "--http2-prior-knowledge",
+                "-H",
+                "Expect: 100-continue",
+                "--expect100-timeout",
+                "30",
+                "--data-binary",
+                &format!("@{}", f.display()),
+                &format!("http://{}/c", s.h2),
+            ]);
+            assert!(ok, "{}: {err}", s.name);
+            assert_eq!(out, "got 5", "{}", s.name);
+            assert!(t0.elapsed() < Duration::from_secs(30), "{}", s.name);
+        }
+    }
+    // `option http-buffer-request` (the proxy waits for the body, and may
+    // answer the 100 itself and drop `Expect`): still one HEADERS
+    // `:status 100` to an HTTP/2 client, through both.
+    if !have("nghttp") {
+        return;
+    }
+    let buffer = "    option http-buffer-request\n";
+    for s in &sides("h1cont", "", "60s", buffer) {
+        let args = ["-d", f.to_str().unwrap(), "-H", "expect: 100-continue"];
+        let out = nghttp(s.h2, &args, &["/b"]);
+        let st: Vec<String> = nghttp_fields(&out)
+            .into_iter()
+            .filter(|f| f.starts_with(":status"))
+            .collect();
+        assert_eq!(st, [":status: 100", ":status: 200"], "{}: {out}", s.name);
+    }
+}
+
+/// An HTTP/2 server's answers to an HTTP/1.1 client, byte for byte as
+/// HAProxy 2.6 gives them: the status line has no reason phrase
+/// (`HTTP/1.1 200 `: HTTP/2 carries none, and HAProxy makes none up;
+/// before, ebb wrote `200 OK`), and the log's `%B` agrees. Then shapes
+/// of answers: a HEAD's answer keeps its `content-length`; DATA after a
+/// 204 or a 304 head (dropped); gRPC's trailers-only answer (one
+/// HEADERS frame: chunked, its last chunk at once, not `content-length:
+/// 0`); DATA without a length then trailers: the same bytes, status and
+/// `%B` through both (`%B`: HAProxy's HTX size, so ebb's own framing
+/// fields are not counted, nor an end block HTTP/2 does not give).
+#[test]
+fn answer_shapes_of_an_http2_server_as_haproxy() {
+    let cases = [
+        ("len", "GET", "/len"),
+        ("headlen", "HEAD", "/head"),
+        ("s204data", "GET", "/s204"),
+        ("s304data", "GET", "/s304"),
+        ("tronly", "GET", "/tronly"),
+        ("trailers", "GET", "/trailers"),
+    ];
+    for (mode, method, path) in cases {
+        let mut seen: Vec<(String, String, (String, String, String))> = Vec::new();
+        for s in &sides(mode, "", "60s", "") {
+            let out = raw_exchange(
+                s.h1,
+                &format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                b"",
+            );
+            let logged = s.logged_bytes(&format!("{method} {path} "));
+            seen.push((s.name.to_string(), out, logged));
+        }
+        let (_, out, logged) = &seen[0];
+        if mode == "len" {
+            assert!(out.starts_with("HTTP/1.1 200 \r\n"), "{out:?}");
+            assert!(out.ends_with("\r\n\r\nhello"), "{out:?}");
+            assert_eq!(logged.0, "200");
+        }
+        if let Some((_, hout, hlogged)) = seen.get(1) {
+            let norm = |o: &str| -> Vec<String> {
+                let mut l: Vec<String> = o.split("\r\n").map(str::to_ascii_lowercase).collect();
+                l[1..].sort();
+                l
+            };
+            assert_eq!(
+                norm(out),
+                norm(hout),
+                "{mode}: ebb {out:?} haproxy {hout:?}"
+            );
+            if mode.ends_with("data") {
+                // HAProxy counts in `%B` the DATA it drops ("oops", 4
+                // bytes); ebb counts what the client got.
+                assert_eq!((&logged.0, &logged.2), (&hlogged.0, &hlogged.2), "{mode}");
+                let (b, hb): (u64, u64) = (logged.1.parse().unwrap(), hlogged.1.parse().unwrap());
+                assert_eq!(b + 4, hb, "{mode}: ebb, haproxy");
+            } else {
+                assert_eq!(logged, hlogged, "{mode}: ebb, haproxy");
+            }
         }
     }
 }
@@ -1131,10 +1413,10 @@ fn large_field_blocks_from_the_server() {
 /// server. One thread, `http-reuse always`, so that two clients share
 /// one server connection: the first client's answer (200, "part") is cut
 /// (`SD--`), as through HAProxy 2.6 beside; the second, whose stream got
-/// the PUSH_PROMISE, gets 502 (`SH--`) through HAProxy, while ebb sends
-/// its GET again on a new connection (a reused connection closed before
-/// any answer: a safe request is sent again) and it gets that server's
-/// answer (200 "part", cut by `timeout server`: `sD--`).
+/// the PUSH_PROMISE, gets 502 (`SH--`) through both: the server broke
+/// the protocol, so its request is not sent again, though it went on a
+/// reused connection (before, ebb sent it again on a new connection,
+/// as after a reused connection the server closed as idle).
 #[test]
 fn push_promise_from_a_server_is_a_connection_error() {
     for s in &sides("push", "    nbthread 1\n", "2s", "    http-reuse always\n") {
@@ -1166,18 +1448,8 @@ fn push_promise_from_a_server_is_a_connection_error() {
         assert_eq!(s.logged("GET /p1 ").1, "SD--", "{}", s.name);
         let lines = s.srv_until("goaway 1");
         assert!(lines.contains(&"conn 1".into()), "{}: {lines:?}", s.name);
-        let (status, term) = s.logged("GET /p2 ");
-        match s.name {
-            "ebb" => {
-                assert!(second.starts_with("HTTP/1.1 200"), "{second}");
-                assert!(second.contains("part"), "{second}");
-                assert_eq!((status.as_str(), term.as_str()), ("200", "sD--"));
-            }
-            _ => {
-                assert!(second.starts_with("HTTP/1.1 502"), "{second}");
-                assert_eq!((status.as_str(), term.as_str()), ("502", "SH--"));
-            }
-        }
+        assert!(second.starts_with("HTTP/1.1 502"), "{}: {second}", s.name);
+        s.failed_once("GET /p2 ");
     }
 }
 

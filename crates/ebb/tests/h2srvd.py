@@ -16,6 +16,24 @@ MODE:
            then GOAWAY (last-stream-id: that stream, NO_ERROR) and close
   fields:N every answer is `:status 200` and N - 1 fields `x-fNNN: v`
            (literal, not indexed): N fields in the block
+  rst2:N   on each connection the first request gets 200, the next ones
+           RST_STREAM with code N
+  gaclose  on each connection the first request gets 200; the second a
+           GOAWAY whose last-stream-id is that stream (NO_ERROR), then
+           the connection closes with it unanswered
+  len      every answer is 200 `content-length: 5`, DATA "hello"
+  headlen  every answer is 200 `content-length: 5` with END_STREAM (what
+           a server answers a HEAD)
+  s204data every answer is 204, then DATA "oops" (END_STREAM)
+  s304data every answer is 304, then DATA "oops" (END_STREAM)
+  tronly   every answer is one HEADERS with END_STREAM: 200,
+           `content-type: application/grpc`, `grpc-status: 14` (gRPC's
+           trailers-only answer)
+
+HTTP/1.1 modes (no HTTP/2 at all):
+  h1noread accepts, reads nothing (a receive buffer of 4 KiB)
+  h1cont   a request with `Expect: 100-continue` gets `100 Continue`
+           after its head; the body read, 200 `got N`
 
 Modes served by `serve2` (a frame reader; they print "goaway CODE" and
 "rst CODE" for ebb's GOAWAY and RST_STREAM, "eof" when ebb closed
@@ -24,6 +42,10 @@ first, and "excess" for a stream over their limit):
            REFUSED_STREAM ("excess"); each answer 200 `x-conn: N` comes
            after 100 ms of silence from the peer
   nowin    SETTINGS_INITIAL_WINDOW_SIZE 0, never opened, never answers
+  setwin   SETTINGS_INITIAL_WINDOW_SIZE 0; on a request head, SETTINGS
+           raising it to 1 MiB (and the connection's window by as much,
+           then by what comes): the body flows; at END_STREAM the answer
+           is 200 with the body `N MD5`, as smallwin
   smallwin SETTINGS_INITIAL_WINDOW_SIZE 1000, opened 1000 bytes at a time
            as DATA come (stream and connection); at END_STREAM the answer
            is 200 with the body `N MD5` of what came
@@ -146,7 +168,7 @@ def serve2(conn, mode):
     me = conns
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     r = Reader(conn)
-    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000)}.get(mode)
+    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000), "setwin": (4, 0)}.get(mode)
     bodies = {}
     pending = []
     requests = 0
@@ -212,6 +234,11 @@ def serve2(conn, mode):
                         + frame(0, 1, sid, b"early")
                         + frame(3, 0, sid, struct.pack(">I", 0))
                     )
+                elif mode == "setwin":
+                    conn.sendall(
+                        frame(4, 0, 0, struct.pack(">HI", 4, 1 << 20))
+                        + frame(8, 0, 0, struct.pack(">I", 1 << 20))
+                    )
                 elif mode == "smallwin" and end:
                     conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, b"0 " + hashlib.md5().hexdigest().encode()))
             elif ftype == 0 and sid in bodies:
@@ -224,6 +251,8 @@ def serve2(conn, mode):
                         frame(8, 0, sid, struct.pack(">I", len(payload)))
                         + frame(8, 0, 0, struct.pack(">I", len(payload)))
                     )
+                elif mode == "setwin" and payload:
+                    conn.sendall(frame(8, 0, 0, struct.pack(">I", len(payload))))
                 elif mode == "early" and payload:
                     conn.sendall(frame(8, 0, 0, struct.pack(">I", len(payload))))
                 elif mode == "interim" and payload:
@@ -233,8 +262,8 @@ def serve2(conn, mode):
                     )
                 if flags & 1 and mode == "early":
                     print("body %d" % n, flush=True)
-                if flags & 1 and mode in ("smallwin", "interim"):
-                    body = b"%d %s" % (n, h.hexdigest().encode()) if mode == "smallwin" else b"got %d" % n
+                if flags & 1 and mode in ("smallwin", "interim", "setwin"):
+                    body = b"%d %s" % (n, h.hexdigest().encode()) if mode != "interim" else b"got %d" % n
                     conn.sendall(head_frames(sid, b"\x88", False) + frame(0, 1, sid, body))
     except EOFError:
         print("eof", flush=True)
@@ -245,12 +274,48 @@ def serve2(conn, mode):
 
 
 conns = 0
-MODES2 = ("conc1", "nowin", "smallwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
+MODES2 = ("conc1", "nowin", "smallwin", "setwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
+
+
+def serve_h1(conn, mode):
+    if mode == "h1noread":
+        # Holds the connection and reads nothing (until killed).
+        import time
+
+        time.sleep(3600)
+        return
+    f = conn.makefile("rb")
+    try:
+        while True:
+            head = []
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                head.append(line.decode("latin-1").strip())
+            fields = {}
+            for l in head[1:]:
+                k, _, v = l.partition(":")
+                fields[k.strip().lower()] = v.strip()
+            if fields.get("expect", "").lower() == "100-continue":
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            n = int(fields.get("content-length", "0"))
+            body = f.read(n) if n else b""
+            out = b"got %d" % len(body)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
+    except OSError:
+        pass
+    finally:
+        conn.close()
 
 
 def serve(conn, mode):
     if mode.startswith(MODES2):
         return serve2(conn, mode)
+    if mode.startswith("h1"):
+        return serve_h1(conn, mode)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         read_exact(conn, len(PREFACE))
@@ -272,6 +337,26 @@ def serve(conn, mode):
                 requests += 1
                 if mode == "refuse":
                     conn.sendall(frame(3, 0, stream, struct.pack(">I", 7)))
+                elif mode.startswith("rst2:") and requests >= 2:
+                    code = int(mode[5:])
+                    conn.sendall(frame(3, 0, stream, struct.pack(">I", code)))
+                elif mode == "len":
+                    conn.sendall(
+                        frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5"))
+                        + frame(0, 1, stream, b"hello")
+                    )
+                elif mode == "headlen":
+                    conn.sendall(frame(1, 5, stream, b"\x88" + lit(b"content-length", b"5")))
+                elif mode in ("s204data", "s304data"):
+                    code = 204 if mode == "s204data" else 304
+                    conn.sendall(frame(1, 4, stream, status(code)) + frame(0, 1, stream, b"oops"))
+                elif mode == "tronly":
+                    block = b"\x88" + lit(b"content-type", b"application/grpc") + lit(b"grpc-status", b"14")
+                    conn.sendall(frame(1, 5, stream, block))
+                elif mode == "gaclose" and requests >= 2:
+                    conn.sendall(frame(7, 0, 0, struct.pack(">II", stream, 0)))
+                    leave(conn)
+                    return
                 elif mode == "second" and requests >= 2:
                     conn.sendall(frame(7, 0, 0, struct.pack(">II", 1, 0)))
                     leave(conn)
@@ -304,6 +389,8 @@ def main():
     mode = sys.argv[1]
     l = socket.socket()
     l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if mode == "h1noread":
+        l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     l.bind(("127.0.0.1", 0))
     l.listen(64)
     print("port %d" % l.getsockname()[1], flush=True)

@@ -1395,16 +1395,17 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends an interim answer (`103 Early Hints`) on stream `id`
-    /// before its final one: a HEADERS frame without END_STREAM (RFC 9113
-    /// §8.1 allows any number of them before the final head).
+    /// Sends an interim answer (`100 Continue`, `103 Early Hints`) on
+    /// stream `id` before its final one: a HEADERS frame without
+    /// END_STREAM (RFC 9113 §8.1 allows any number of them before the
+    /// final head; 101 has no place in HTTP/2).
     pub fn send_interim_with(
         &mut self,
         id: u32,
         status: u16,
         fill: impl FnOnce(&mut HeadEncoder<'_>),
     ) -> Result<(), SendError> {
-        if self.role != Role::Server || !(102..200).contains(&status) {
+        if self.role != Role::Server || !(100..200).contains(&status) || status == 101 {
             return Err(SendError::BadState);
         }
         let s = self.stream(id).ok_or(SendError::NoStream)?;

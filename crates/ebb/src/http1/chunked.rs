@@ -517,6 +517,11 @@ impl ChunkedRecoder {
         }
     }
 
+    /// Its decoder's [`ChunkedDecoder::htx_tail`].
+    pub fn htx_tail(&self) -> u64 {
+        self.dec.htx_tail()
+    }
+
     /// HAProxy's HTX size of the body read so far (see
     /// [`ChunkedDecoder::htx_tail`]): its data, and its tail once complete.
     pub fn htx_size(&self) -> u64 {

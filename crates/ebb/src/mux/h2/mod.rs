@@ -799,13 +799,16 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     }
                 }
                 if l.id != 0 && l.pipe.borrow().closed && !answer_in_pipe(l) {
-                    // The lane ended before its answer did: its timeout
-                    // while the client read nothing (CANCEL), or a
-                    // failure (INTERNAL_ERROR). A lane that shut down
-                    // after writing the whole answer is a socket closed
-                    // after its last write: the bytes still go out as the
-                    // stream's window opens, and the lane goes after.
-                    let code = if l.pipe.borrow().refused {
+                    // The lane ended before its answer did: before its
+                    // head, REFUSED_STREAM (HAProxy 2.6's h2_do_shutr:
+                    // nothing was sent, the client may try again); after,
+                    // its timeout while the client read nothing (CANCEL),
+                    // or a failure (INTERNAL_ERROR). A lane that shut
+                    // down after writing the whole answer is a socket
+                    // closed after its last write: the bytes still go out
+                    // as the stream's window opens, and the lane goes
+                    // after.
+                    let code = if l.pipe.borrow().refused || matches!(l.resp, Resp::Head) {
                         ErrorCode::REFUSED_STREAM
                     } else if self.h2.send_window(l.id) <= 0 {
                         ErrorCode::CANCEL
@@ -1085,20 +1088,22 @@ fn drain_answer<S>(
                 // client gets 200 (RFC 8441 §5) and the stream carries the
                 // tunnel's bytes until the lane closes.
                 let switched = l.tunnel && head.status == 101;
-                if !switched && head.status == 103 {
-                    // `103 Early Hints` (an `http-request early-hint`
-                    // rule's, or the server's) goes on, as HAProxy sends
-                    // it to an HTTP/2 client.
+                if !switched && head.is_interim() {
+                    // An interim answer (`100 Continue`, `103 Early Hints`
+                    // of an `http-request early-hint` rule or the server)
+                    // goes on as a HEADERS frame, as HAProxy 2.6 sends
+                    // every 1xx to an HTTP/2 client.
                     let buf = &p.output[..n];
-                    let r = h2.send_interim_with(id, 103, |h| put_fields(h, head, buf));
+                    let st = head.status;
+                    let r = h2.send_interim_with(id, st, |h| put_fields(h, head, buf));
                     p.output.drain(..n);
                     if r.is_err() {
                         return Err(ErrorCode::INTERNAL_ERROR);
                     }
                     continue;
                 }
-                if !switched && (head.is_interim() || head.status == 101) {
-                    // 100-continue and the like: the client needs none.
+                if !switched && head.status == 101 {
+                    // A 101 outside an extended CONNECT: HTTP/2 has none.
                     p.output.drain(..n);
                     continue;
                 }

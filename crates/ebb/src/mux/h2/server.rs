@@ -42,8 +42,16 @@
 //! proxy retries it); a stream the server refused (RST_STREAM
 //! REFUSED_STREAM, or above the last-stream-id of its GOAWAY) or a
 //! connection that closed ends the stream's answer: the proxy sends a safe
-//! request again on a connection that was reused, and answers 502
-//! otherwise (502 or a cut body once the answer started).
+//! request again, on a new connection, when the one it tried was reused,
+//! and answers 502 otherwise (502 or a cut body once the answer started).
+//! A stream reset otherwise, or cut by ebb's GOAWAY for the server's
+//! protocol error, or at or below the last-stream-id of the server's
+//! GOAWAY, may have been processed: its pipe says `no_replay`, and it is
+//! a 502 whatever the connection.
+//!
+//! The answer, as HTTP/1.1, is what HAProxy 2.6's HTTP/1 side makes of
+//! it: no reason phrase, a final head ending the stream without a length
+//! chunked for an HTTP/1 client, no body for HEAD, 204 and 304.
 
 use std::cell::RefCell;
 use std::io;
@@ -91,6 +99,12 @@ pub(crate) struct Pipe {
     pub(crate) want_room: bool,
     /// The stream let go of its exchange (done, failed or aborted).
     pub(crate) closed: bool,
+    /// The exchange ended for a fault of the server's (ebb closed the
+    /// connection for its protocol error, or reset the stream, or the
+    /// server reset it with a code other than REFUSED_STREAM): the
+    /// request may have been processed, so it is not sent again even on
+    /// a reused connection (502 `SH`, as HAProxy 2.6).
+    pub(crate) no_replay: bool,
     /// `alpn`: the server chose HTTP/1.1 (or nothing): the connection,
     /// handshake done, for the stream's server side to use as HTTP/1.1.
     pub(crate) h1: Option<Transport>,
@@ -133,6 +147,8 @@ pub(crate) struct Hints {
     /// `:scheme`, the head itself being in origin form); without it,
     /// `:scheme` is `https`, as HAProxy sends an origin-form request.
     pub(crate) scheme: Option<&'static [u8]>,
+    /// The client speaks HTTP/1 (not a stream of an HTTP/2 client).
+    pub(crate) h1_client: bool,
 }
 
 /// What a new connection needs.
@@ -145,6 +161,10 @@ pub(crate) struct Target {
     pub(crate) negotiate: bool,
     /// `pool-purge-delay`: how long a connection with no stream stays.
     pub(crate) purge: Duration,
+    /// A new connection in any case: the request goes again after its
+    /// attempt on a reused one failed (a REFUSED_STREAM, a GOAWAY that
+    /// left it out, the connection closed), so not on that one.
+    pub(crate) fresh: bool,
     pub(crate) limits: Limits,
     /// The backend's HTTP/2 counters.
     pub(crate) counters: Arc<H2Counters>,
@@ -190,6 +210,13 @@ struct SrvStream {
     upgrade: Option<Box<Upgrade>>,
     /// Answer bytes given to the stream, not yet granted back.
     unreleased: usize,
+    /// The request is a HEAD.
+    head_req: bool,
+    /// The client speaks HTTP/1.
+    h1_client: bool,
+    /// The answer has no body (HEAD, 204, 304): DATA the server sends
+    /// anyway are dropped, as HAProxy 2.6 drops them.
+    bodyless: bool,
 }
 
 /// One HTTP/2 connection to a server.
@@ -284,6 +311,7 @@ pub(crate) fn attach(
     let found = POOL.with(|p| {
         p.borrow()
             .iter()
+            .filter(|_| !t.fresh)
             .find(|c| c.try_borrow().is_ok_and(|c| c.takes(t.key, reuse, owner)))
             .cloned()
     });
@@ -305,8 +333,16 @@ pub(crate) fn attach(
         req: Req::Head,
         upgrade: None,
         stage: Vec::new(),
-        answer: H1Answer::default(),
+        // No reason phrase: HTTP/2 has none, and HAProxy 2.6 gives an
+        // HTTP/1.1 client `HTTP/1.1 200 ` (the code, a space, nothing).
+        answer: H1Answer {
+            chunked: false,
+            no_reason: true,
+        },
         unreleased: 0,
+        head_req: false,
+        h1_client: hints.h1_client,
+        bodyless: false,
     });
     let mux =
         c.me.ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
@@ -517,6 +553,15 @@ impl SrvConn {
             let streams = &mut self.streams;
             let mut proven = false;
             let release = &mut self.release;
+            // A reset that says nothing of whether the server processed
+            // the request: all but the server's REFUSED_STREAM (RFC 9113
+            // §8.7: not processed).
+            let unsure = match ev {
+                Event::Reset { id, code, remote } => {
+                    (!remote || code != ErrorCode::REFUSED_STREAM).then_some(id)
+                }
+                _ => None,
+            };
             let stream_ev = response_msgs(&ev, |id, m| {
                 let s = streams.iter_mut().find(|s| s.id == Some(id));
                 let Some(s) = s.filter(|s| !s.pipe.borrow().end) else {
@@ -534,7 +579,8 @@ impl SrvConn {
                         // The tunnel is open: the stream gets HTTP/1.1's
                         // 101, then the DATA as they come.
                         let u = s.upgrade.as_deref();
-                        H1Answer::status_line(out, 101);
+                        // (No reason phrase, as any answer here.)
+                        out.extend_from_slice(b"HTTP/1.1 101 \r\n");
                         let mut accept = false;
                         for (n, v) in h.fields.iter() {
                             if n.eq_ignore_ascii_case(b"content-length") {
@@ -554,7 +600,34 @@ impl SrvConn {
                         out.extend_from_slice(b"\r\n");
                         s.answer.chunked = false;
                     }
-                    Msg::Head(h) => s.answer.head(out, &h),
+                    Msg::Head(mut h) => {
+                        let no_body = matches!(h.status, 204 | 304);
+                        if no_body {
+                            // No framing field, whatever DATA follow.
+                            h.body = BodySize::Empty;
+                        } else if matches!(h.body, BodySize::Empty)
+                            && s.h1_client
+                            && h.status >= 200
+                            && !s.head_req
+                            && h.fields.get(b"content-length").is_none()
+                        {
+                            // A final head that ends the stream, with no
+                            // `content-length`: HAProxy 2.6's HTTP/1.1
+                            // side has no length for it and sends it
+                            // chunked (the last chunk at once), not
+                            // `content-length: 0`. (To an HTTP/2 client it
+                            // stays one HEADERS frame: gRPC's
+                            // trailers-only answer.)
+                            h.body = BodySize::Unknown;
+                        }
+                        s.answer.head(out, &h);
+                        if h.status >= 200 && (no_body || s.head_req) {
+                            s.answer.chunked = false;
+                            s.bodyless = true;
+                        }
+                    }
+                    Msg::Data(d) if s.bodyless => release.push((id, d.len())),
+                    Msg::Trailers(_) if s.bodyless => {}
                     Msg::Data(d) => {
                         s.answer.data(out, d);
                         s.unreleased += d.len();
@@ -565,7 +638,10 @@ impl SrvConn {
                         p.end = true;
                         proven = true;
                     }
-                    Msg::Abort(_) => p.end = true,
+                    Msg::Abort(_) => {
+                        p.end = true;
+                        p.no_replay |= unsure == Some(id);
+                    }
                 }
                 drop(pg);
                 wake(ctx, s.side);
@@ -589,6 +665,11 @@ impl SrvConn {
                     self.shared = false;
                 }
                 Some(None) => {
+                    // ebb's GOAWAY for the server's protocol error: the
+                    // streams it cuts are not sent again.
+                    for s in &self.streams {
+                        s.pipe.borrow_mut().no_replay = true;
+                    }
                     closed = true;
                     off = self.rlen;
                     break;
@@ -604,6 +685,11 @@ impl SrvConn {
                 if s.id.is_none_or(|id| id > last) {
                     s.pipe.borrow_mut().end = true;
                     wake(ctx, s.side);
+                } else {
+                    // At or below `last`: the server may have processed
+                    // it; if the connection closes before its answer, it
+                    // is not sent again (502 `SH--`, as HAProxy 2.6).
+                    s.pipe.borrow_mut().no_replay = true;
                 }
             }
         }
@@ -672,6 +758,7 @@ impl SrvConn {
                 };
                 let view = ReqHead::from_h1(&p.req, &head);
                 let body = view.body;
+                s.head_req = view.method == crate::http1::Method::Head;
                 // An upgrade goes as an extended CONNECT (RFC 8441), to a
                 // server that announced it; else the exchange fails (502),
                 // as HAProxy refuses it.
@@ -921,7 +1008,10 @@ impl SrvConn {
         self.h2.tick(Self::now(ctx), &mut reset);
         for s in &self.streams {
             if s.id.is_some_and(|id| reset.contains(&id)) {
-                s.pipe.borrow_mut().end = true;
+                let mut p = s.pipe.borrow_mut();
+                p.end = true;
+                p.no_replay = true;
+                drop(p);
                 wake(ctx, s.side);
             }
         }

@@ -357,6 +357,9 @@ impl Stream {
             key,
             negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
+            // (Still the last attempt's: a replay after a reused
+            // connection failed takes a new one.)
+            fresh: up.reused,
             limits: c.w.limits,
             counters: Arc::clone(&up.be.h2),
         };
@@ -366,6 +369,7 @@ impl Stream {
                 let hints = Hints {
                     te: up.te_trailers,
                     scheme: up.scheme,
+                    h1_client: c.lane_of.is_none(),
                 };
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);

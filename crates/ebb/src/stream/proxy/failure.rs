@@ -202,9 +202,14 @@ impl Stream {
         let Some(up) = self.up.take() else {
             return false;
         };
-        let nothing_back =
-            up.resp_left.is_none() && self.side.borrow().iend == 0 && up.t_resp.is_none();
-        let replayable = up.method.is_idempotent() && !up.body_sent;
+        let sd = self.side.borrow();
+        let nothing_back = up.resp_left.is_none() && sd.iend == 0 && up.t_resp.is_none();
+        // An HTTP/2 server's fault (its protocol error, a reset other than
+        // REFUSED_STREAM) is not the race of a reused connection the
+        // server closed as idle: 502, as HAProxy 2.6.
+        let server_fault = sd.h2.as_ref().is_some_and(|p| p.borrow().no_replay);
+        drop(sd);
+        let replayable = up.method.is_idempotent() && !up.body_sent && !server_fault;
         let e = ExchangeError::closed_before_head(up.reused && nothing_back && replayable);
         if e.retryable {
             // A kept connection the server had closed: send again on a
@@ -318,6 +323,15 @@ impl Stream {
                     return;
                 }
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
+                if !started && self.request_stuck() {
+                    // The server took none of the request bytes waiting
+                    // for it (a full socket, a closed HTTP/2 window) for
+                    // `timeout server`: HAProxy 2.6's write timeout of the
+                    // request, in its data phase: both connections cut,
+                    // no answer, logged -1 `sD`.
+                    self.fail(c, ctx, ExchangeError::server_timeout(true));
+                    return;
+                }
                 if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
                     if !started {
                         observe(s, Seen::ReadTimeout);
@@ -330,6 +344,13 @@ impl Stream {
             }
             UpState::Tunnel => self.fail(c, ctx, ExchangeError::server_timeout(true)),
         }
+    }
+
+    /// Request bytes wait for the server to take them: in the server
+    /// side's output, or in its HTTP/2 stream's pipe (the window shut).
+    fn request_stuck(&self) -> bool {
+        let sd = self.side.borrow();
+        sd.out_pending() > 0 || sd.h2.as_ref().is_some_and(|p| !p.borrow().req.is_empty())
     }
 
     /// A server's `on-marked-down` / `on-marked-up` action ends the

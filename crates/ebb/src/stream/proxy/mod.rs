@@ -1226,7 +1226,12 @@ impl Stream {
                             // came (before compression): `http1::htx`.
                             up.bytes_out += d.data.len() as u64;
                             if d.done {
-                                up.bytes_out += dec.htx_tail();
+                                // An HTTP/2 server's answer (chunked by its
+                                // pipe) has no end block in HAProxy's HTX
+                                // but with trailers.
+                                let tail = dec.htx_tail();
+                                let h2_bare = sd.h2.is_some() && tail == 1;
+                                up.bytes_out += if h2_bare { 0 } else { tail };
                             }
                         }
                         if up.skip_body {
@@ -1261,6 +1266,10 @@ impl Stream {
                     match r.recode(avail, &mut c.wbuf) {
                         Ok((n, done)) => {
                             up.bytes_out += r.htx_size() - before;
+                            if done && sd.h2.is_some() && r.htx_tail() == 1 {
+                                // (No end block: see `Left::Chunked`.)
+                                up.bytes_out = up.bytes_out.saturating_sub(1);
+                            }
                             sd.istart += n;
                             moved |= n > 0;
                             if done {

@@ -92,6 +92,14 @@ impl Stream {
         // the one written.
         up.bytes_out +=
             crate::http1::htx::head_size(8 + 3 + r.reason.get(buf).len(), buf, &r.headers);
+        if sd.h2.is_some() && r.framing == BodyFraming::Chunked {
+            // An HTTP/2 server's answer without a length: the pipe's
+            // `transfer-encoding: chunked` is ebb's (HTTP/2 has none), not
+            // in the head HAProxy parsed.
+            up.bytes_out = up
+                .bytes_out
+                .saturating_sub((b"transfer-encoding".len() + b"chunked".len()) as u64);
+        }
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
