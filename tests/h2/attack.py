@@ -313,7 +313,9 @@ def too_many_fields(addr, _):
 def trailer_flood(addr, _):
     """A request whose trailer section has 100,000 fields (HEADERS and
     CONTINUATION frames of 16 KB after a DATA frame): the block is never
-    taken whole; the connection or the stream ends with an error."""
+    taken whole; the connection or the stream ends with an error (a
+    server may have answered the request before its trailer came, then
+    refuses the frames of the stream it closed), memory stays flat."""
     p = Peer(addr)
     p.send(headers(1, request_block(b"POST"), False) + frame(DATA, 0, 1, b"x"))
     fields = literal(b"x-t", b"v") * 100000
@@ -324,7 +326,7 @@ def trailer_flood(addr, _):
     p.send(out)
     p.wait(lambda q: q.goaway() is not None or q.rsts() or q.ended(1))
     st = p.status(1)
-    ok = st is None and (p.goaway() not in (None, "NO_ERROR") or bool(p.rsts()))
+    ok = st in (None, b"200") and (p.goaway() not in (None, "NO_ERROR") or bool(p.rsts()))
     return ok, f"GOAWAY {p.goaway()}, RST {p.rsts()}, status {st} after {p.sent} bytes"
 
 
