@@ -46,8 +46,6 @@ backend ss
 
 struct World {
     process: Process,
-    /// The files of the maps and ACLs (kept alive with the process).
-    _dir: std::path::PathBuf,
 }
 
 fn world() -> Option<World> {
@@ -55,8 +53,11 @@ fn world() -> Option<World> {
     std::fs::create_dir_all(&dir).ok()?;
     std::fs::write(dir.join("paths.acl"), "/admin\n/private/\n").ok()?;
     std::fs::write(dir.join("hosts.map"), "a.example 1\nb.example 2\n").ok()?;
-    let cfg = crate::config::parse_str("cli.cfg", &config(&dir)).ok()?;
-    let compiled = Arc::new(crate::proxy::compile(&cfg).ok()?);
+    let cfg = crate::config::parse_str("cli.cfg", &config(&dir)).ok();
+    let compiled = cfg.and_then(|c| crate::proxy::compile(&c).ok());
+    // The files are read: nothing is left behind in the temp dir.
+    let _ = std::fs::remove_dir_all(&dir);
+    let compiled = Arc::new(compiled?);
     let rt = sched::Runtime::new(sched::Config::new(1)).ok()?;
     let sessions = Arc::new(Sessions::new(1));
     if let Some(fe) = compiled.frontends.first() {
@@ -81,7 +82,7 @@ fn world() -> Option<World> {
         live: Arc::new(Live::new(compiled)),
         handle: rt.handle(),
     };
-    Some(World { process, _dir: dir })
+    Some(World { process })
 }
 
 /// Runs the lines of `data[1..]` at the level `data[0]` chooses (a fresh
