@@ -310,6 +310,26 @@ def too_many_fields(addr, _):
     return p.goaway() == "COMPRESSION_ERROR", f"GOAWAY {p.goaway()}"
 
 
+def trailer_flood(addr, _):
+    """A request whose trailer section has 100,000 fields (HEADERS and
+    CONTINUATION frames of 16 KB after a DATA frame): the block is never
+    taken whole; the connection or the stream ends with an error (a
+    server may have answered the request before its trailer came, then
+    refuses the frames of the stream it closed), memory stays flat."""
+    p = Peer(addr)
+    p.send(headers(1, request_block(b"POST"), False) + frame(DATA, 0, 1, b"x"))
+    fields = literal(b"x-t", b"v") * 100000
+    parts = [fields[i:i + 16000] for i in range(0, len(fields), 16000)]
+    out = frame(HEADERS, END_STREAM, 1, parts[0])
+    for i, part in enumerate(parts[1:], 2):
+        out += frame(CONTINUATION, END_HEADERS if i == len(parts) else 0, 1, part)
+    p.send(out)
+    p.wait(lambda q: q.goaway() is not None or q.rsts() or q.ended(1))
+    st = p.status(1)
+    ok = st in (None, b"200") and (p.goaway() not in (None, "NO_ERROR") or bool(p.rsts()))
+    return ok, f"GOAWAY {p.goaway()}, RST {p.rsts()}, status {st} after {p.sent} bytes"
+
+
 def settings_flood(addr, _):
     return flood(Peer(addr), settings([(S_INITIAL_WINDOW, 65535)]) * 100, "ENHANCE_YOUR_CALM")
 
@@ -417,7 +437,7 @@ def too_many_streams(addr, _):
 
 
 ATTACKS = [rapid_reset, continuation_flood, hpack_bomb, oversized_list, too_many_fields,
-           settings_flood,
+           trailer_flood, settings_flood,
            ping_flood, empty_data_flood, window_update_flood, zero_window_update_flood,
            zero_window_reader, stream_id_regression, even_stream_id, stream_id_reuse,
            data_on_closed_stream, data_after_end_stream, oversized_frame, too_many_streams]

@@ -12,6 +12,8 @@ pub mod config;
 pub mod dns;
 pub mod drain;
 pub mod environ;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod h2;
 pub mod handover;
 pub mod hash;

@@ -210,6 +210,21 @@ pub fn run_tcp_check(
     how: super::check::CheckHow,
 ) -> Verdict {
     let start = Instant::now();
+    run_steps(probe, start, timeout, tls.is_some(), &mut |cc| {
+        connect_step(cc, addr, start, timeout, tls, proxy_hdr, how)
+    })
+}
+
+/// The steps of a `tcp-check` sequence; `connect` opens each connection
+/// (a socket, or a script of answers for the fuzz target), `tls`: the
+/// default connection is TLS (the success of a bare connect is layer 6's).
+pub(in crate::backend) fn run_steps(
+    probe: &TcpProbe,
+    start: Instant,
+    timeout: Duration,
+    tls: bool,
+    connect: &mut super::check::Connector<'_>,
+) -> Verdict {
     let mut conn: Option<Box<dyn Wire>> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut must_read = true;
@@ -246,7 +261,7 @@ pub fn run_tcp_check(
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
                 };
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how) {
+                match connect(cc) {
                     Ok(c) => conn = Some(c),
                     Err(mut v) => {
                         // HAProxy's connect step is over once the SOCKS4
@@ -374,7 +389,7 @@ pub fn run_tcp_check(
             Verdict::new(CheckStatus::L4Ok, "")
         }
         Some(StepKind::Connect(_)) => {
-            let st = if tls.is_some() {
+            let st = if tls {
                 CheckStatus::L6Ok
             } else {
                 CheckStatus::L4Ok
@@ -685,7 +700,9 @@ fn spop_version(v: &[u8]) -> Option<u32> {
         return None;
     }
     let min: u32 = digits.parse().ok().filter(|m| *m <= 999)?;
-    Some(maj * 1000 + min)
+    // A major past u32::MAX / 1000 is no version (HAProxy's int product
+    // would wrap; ebb's arithmetic must not overflow).
+    maj.checked_mul(1000)?.checked_add(min)
 }
 
 #[cfg(test)]
@@ -717,6 +734,15 @@ mod tests {
         assert_eq!(
             f("00000007 65 00000001 0000"),
             Err("version value not found")
+        );
+        // A major version whose thousands pass u32 (it overflowed, a
+        // panic in a debug build): unsupported, like any other.
+        assert_eq!(spop_version(b"4294968.0"), None);
+        assert_eq!(spop_version(b"4294967.296"), None);
+        assert_eq!(spop_version(b"4294967.295"), Some(u32::MAX));
+        assert_eq!(
+            f("0000001C 65 00000001 0000 0776657273696F6E 080B343239343936382E303030"),
+            Err("unsupported version")
         );
     }
 

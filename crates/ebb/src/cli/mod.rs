@@ -19,6 +19,7 @@
 //!
 //! This module only parses and executes; [`socket`] carries the bytes.
 
+pub(crate) mod fuzz;
 mod maps;
 mod servers;
 pub mod socket;

@@ -39,6 +39,12 @@ pub const DEFAULT_TIMEOUT_MS: u32 = 10_000;
 /// `;`-separated batch of commands fits many times over).
 const MAX_LINE: usize = 64 * 1024;
 
+/// While this much of the answers is unsent, no further line is read or
+/// run: a client that sends commands without reading the answers is held
+/// by its own socket buffer, not by ebb's memory (each `help` of 5 bytes
+/// wrote 3 KiB: 1 MiB of lines grew the connection's buffer by 600 MiB).
+const OUT_HIGH: usize = 64 * 1024;
+
 /// A bound CLI socket.
 pub struct CliSocket {
     /// A UNIX socket, or any stream socket inherited with `fd@N`.
@@ -213,6 +219,12 @@ struct CliConn {
     /// `experimental-mode on` was given on this connection.
     experimental: bool,
     closing: bool,
+    /// The client has sent all it will (EOF, an error, or too much
+    /// unread): the lines read are still run, then the connection ends.
+    eof: bool,
+    /// The last read stopped at the buffer's bound, not at the socket's
+    /// end of data (an edge-triggered socket will not say it again).
+    full: bool,
     /// The readiness tasklet, created by the task's first run.
     io: Option<TaskletId>,
     timeout_ms: u32,
@@ -240,6 +252,8 @@ fn spawn(
         interactive: false,
         experimental: false,
         closing: false,
+        eof: false,
+        full: false,
         io: None,
         timeout_ms,
     };
@@ -260,18 +274,20 @@ impl CliConn {
         Status::Done
     }
 
-    /// Reads what the socket has. Returns false at EOF or error.
+    /// Reads what the socket has, until the buffer holds [`MAX_LINE`]
+    /// bytes (then `full` is set: more may wait in the socket, read once
+    /// these lines have run). Returns false at EOF or error.
     fn read_in(&mut self) -> bool {
         let mut tmp = [0u8; 4096];
+        self.full = false;
         loop {
+            if self.inbuf.len() >= MAX_LINE {
+                self.full = true;
+                return true;
+            }
             match self.sock.read(&mut tmp) {
                 Ok(0) => return false,
-                Ok(n) => {
-                    self.inbuf.extend_from_slice(&tmp[..n]);
-                    if self.inbuf.len() > MAX_LINE * 4 {
-                        return false;
-                    }
-                }
+                Ok(n) => self.inbuf.extend_from_slice(&tmp[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return false,
@@ -294,10 +310,15 @@ impl CliConn {
         Ok(())
     }
 
+    /// The answers not yet sent.
+    fn unsent(&self) -> usize {
+        self.out.len() - self.opos
+    }
+
     fn lines(&mut self, ctx: &mut Ctx) {
-        while !self.closing {
+        while !self.closing && self.unsent() < OUT_HIGH {
             let Some(nl) = self.inbuf.iter().position(|&c| c == b'\n') else {
-                if self.inbuf.len() > MAX_LINE {
+                if self.inbuf.len() >= MAX_LINE {
                     self.out.extend_from_slice(b"Line too long.\n\n");
                     self.closing = true;
                 }
@@ -350,22 +371,34 @@ impl TaskFn for CliConn {
                 return self.close(ctx);
             }
         }
-        if !self.closing {
-            let eof = !self.read_in();
-            if eof && !self.inbuf.is_empty() && !self.inbuf.ends_with(b"\n") {
-                // A last command without its newline still runs.
-                self.inbuf.push(b'\n');
+        loop {
+            if !self.closing && self.unsent() < OUT_HIGH {
+                if !self.eof && !self.read_in() {
+                    self.eof = true;
+                    if !self.inbuf.is_empty() && !self.inbuf.ends_with(b"\n") {
+                        // A last command without its newline still runs.
+                        self.inbuf.push(b'\n');
+                    }
+                }
+                self.lines(ctx);
+                if self.eof && !self.inbuf.contains(&b'\n') {
+                    self.closing = true;
+                }
             }
-            self.lines(ctx);
-            if eof {
-                self.closing = true;
+            if self.flush().is_err() {
+                return self.close(ctx);
             }
-        }
-        if self.flush().is_err() {
-            return self.close(ctx);
-        }
-        if self.closing && self.out.is_empty() {
-            return self.close(ctx);
+            if self.closing && self.out.is_empty() {
+                return self.close(ctx);
+            }
+            // All sent and more to read or run: go on; otherwise wait for
+            // the socket (readable, or writable again).
+            if self.closing || !self.out.is_empty() {
+                break;
+            }
+            if !self.eof && !self.full && !self.inbuf.contains(&b'\n') {
+                break;
+            }
         }
         ctx.set_expire(
             me,

@@ -17,6 +17,11 @@ pub(in crate::backend) trait Wire: Read + Write {
     }
 }
 impl Wire for TcpStream {}
+
+/// How a check's sequence opens each connection (a socket; for the fuzz
+/// target, a script of the server's answer).
+pub(in crate::backend) type Connector<'a> =
+    dyn FnMut(&crate::config::CheckConnect) -> Result<Box<dyn Wire>, super::Verdict> + 'a;
 impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
     fn alpn(&self) -> Option<&[u8]> {
         self.conn.alpn_protocol()

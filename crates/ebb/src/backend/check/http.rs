@@ -717,11 +717,34 @@ pub(super) fn run_http(
     who: (&str, &str, Option<&str>),
     how: CheckHow,
 ) -> Verdict {
+    let start = Instant::now();
+    run_steps(p, start, timeout, tls.is_some(), who, &mut |cc| {
+        // The server's protocol applies to a default connect.
+        match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how)? {
+            c if cc.default && h2_for(how.mux, c.alpn()) => {
+                let tls = cc.default && tls.is_some();
+                Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))
+            }
+            c => Ok(c),
+        }
+    })
+}
+
+/// The steps of an HTTP check (see [`run_http`]); `connect` opens each
+/// connection (a socket, or a script of answers for the fuzz target);
+/// `tls`: the default connection is TLS.
+pub(in crate::backend) fn run_steps(
+    p: &HttpProbe,
+    start: Instant,
+    timeout: Duration,
+    tls: bool,
+    who: (&str, &str, Option<&str>),
+    connect: &mut super::Connector<'_>,
+) -> Verdict {
     let (be, srv, state) = who;
     let who = (be, srv);
     // The `check` and `sess` variables live for one run.
     let vars = std::cell::RefCell::new(crate::sample::VarStore::for_check());
-    let start = Instant::now();
     let mut conn: Option<Box<dyn Wire>> = None;
     let mut buf: Vec<u8> = Vec::new();
     // The response to the last request was read (until complete or
@@ -732,12 +755,7 @@ pub(super) fn run_http(
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how) {
-                    // The server's protocol applies to a default connect.
-                    Ok(c) if cc.default && h2_for(how.mux, c.alpn()) => {
-                        let tls = cc.default && tls.is_some();
-                        conn = Some(Box::new(crate::backend::h2check::H2Wire::new(c, tls)));
-                    }
+                match connect(cc) {
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
                 }
@@ -796,7 +814,7 @@ pub(super) fn run_http(
         }
     }
     last.unwrap_or_else(|| {
-        if tls.is_some() {
+        if tls {
             Verdict::new(CheckStatus::L6Ok, "")
         } else {
             Verdict::new(CheckStatus::L4Ok, "")

@@ -27,6 +27,7 @@ use crate::config::CheckStatus;
 
 mod conn;
 mod ext;
+pub(crate) mod fuzz;
 mod http;
 mod observe;
 mod task;
@@ -35,7 +36,7 @@ mod tests;
 
 use conn::l4_probe;
 pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
-pub(super) use conn::{connect_step, open, os_text, timed_out, Wire};
+pub(super) use conn::{connect_step, open, os_text, timed_out, Connector, Wire};
 pub use ext::{run_ext, ExtProbe, ExtServer};
 use http::run_http;
 pub use http::{server_state_header, HttpProbe};

@@ -46,7 +46,9 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
 pub fn set_weight(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
     let w = if let Some(p) = arg.strip_suffix('%') {
         let p: u64 = p.parse().map_err(|_| format!("Invalid weight '{arg}'."))?;
-        (u64::from(s.opts.weight) * p / 100) as u32
+        // Saturated, not wrapped: a huge percentage is over 256.
+        let w = u64::from(s.opts.weight).saturating_mul(p) / 100;
+        u32::try_from(w).unwrap_or(u32::MAX)
     } else {
         arg.parse::<u32>()
             .map_err(|_| format!("Invalid weight '{arg}': expected 0..256 or N%."))?
