@@ -835,6 +835,23 @@ fn h1_translation_with_spans_is_what_the_parser_reads() {
     }
 }
 
+/// Stream 1's request HEADERS (END_STREAM): `https`, `:authority` when
+/// not empty, then `fields`.
+fn request_block(
+    cl: &mut Client,
+    method: &str,
+    authority: &str,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut h = vec![(":method", method), (":scheme", "https"), (":path", path)];
+    if !authority.is_empty() {
+        h.push((":authority", authority));
+    }
+    h.extend(fields.iter().copied());
+    cl.headers(1, &h, true)
+}
+
 /// The head [`RequestHead::write_h1_head`] fills without reading the
 /// bytes is the head the HTTP/1 parser cuts from them, field for field,
 /// for every head it vouches for; the others are left to the completion
@@ -903,12 +920,7 @@ fn h1_head_filled_from_the_checks_is_what_the_parser_reads() {
     for (i, &(authority, path, fields, te, whole)) in cases.iter().enumerate() {
         let (mut c, mut cl) = open();
         let method = if path == "*" { "OPTIONS" } else { "GET" };
-        let mut h = vec![(":method", method), (":scheme", "https"), (":path", path)];
-        if !authority.is_empty() {
-            h.push((":authority", authority));
-        }
-        h.extend(fields.iter().copied());
-        let input = cl.headers(1, &h, true);
+        let input = request_block(&mut cl, method, authority, path, fields);
         let mut off = 0;
         let (mut plain, mut built) = (Vec::new(), Vec::new());
         let mut filled = RequestHead::default();
@@ -946,6 +958,90 @@ fn h1_head_filled_from_the_checks_is_what_the_parser_reads() {
             }
             Written::Parse => {}
         }
+    }
+}
+
+/// The usual head's writing (`write_h1_usual`) gives the bytes, spans
+/// and verdict the general writing gives, appended after bytes already
+/// there, with or without the field spans; it takes the heads it should
+/// (h2load's, a browser's without cookies, origin form, `*`) and leaves
+/// the others to the general writing.
+#[test]
+fn usual_h1_head_is_written_as_the_general_writing_writes_it() {
+    use crate::http1::HeaderSpan;
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)], bool);
+    let browser: &[(&str, &str)] = &[
+        ("user-agent", "Mozilla/5.0 (X11; Linux x86_64)"),
+        ("accept", "text/html,*/*;q=0.8"),
+        ("accept-language", "en-US,en;q=0.5"),
+        ("accept-encoding", "gzip, deflate, br"),
+        ("content-length", "0"),
+        ("expect", "100-continue"),
+        ("x-empty", ""),
+    ];
+    // (method, `:authority` ("": none), `:path`, fields, taken by the
+    // usual writing)
+    let cases: &[Case] = &[
+        (
+            "GET",
+            "127.0.0.1:8443",
+            "/?v=1",
+            &[("user-agent", "h2load nghttp2/1.52.0")],
+            true,
+        ),
+        ("GET", "example.com", "/a/b?c=d", browser, true),
+        ("POST", "example.com:80", "/", &[], true),
+        ("GET", "", "/x", &[("accept", "*/*")], true),
+        ("OPTIONS", "h", "*", &[], true),
+        ("OPTIONS", "", "*", &[], true),
+        // Not an absolute URI's authority: origin form.
+        ("GET", "u@h", "/", &[("a", "1")], true),
+        ("GET", "h", "/%41%zz", &[], true),
+        // `host`, `te` or a cookie: the general writing.
+        ("GET", "", "/x", &[("host", "a.example:81")], false),
+        ("GET", "h", "/x", &[("host", "h"), ("a", "b")], false),
+        ("GET", "h", "/x", &[("te", "trailers")], false),
+        ("GET", "h", "/x", &[("cookie", "a=1"), ("b", "2")], false),
+        // A value HTTP/1 does not take.
+        ("GET", "h", "/", &[("x-c", "a\u{1}b")], false),
+    ];
+    for (i, &(method, authority, path, fields, usual)) in cases.iter().enumerate() {
+        let (mut c, mut cl) = open();
+        let input = request_block(&mut cl, method, authority, path, fields);
+        let mut off = 0;
+        let mut seen = false;
+        while off < input.len() {
+            let p = c.recv(&input[off..], 2);
+            off += p.consumed;
+            let Some(Event::Request { head, .. }) = p.event else {
+                continue;
+            };
+            seen = true;
+            for (before, max) in [(&b""[..], 64), (b"GET / HTTP/1.1\r\n\r\n", 64), (b"", 1)] {
+                let (mut a, mut b) = (before.to_vec(), before.to_vec());
+                let (mut fa, mut fb) = (vec![HeaderSpan::default()], Vec::new());
+                let got = head.write_h1_usual(&[], &mut a, &mut Some((&mut fa, max)));
+                assert_eq!(got.is_some(), usual, "case {i}");
+                let Some(got) = got else {
+                    assert_eq!(a, before, "case {i}");
+                    continue;
+                };
+                let want = head.write_h1_general(&[], &mut b, Some((&mut fb, max)));
+                assert_eq!(s(&a), s(&b), "case {i}");
+                assert_eq!(format!("{got:?}"), format!("{want:?}"), "case {i}");
+                assert_eq!(format!("{fa:?}"), format!("{fb:?}"), "case {i}");
+                // Without the spans: the same bytes.
+                let mut c2 = before.to_vec();
+                assert!(head.write_h1_usual(&[], &mut c2, &mut None).is_some());
+                assert_eq!(c2, a, "case {i}");
+            }
+            // Anything added: the general writing.
+            let extra: &[(&[u8], &[u8])] = &[(b"te", b"trailers")];
+            assert!(head
+                .write_h1_usual(extra, &mut Vec::new(), &mut None)
+                .is_none());
+        }
+        assert!(seen, "case {i}");
     }
 }
 

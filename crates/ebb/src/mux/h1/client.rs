@@ -1172,7 +1172,25 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// [`scheme_normalized`]): the shorter head is written back so that it
     /// ends where the received one did (the body after it stays in place),
     /// and parsed again.
+    #[inline]
     fn normalize_head(&mut self) -> Result<PStatus<()>, HttpError> {
+        // What `scheme_normalized` looks at first, without a call: only an
+        // absolute target whose authority ends in a default port changes
+        // (most heads, an HTTP/2 one's absolute URI too, do not).
+        let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
+        let default_port = self.head.target_form == crate::http1::TargetForm::Absolute
+            && self.head.host.is_some_and(|h| {
+                let a = h.get(buf);
+                a.ends_with(b":80") || a.ends_with(b":443")
+            });
+        if !default_port {
+            return Ok(PStatus::Complete(()));
+        }
+        self.normalize_scheme()
+    }
+
+    /// [`Conn::normalize_head`] past its first look.
+    fn normalize_scheme(&mut self) -> Result<PStatus<()>, HttpError> {
         let old = &self.rbuf[self.rstart..self.rend];
         let Some(new) = scheme_normalized(old, &self.head) else {
             return Ok(PStatus::Complete(()));
