@@ -151,7 +151,7 @@ fn malformed_requests_are_refused_and_closed() {
         (b"GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400),              // space before colon
         // `HTTP/2.0` on an HTTP/1 line is served as 1.1, as by HAProxy
         // 2.6; a version not of the form `HTTP/x.y` is not (HAProxy: 400).
-        (b"GET / HTTP/3\r\nHost: a\r\n\r\n", 505),
+        (b"GET / HTTP/3\r\nHost: a\r\n\r\n", 400),
     ];
     for (req, status) in cases {
         let mut c = Client::connect(e.addr());
