@@ -674,7 +674,14 @@ impl Conv {
                 delims,
                 count,
             } => {
-                let (a, b) = field(&s.cur, *n, delims, *count, *word)?;
+                // A word that is not there is the empty string (HAProxy
+                // 2.6's `word` succeeds then: `-m found` holds); a field
+                // that is not there is no value.
+                let (a, b) = match field(&s.cur, *n, delims, *count, *word) {
+                    Some(r) => r,
+                    None if *word => (0, 0),
+                    None => return None,
+                };
                 s.cur.truncate(b);
                 s.cur.drain(..a);
                 Some(Val::Str)
@@ -1140,8 +1147,9 @@ pub(super) fn field(
         let f = if count == 0 { 0 } else { l - count + 1 };
         (f.max(0), l)
     };
-    // A field that does not exist gives no value (HAProxy's field and
-    // word fail then: `-m found` sees nothing).
+    // A field that does not exist gives no value (HAProxy's field fails
+    // then: `-m found` sees nothing; its word gives the empty string,
+    // which the caller makes of `None`).
     if first < 0 || first >= len || last < first {
         return None;
     }

@@ -898,6 +898,15 @@ impl Fetch {
                 // An HTTP/2 stream reaches the rules as HTTP/1.1 (its lane);
                 // HAProxy says 2.0 for it.
                 let h2 = ctx.vars.is_some_and(|v| v.borrow().h2);
+                if !h2 {
+                    // The digits as received (`HTTP/1.2` is 1.2, read as
+                    // 1.1), as HAProxy keeps the line's version.
+                    let st = ctx.vars.and_then(|v| v.try_borrow().ok());
+                    let ver = st.as_ref().and_then(|st| received_version(&st.req_line));
+                    if let Some(v) = ver.and_then(|v| v.strip_prefix(b"HTTP/")) {
+                        return put(s, v);
+                    }
+                }
                 put(
                     s,
                     match r.head.version {
@@ -1054,8 +1063,13 @@ impl Fetch {
                         };
                         &target[from..]
                     }
+                    // HAProxy's flag for 1.1 and up (`HTTP/1.2`, `2.0`).
                     _ => match ver? {
-                        b"HTTP/1.1" => b"HTTP/1.1",
+                        [b'H', b'T', b'T', b'P', b'/', a, b'.', b]
+                            if *a > b'1' || *a == b'1' && *b >= b'1' =>
+                        {
+                            b"HTTP/1.1"
+                        }
                         _ => b"HTTP/1.0",
                     },
                 };
@@ -1586,4 +1600,12 @@ pub(super) fn next_rand() -> u64 {
         c.set(x);
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     })
+}
+
+/// The version of a request line as received (`M T V`): its last word.
+fn received_version(line: &[u8]) -> Option<&[u8]> {
+    let mut parts = line.splitn(3, |&b| b == b' ');
+    parts.next()?;
+    parts.next()?;
+    parts.next().filter(|v| !v.is_empty())
 }
