@@ -295,6 +295,8 @@ impl Fetch {
             "dst_port" => none(Fetch::DstPort),
             "fe_name" => none(Fetch::FeName),
             "be_name" => {
+                // HAProxy 2.6 refuses it in a frontend's http-request
+                // log-format strings (an ACL on it is evaluated: below).
                 if scope == (Scope::Request { backend: false }) {
                     return Err(
                         "fetch 'be_name' needs a backend, which is not known yet in a frontend's http-request rules"
@@ -782,7 +784,15 @@ impl Fetch {
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
             Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
-            Fetch::BeName => put(s, ctx.be?.as_bytes()),
+            // Before a backend is chosen, HAProxy's stream has the
+            // frontend as its backend: `be_name` in an ACL of a
+            // frontend's http-request rules is the frontend's name
+            // (HAProxy warns that it "will never match"; it does).
+            Fetch::BeName => match ctx.be {
+                Some(b) => put(s, b.as_bytes()),
+                None if ctx.req.is_some() => put(s, ctx.fe.as_bytes()),
+                None => None,
+            },
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
             Fetch::SrvId => {
                 ctx.srv?;

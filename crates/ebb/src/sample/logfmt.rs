@@ -155,12 +155,6 @@ fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
     if a == Alias::Server && req {
         return Err("log-format alias '%s' (server) is not known in a request rule".to_string());
     }
-    if a == Alias::Backend && scope == (Scope::Request { backend: false }) {
-        return Err(
-            "log-format alias '%b' needs a backend, which is not known yet in a frontend's http-request rules"
-                .to_string(),
-        );
-    }
     Ok(a)
 }
 
