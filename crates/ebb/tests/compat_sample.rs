@@ -1888,8 +1888,8 @@ const SEEDS_2_3: &str = "    http-request replace-header host ^(T) x if { path_b
     http-request replace-path / _ if { hdr(x-t) rp }\n\
     http-request set-uri xc=3//a if { path_beg /su }\n\
     http-request replace-path / _ if { path_beg /su }\n\
-    http-request set-header x-w \"%[str(a/b),word(3,/)]|%[req.ver]|%[capture.req.ver]\"\n\
-    http-request set-header x-f found if { str(a/b),word(3,/) -m found }\n";
+    http-request set-header x-w \"%[str(a/b),word(3,/)]|%[req.ver]|%[capture.req.ver]|%b|%[str(A:80:90),host_only]\"\n\
+    http-request set-header x-f found if { str(a/b),word(3,/) -m found } { be_name fe }\n";
 
 fn seeds_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
     [
@@ -1920,7 +1920,10 @@ fn seeds_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
 /// path in `http://a` nor in `xc=3//a` and changes nothing (ebb
 /// replaced in the whole target); `word` of a word that is not there is
 /// the empty string, found; `req.ver` is the version as received (1.2)
-/// and `capture.req.ver` says HTTP/1.1 for it.
+/// and `capture.req.ver` says HTTP/1.1 for it. Seed 4: `host_only`
+/// lowers and cuts at the last `:` (`a:80`); `be_name` in a frontend's
+/// ACL is the frontend's name (ebb: no value) and `%b` there is taken
+/// (ebb refused it).
 #[test]
 fn seeds_two_and_three_as_haproxy() {
     let origin = head_echo();
@@ -1940,7 +1943,7 @@ fn seeds_two_and_three_as_haproxy() {
 /// What the origin gets for each of `seeds_seen`'s requests.
 fn seeds_want() -> Vec<Vec<Vec<u8>>> {
     let l = |s: &[u8]| s.to_vec();
-    let w = |v: &[u8]| [&b"x-w: |"[..], v].concat();
+    let w = |v: &[u8]| [&b"x-w: |"[..], v, b"|fe|a:80"].concat();
     let f = l(b"x-f: found");
     vec![
         vec![
@@ -1981,4 +1984,79 @@ fn seeds_want() -> Vec<Vec<Vec<u8>>> {
         ],
         vec![l(b"GET /v HTTP/1.1"), l(b"host: t"), w(b"1.2|HTTP/1.1"), f],
     ]
+}
+
+const OWN_ANSWERS: &str = "    timeout tarpit 50ms\n\
+    http-request deny if { path_beg /deny }\n\
+    http-request tarpit deny_status 403 if { path_beg /tarpit }\n\
+    http-request redirect location /l code 302 if { path_beg /redir }\n\
+    http-request return status 200 content-type text/plain string hi hdr x-a b if { path_beg /ret }\n";
+
+fn own_answers_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+    [
+        "GET /deny HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /tarpit HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /redir HTTP/1.1\r\nHost: t\r\n\r\n",
+        "POST /redir HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+        "GET /ret HTTP/1.1\r\nHost: t\r\n\r\n",
+    ]
+    .iter()
+    .map(|r| {
+        raw_head(addr, r)
+            .into_iter()
+            .skip(1)
+            .map(|mut l| {
+                l.make_ascii_lowercase();
+                l
+            })
+            .filter(|l| !l.starts_with(b"date:") && !l.starts_with(b"server:"))
+            .collect()
+    })
+    .collect()
+}
+
+/// The answers ebb makes itself have HAProxy 2.6's fields in its order
+/// (after ebb's `Server` and `Date`): an error page's length first, a
+/// tarpit's page without `Connection: close`, a redirect's length before
+/// its `Location` and `Connection: close` when it answers a request with
+/// a body (HAProxy closes then), a `return`'s length between its `hdr`
+/// fields and its type. ebb wrote the length after the fields, and kept
+/// the connection after such a redirect.
+#[test]
+fn own_answers_in_haproxys_field_order() {
+    let origin = head_echo();
+    let l = |s: &str| s.as_bytes().to_vec();
+    let page = |n: &str| {
+        vec![
+            l(&format!("content-length: {n}")),
+            l("cache-control: no-cache"),
+            l("content-type: text/html"),
+        ]
+    };
+    let redirect = vec![
+        l("content-length: 0"),
+        l("location: /l"),
+        l("cache-control: no-cache"),
+    ];
+    let mut closed_redirect = redirect.clone();
+    closed_redirect.push(l("connection: close"));
+    let want = vec![
+        page("93"),
+        page("93"),
+        redirect,
+        closed_redirect,
+        vec![
+            l("x-a: b"),
+            l("content-length: 2"),
+            l("content-type: text/plain"),
+        ],
+    ];
+    let e = Ebb::start(&to_origin("BIND", OWN_ANSWERS, origin));
+    assert_eq!(own_answers_seen(e.addr()), want);
+    same_on_haproxy(
+        "hap-own-answers",
+        |b| to_origin(b, OWN_ANSWERS, origin),
+        own_answers_seen,
+        &want,
+    );
 }
