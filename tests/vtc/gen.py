@@ -171,7 +171,7 @@ server s1 -wait
 
 served_as_11("rl01_http12", "version HTTP/1.2 is read as HTTP/1.1", "HTTP/1.2")
 served_as_11("rl02_http20_text", "version HTTP/2.0 in an HTTP/1 request line is read as HTTP/1.1, as by HAProxy 2.6", "HTTP/2.0")
-refuse("rl02b_http3", "version HTTP/3 (not HTTP/x.y)", 505,
+refuse("rl02b_http3", "version HTTP/3 (not HTTP/x.y)", 400,
        [R("GET /a HTTP/3\\r\\nHost: x\\r\\n\\r\\n")])
 refuse("rl03_bad_method", "method that is not a token", 400,
        [R("G(T /a HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")])

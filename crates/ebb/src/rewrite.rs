@@ -71,6 +71,23 @@ fn replace_values(re: &Re, value: &[u8], tpl: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether `re` matches a value of a field `name` (each comma-separated
+/// value with `each_value`, as [`replace_values`] cuts them): whether a
+/// `replace-header` or `replace-value` replaces any.
+fn replaces_any(re: &Re, fields: &Fields, name: &str, each_value: bool) -> bool {
+    fields
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+        .any(|(_, v)| {
+            if each_value {
+                crate::sample::split_values_untrimmed(v)
+                    .any(|p| re.re.captures(p.trim_ascii()).is_some())
+            } else {
+                re.re.captures(v).is_some()
+            }
+        })
+}
+
 /// Removes CR, LF and NUL (they would end or break a field line).
 fn clean(v: &mut Vec<u8>) {
     v.retain(|&c| !matches!(c, b'\r' | b'\n' | 0));
@@ -315,9 +332,17 @@ impl<'a> ReqState<'a> {
         let sets_host = |n: &str| {
             n.eq_ignore_ascii_case("host") && h.target_form == crate::http1::TargetForm::Absolute
         };
+        // A `replace-header`/`replace-value` whose regex matches no
+        // `Host` value leaves the target alone (HAProxy updates the
+        // authority from a value it replaced only).
         let host_edit = match act {
             Act::Edit(e) => e.op != EditOp::Del && sets_host(&e.name),
-            Act::Rewrite(Rewrite::Replace { name, .. }) => sets_host(name),
+            Act::Rewrite(Rewrite::Replace {
+                name,
+                re,
+                each_value,
+                ..
+            }) => sets_host(name) && replaces_any(re, &fields, name, *each_value),
             _ => false,
         };
         match act {
@@ -359,6 +384,14 @@ impl<'a> ReqState<'a> {
                         UriPart::PathQ => &pq,
                         _ => &target,
                     };
+                    // HAProxy's `replace-path`/`replace-pathq` read the
+                    // path http_parse_path finds (none in `http://a` or
+                    // `foo/bar`), and no rule replaces an empty subject.
+                    let no_path =
+                        part != &UriPart::Uri && crate::sample::target_path(&target).is_empty();
+                    if subject.is_empty() || no_path {
+                        return Ok(());
+                    }
                     let Some(new) = replace_whole(re, subject, &tpl) else {
                         return Ok(());
                     };

@@ -1523,11 +1523,16 @@ const REBUILT: &str = "    http-request del-header host if { path_beg /nohost }\
     http-request set-var-fmt(txn.f) \"<%[var(txn.d)]>\" if { path_beg /ctl }\n\
     http-request set-header x-f \"%[var(txn.f)]\" if { path_beg /ctl }\n";
 
-fn rebuilt_cfg(bind: &str, origin: SocketAddr) -> String {
+/// A frontend with `rules` in front of `origin`.
+fn to_origin(bind: &str, rules: &str, origin: SocketAddr) -> String {
     format!(
         "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
-frontend fe\n    bind {bind}\n{REBUILT}    default_backend be\nbackend be\n    server s1 {origin}\n"
+frontend fe\n    bind {bind}\n{rules}    default_backend be\nbackend be\n    server s1 {origin}\n"
     )
+}
+
+fn rebuilt_cfg(bind: &str, origin: SocketAddr) -> String {
+    to_origin(bind, REBUILT, origin)
 }
 
 fn rebuilt_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
@@ -1756,10 +1761,7 @@ const HUNT_REWRITES: &str =
     http-request replace-uri ^/ru(.*) x\\1 if { path_beg /ru }\n";
 
 fn hunt_rewrites_cfg(bind: &str, origin: SocketAddr) -> String {
-    format!(
-        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
-frontend fe\n    bind {bind}\n{HUNT_REWRITES}    default_backend be\nbackend be\n    server s1 {origin}\n"
-    )
+    to_origin(bind, HUNT_REWRITES, origin)
 }
 
 fn hunt_rewrites_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
@@ -1818,10 +1820,7 @@ const HUNT_RESPONSE: &str =
     http-response set-header b 3 if { var(txn.p) -m beg /s }\n";
 
 fn hunt_response_cfg(bind: &str, origin: SocketAddr) -> String {
-    format!(
-        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
-frontend fe\n    bind {bind}\n{HUNT_RESPONSE}    default_backend be\nbackend be\n    server s1 {origin}\n"
-    )
+    to_origin(bind, HUNT_RESPONSE, origin)
 }
 
 fn hunt_response_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
@@ -1881,6 +1880,183 @@ fn response_rules_keep_the_framing_in_place_as_haproxy() {
         "hap-hunt-response",
         |b| hunt_response_cfg(b, origin),
         hunt_response_seen,
+        &want,
+    );
+}
+
+const SEEDS_2_3: &str = "    http-request replace-header host ^(T) x if { path_beg /rh }\n\
+    http-request replace-path / _ if { hdr(x-t) rp }\n\
+    http-request set-uri xc=3//a if { path_beg /su }\n\
+    http-request replace-path / _ if { path_beg /su }\n\
+    http-request set-header x-w \"%[str(a/b),word(3,/)]|%[req.ver]|%[capture.req.ver]|%b|%[str(A:80:90),host_only]\"\n\
+    http-request set-header x-f found if { str(a/b),word(3,/) -m found } { be_name fe }\n";
+
+fn seeds_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+    [
+        "GET http://example.com/a HTTP/1.1\r\nHost: EXAMPLE.com\r\n\r\n",
+        "GET http://example.com/a HTTP/1.1\r\nHost: Example.COM:80\r\n\r\n",
+        "GET http://example.com/a HTTP/1.1\r\n\r\n",
+        "GET http://example.com/rh HTTP/1.1\r\nHost: Example.COM:80\r\n\r\n",
+        "GET http://example.com HTTP/1.1\r\nHost: example.com\r\nx-t: rp\r\n\r\n",
+        "GET /su HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /v HTTP/1.2\r\nHost: t\r\n\r\n",
+    ]
+    .iter()
+    .map(|r| {
+        sent_head(addr, r)
+            .into_iter()
+            .filter(|l| !l.is_empty() && !l.starts_with(b"connection:"))
+            .collect()
+    })
+    .collect()
+}
+
+/// Found by the differential harness, seeds 2 and 3, each as HAProxy 2.6
+/// does it: an absolute target's `Host` goes as the client sent it (case
+/// and a default port kept; ebb sent the target's authority), and a
+/// request without one is served and sent on without one (ebb answered
+/// 400); a `replace-header host` whose regex matches nothing leaves the
+/// target alone (ebb wrote the Host into it); `replace-path` finds no
+/// path in `http://a` nor in `xc=3//a` and changes nothing (ebb
+/// replaced in the whole target); `word` of a word that is not there is
+/// the empty string, found; `req.ver` is the version as received (1.2)
+/// and `capture.req.ver` says HTTP/1.1 for it. Seed 4: `host_only`
+/// lowers and cuts at the last `:` (`a:80`); `be_name` in a frontend's
+/// ACL is the frontend's name (ebb: no value) and `%b` there is taken
+/// (ebb refused it).
+#[test]
+fn seeds_two_and_three_as_haproxy() {
+    let origin = head_echo();
+    let want = seeds_want();
+    assert_eq!(
+        seeds_seen(Ebb::start(&to_origin("BIND", SEEDS_2_3, origin)).addr()),
+        want
+    );
+    same_on_haproxy(
+        "hap-seeds-2-3",
+        |b| to_origin(b, SEEDS_2_3, origin),
+        seeds_seen,
+        &want,
+    );
+}
+
+/// What the origin gets for each of `seeds_seen`'s requests.
+fn seeds_want() -> Vec<Vec<Vec<u8>>> {
+    let l = |s: &[u8]| s.to_vec();
+    let w = |v: &[u8]| [&b"x-w: |"[..], v, b"|fe|a:80"].concat();
+    let f = l(b"x-f: found");
+    vec![
+        vec![
+            l(b"get http://example.com/a HTTP/1.1"),
+            l(b"host: EXAMPLE.com"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![
+            l(b"get http://example.com/a HTTP/1.1"),
+            l(b"host: Example.COM:80"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![
+            l(b"get http://example.com/a HTTP/1.1"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![
+            l(b"get http://example.com/rh HTTP/1.1"),
+            l(b"host: Example.COM:80"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![
+            l(b"get http://example.com HTTP/1.1"),
+            l(b"host: example.com"),
+            l(b"x-t: rp"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![
+            l(b"GET xc=3//a HTTP/1.1"),
+            l(b"host: xc=3"),
+            w(b"1.1|HTTP/1.1"),
+            f.clone(),
+        ],
+        vec![l(b"GET /v HTTP/1.1"), l(b"host: t"), w(b"1.2|HTTP/1.1"), f],
+    ]
+}
+
+const OWN_ANSWERS: &str = "    timeout tarpit 50ms\n\
+    http-request deny if { path_beg /deny }\n\
+    http-request tarpit deny_status 403 if { path_beg /tarpit }\n\
+    http-request redirect location /l code 302 if { path_beg /redir }\n\
+    http-request return status 200 content-type text/plain string hi hdr x-a b if { path_beg /ret }\n";
+
+fn own_answers_seen(addr: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+    [
+        "GET /deny HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /tarpit HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /redir HTTP/1.1\r\nHost: t\r\n\r\n",
+        "POST /redir HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+        "GET /ret HTTP/1.1\r\nHost: t\r\n\r\n",
+    ]
+    .iter()
+    .map(|r| {
+        raw_head(addr, r)
+            .into_iter()
+            .skip(1)
+            .map(|mut l| {
+                l.make_ascii_lowercase();
+                l
+            })
+            .filter(|l| !l.starts_with(b"date:") && !l.starts_with(b"server:"))
+            .collect()
+    })
+    .collect()
+}
+
+/// The answers ebb makes itself have HAProxy 2.6's fields in its order
+/// (after ebb's `Server` and `Date`): an error page's length first, a
+/// tarpit's page without `Connection: close`, a redirect's length before
+/// its `Location` and `Connection: close` when it answers a request with
+/// a body (HAProxy closes then), a `return`'s length between its `hdr`
+/// fields and its type. ebb wrote the length after the fields, and kept
+/// the connection after such a redirect.
+#[test]
+fn own_answers_in_haproxys_field_order() {
+    let origin = head_echo();
+    let l = |s: &str| s.as_bytes().to_vec();
+    let page = |n: &str| {
+        vec![
+            l(&format!("content-length: {n}")),
+            l("cache-control: no-cache"),
+            l("content-type: text/html"),
+        ]
+    };
+    let redirect = vec![
+        l("content-length: 0"),
+        l("location: /l"),
+        l("cache-control: no-cache"),
+    ];
+    let mut closed_redirect = redirect.clone();
+    closed_redirect.push(l("connection: close"));
+    let want = vec![
+        page("93"),
+        page("93"),
+        redirect,
+        closed_redirect,
+        vec![
+            l("x-a: b"),
+            l("content-length: 2"),
+            l("content-type: text/plain"),
+        ],
+    ];
+    let e = Ebb::start(&to_origin("BIND", OWN_ANSWERS, origin));
+    assert_eq!(own_answers_seen(e.addr()), want);
+    same_on_haproxy(
+        "hap-own-answers",
+        |b| to_origin(b, OWN_ANSWERS, origin),
+        own_answers_seen,
         &want,
     );
 }

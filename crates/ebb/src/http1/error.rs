@@ -29,7 +29,8 @@ pub enum HttpError {
     UriTooLong,
     /// `HTTP/x` (one digit), or an HTTP/0.9 request line (`HTTP/x.y`
     /// requests are served as 1.1 or 1.0, as HAProxy serves them; in a
-    /// response, any version other than 1.0 and 1.1).
+    /// response, any version other than 1.0 and 1.1). A request gets 400,
+    /// as from HAProxy 2.6.
     UnsupportedVersion,
     /// The status line of a response is malformed, or its code is outside
     /// 100..=599.
@@ -120,7 +121,9 @@ impl HttpError {
             // HAProxy's answer past `tune.http.maxhdr`.
             HttpError::TooManyHeaders => 400,
             HttpError::UnknownTransferCoding => 422,
-            HttpError::UnsupportedVersion => 505,
+            // HAProxy 2.6's answer to `HTTP/3`, an HTTP/0.9 line, a LF in
+            // the target: a bad request (its parser knows no 505).
+            HttpError::UnsupportedVersion => 400,
             _ => 400,
         }
     }

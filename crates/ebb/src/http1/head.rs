@@ -85,7 +85,8 @@ pub struct HeaderSpan {
 }
 
 /// HTTP version of a message. Only these two exist on an HTTP/1 wire that ebb
-/// accepts; anything else is refused with 505 (requests) or 502 (responses).
+/// accepts (a request's other `HTTP/x.y` reads as one of them); anything
+/// else is refused with 400 (requests) or 502 (responses).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Version {
     /// HTTP/1.0

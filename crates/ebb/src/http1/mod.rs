@@ -36,7 +36,7 @@
 //! - Start line: exactly `method SP target SP HTTP/x.y CRLF` (400); method a
 //!   token (400); any `HTTP/` DIGIT `.` DIGIT, as HAProxy 2.6: 1.1 and up
 //!   (`HTTP/1.2`, `HTTP/2.0`) read as 1.1 (RFC 9110 §2.5), below as 1.0;
-//!   `HTTP/3` and an HTTP/0.9 line without version get (505) (HAProxy: 400);
+//!   `HTTP/3` and an HTTP/0.9 line without version (400, as HAProxy's);
 //!   target longer than `max_uri` (414).
 //! - Target bytes: HAProxy 2.6's set, every visible ASCII byte but `#`
 //!   (so also `"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, and a `%`
@@ -47,11 +47,13 @@
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host
 //!   (400).
-//! - Absolute-form: the target's authority *is* the host; the Host field is
-//!   still required on 1.1, must be valid and must name the authority
-//!   (400 otherwise, as HAProxy 2.6.12: compared up to the first `/`,
-//!   without the scheme's default port, case aside; RFC 9112 §3.2.2 would
-//!   let a proxy replace it). [`RequestHead::host`] is the effective host.
+//! - Absolute-form: the target's authority *is* the host; a Host field
+//!   may be missing, even on 1.1 (HAProxy 2.6 serves it and sends none
+//!   on), and one sent must be valid and name the authority (400
+//!   otherwise, as HAProxy 2.6.12: compared up to the first `/`, without
+//!   the scheme's default port, case aside; RFC 9112 §3.2.2 would let a
+//!   proxy replace it); it goes on as sent. [`RequestHead::host`] is the
+//!   effective host.
 //! - Fields: names are tokens, no whitespace before the colon, values free
 //!   of NUL/CR/LF/other CTL except HTAB (400); obs-fold (400); a bare CR
 //!   anywhere (400); **bare LF line endings refused** (400) unless
@@ -59,7 +61,8 @@
 //!   ebb does not, a mismatch with an origin being the risk).
 //! - Limits: head over `max_head_bytes` or more than `max_headers` fields
 //!   (431).
-//! - Host: exactly one on 1.1, at most one on 1.0, a valid
+//! - Host: exactly one on 1.1 (at most one beside an absolute target),
+//!   at most one on 1.0, a valid
 //!   `uri-host [":" port]` (an empty value is valid per RFC 9112 §3.2) (400).
 //! - Content-Length: `1*DIGIT` only — `+5`, `-1`, `0x5`, empty, `5 5`,
 //!   overflow (400). **Any repeat is refused, even an identical one**

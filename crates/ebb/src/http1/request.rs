@@ -337,7 +337,10 @@ pub fn complete_request_into(
         if form == TargetForm::Absolute && !limits.rebuilt && !host_is_authority(path, host) {
             return Err(HttpError::BadHost);
         }
-    } else if http11 && !limits.rebuilt {
+    } else if http11 && !limits.rebuilt && form != TargetForm::Absolute {
+        // An absolute target names the host itself: HAProxy 2.6 serves
+        // it without Host (and sends none on); RFC 9112 §3.2's 400 is
+        // kept for the other forms, where nothing names the host.
         return Err(HttpError::MissingHost);
     }
     // Absolute-form: the target's authority replaces Host (RFC 9112 §3.2.2).
@@ -504,9 +507,11 @@ fn other_version(buf: &[u8]) -> Option<(usize, bool)> {
     }
 }
 
-/// Parses a request whose version [`other_version`] found at `at`, as the
-/// same head saying `HTTP/1.1` (or `HTTP/1.0`): the spans are the same in
-/// both; the server gets `HTTP/1.1` (or `HTTP/1.0`), as from HAProxy.
+/// Parses a request whose version [`other_version`] found at `at` (its
+/// line whole), as the same head saying `HTTP/1.1` (or `HTTP/1.0`): the
+/// request line is cut here, the fields by httparse, all spans in `buf`
+/// (nothing copied); the server gets `HTTP/1.1` (or `HTTP/1.0`), as from
+/// HAProxy.
 #[cold]
 fn parse_other_version(
     buf: &[u8],
@@ -515,12 +520,55 @@ fn parse_other_version(
     limits: &Limits,
     head: &mut RequestHead,
 ) -> Result<Status<()>, HttpError> {
-    let mut copy = buf.to_vec();
-    let Some(v) = copy.get_mut(at..at + 8) else {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    // `method SP target SP`, then the version's 8 bytes and the line's end.
+    let line = buf.get(start..at).and_then(|l| l.strip_suffix(b" "));
+    let Some((method, target)) = line.and_then(|l| {
+        let sp = l.iter().position(|&b| b == b' ')?;
+        Some((&l[..sp], &l[sp + 1..]))
+    }) else {
         return Err(HttpError::BadRequestLine);
     };
-    v.copy_from_slice(if v11 { b"HTTP/1.1" } else { b"HTTP/1.0" });
-    parse_request_into(&copy, limits, head)
+    if !super::head::is_token(method) {
+        return Err(HttpError::BadMethod);
+    }
+    let mut end = at + 8;
+    if buf.get(end) == Some(&b'\r') {
+        end += 1;
+    }
+    if buf.get(end) != Some(&b'\n') {
+        return Err(HttpError::BadRequestLine);
+    }
+    end += 1;
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+    let (n, fields) = match httparse::parse_headers(&buf[end..], &mut slots) {
+        Ok(httparse::Status::Complete(r)) => r,
+        Ok(httparse::Status::Partial) => {
+            return match partial_limits(buf, limits) {
+                Some(e) => Err(e),
+                None => Ok(Status::Partial),
+            };
+        }
+        Err(e) => return Err(map_error(buf, e, limits)),
+    };
+    if super::head::too_many_fields(fields, limits.max_headers, true) {
+        return Err(HttpError::TooManyHeaders);
+    }
+    head.headers.clear();
+    head.headers.extend(fields.iter().map(|h| HeaderSpan {
+        name: Span::of(buf, h.name.as_bytes()),
+        value: Span::of(buf, h.value),
+    }));
+    let version = if v11 {
+        Version::Http11
+    } else {
+        Version::Http10
+    };
+    let line = (Span::of(buf, method), Span::of(buf, target));
+    complete_request_into(buf, line, version, end + n, limits, head, false)
 }
 
 /// Turns httparse's error into ebb's, naming the broken rule.
@@ -537,8 +585,9 @@ fn map_error(buf: &[u8], e: httparse::Error, limits: &Limits) -> HttpError {
     }
 }
 
-/// The request line failed: tell 505 (a well-formed but unsupported version,
-/// or an HTTP/0.9 `GET /path` line) from 400, and 414 from both.
+/// The request line failed: tell an unsupported version (`HTTP/3`, an
+/// HTTP/0.9 `GET /path` line: 400 all the same, as from HAProxy, but
+/// logged apart) from another bad line, and 414 from both.
 #[cold]
 fn classify_request_line(buf: &[u8], limits: &Limits) -> HttpError {
     let start = buf

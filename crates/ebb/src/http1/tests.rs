@@ -451,12 +451,18 @@ fn rejections_with_status() {
         ),
         (b"GET / http/1.1\r\nHost: a\r\n\r\n", E::BadRequestLine, 400),
         (b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", E::BadMethod, 400),
+        // HAProxy 2.6 answers these 400, not 505.
         (
             b"GET / HTTP/3\r\nHost: a\r\n\r\n",
             E::UnsupportedVersion,
-            505,
+            400,
         ),
-        (b"GET /\r\n\r\n", E::UnsupportedVersion, 505),
+        (b"GET /\r\n\r\n", E::UnsupportedVersion, 400),
+        (
+            b"GET /a\nb HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            400,
+        ),
         // target
         (
             b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -594,7 +600,7 @@ fn rejections_with_status() {
         (b"GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n", E::BadHost, 400),
         (b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", E::BadHost, 400),
         (b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", E::BadHost, 400),
-        (b"GET http://a/ HTTP/1.1\r\n\r\n", E::MissingHost, 400),
+        (b"GET //a/ HTTP/1.1\r\n\r\n", E::MissingHost, 400),
     ];
     for (buf, want, status) in cases {
         let got = err(buf);
@@ -602,6 +608,24 @@ fn rejections_with_status() {
         assert_eq!(got.status(), *status, "{:?}", show(buf));
         assert!(!got.reason().is_empty());
     }
+}
+
+/// An absolute target names the host: HAProxy 2.6 serves such a request
+/// without Host (and sends none on), even in HTTP/1.1; other forms need
+/// one (RFC 9112 §3.2).
+#[test]
+fn an_absolute_target_needs_no_host() {
+    for req in [
+        &b"GET http://a/p HTTP/1.1\r\n\r\n"[..],
+        b"GET http://a:8080 HTTP/1.1\r\n\r\n",
+        b"GET https://a/p?q HTTP/1.0\r\n\r\n",
+    ] {
+        let h = ok(req);
+        assert_eq!(h.target_form, TargetForm::Absolute, "{}", show(req));
+        assert!(h.header(req, "host").is_none());
+        assert!(h.host.is_some_and(|a| a.get(req).starts_with(b"a")));
+    }
+    assert_eq!(err(b"OPTIONS * HTTP/1.1\r\n\r\n"), HttpError::MissingHost);
 }
 
 /// Request smuggling families (issue 9): CL.TE, TE.CL, TE.TE obfuscations,
@@ -1454,7 +1478,7 @@ fn error_responses_are_complete_and_byte_exact() {
         show(&out),
         format!(
             "HTTP/1.1 400 Bad request\r\nServer: ebb\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-             Content-Type: text/html\r\nCache-Control: no-cache\r\nContent-Length: {}\r\n\
+             Content-Length: {}\r\nCache-Control: no-cache\r\nContent-Type: text/html\r\n\
              Connection: close\r\n\r\n{body}",
             body.len()
         )
@@ -1545,7 +1569,15 @@ fn error_pages_are_haproxys_for_the_statuses_it_makes() {
         let page = format!("<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n");
         let o = show(&out);
         assert!(o.starts_with(&format!("HTTP/1.1 {status} {reason}\r\n")), "{o}");
-        assert!(o.ends_with(&format!("Content-Length: {}\r\n\r\n{page}", page.len())), "{o}");
+        // HAProxy's field order: the length, then these.
+        assert!(
+            o.contains(&format!(
+                "GMT\r\nContent-Length: {}\r\nCache-Control: no-cache\r\nContent-Type: text/html\r\n\r\n",
+                page.len()
+            )),
+            "{o}"
+        );
+        assert!(o.ends_with(&format!("\r\n\r\n{page}")), "{o}");
     }
 }
 

@@ -413,6 +413,7 @@ macro_rules! error_bodies {
 // HAProxy 2.6's texts (its `http_err_msgs`) for the statuses it makes
 // itself, `501`'s stray leading dot included; ebb's own for the others.
 error_bodies! {
+    200 => "Service ready.",
     400 => "Your browser sent an invalid request.",
     401 => "You need a valid user and password to access this content.",
     403 => "Request forbidden by administrative rules.",
@@ -463,9 +464,9 @@ pub fn error_page(status: u16) -> (&'static str, &'static str) {
     }
 }
 
-/// Writes a complete error response: the head (`Content-Type: text/html`,
-/// `Cache-Control: no-cache`, `Content-Length`, `Connection: close` unless
-/// `keep_alive`) and a short HTML page naming the status. `extra` fields
+/// Writes a complete error response: the head (`Content-Length`,
+/// `Cache-Control: no-cache`, `Content-Type: text/html`, as HAProxy's,
+/// `Connection: close` unless `keep_alive`) and a short HTML page naming the status. `extra` fields
 /// (e.g. `Allow` for 405, `Content-Range` for 416) go after the fixed ones;
 /// invalid ones are skipped. With `head_request`, the body is left out but
 /// its length still announced (RFC 9110 §9.3.2). `version` is the
@@ -483,12 +484,14 @@ pub fn write_error_response(
     let reason = error_reason(status);
     let len = pre.len() + reason.len() + post.len();
     let mut w = ResponseWriter::with_reason(out, status, reason.as_bytes(), date);
-    let _ = w.header(b"Content-Type", b"text/html");
+    // HAProxy 2.6's order (its `http_err_msgs`), `Connection` last.
+    let _ = w.header_u64(b"Content-Length", len as u64);
     let _ = w.header(b"Cache-Control", b"no-cache");
+    let _ = w.header(b"Content-Type", b"text/html");
     for (n, v) in extra {
         let _ = w.header(n, v);
     }
-    w.finish(BodyFraming::ContentLength(len as u64), keep_alive, version);
+    w.finish(BodyFraming::None, keep_alive, version);
     if !head_request {
         out.extend_from_slice(pre.as_bytes());
         out.extend_from_slice(reason.as_bytes());

@@ -56,7 +56,11 @@ pub(super) enum Conv {
         v4: u32,
         v6: Option<u128>,
     },
+    /// `host_only`: up to the port's `:`, lowered.
     HostOnly,
+    /// `port_only`: the port's leading digits (HAProxy's `strl2ui`), 0
+    /// without one.
+    PortOnly,
     UrlDec {
         plus: bool,
     },
@@ -279,6 +283,7 @@ impl Conv {
             "odd" => none(Conv::IntTest(IntTest::Odd)),
             "even" => none(Conv::IntTest(IntTest::Even)),
             "host_only" => none(Conv::HostOnly),
+            "port_only" => none(Conv::PortOnly),
             "json_query" => {
                 count(name, args, 1, 2)?;
                 let path = super::jsonq::Path::parse(&args[0])
@@ -612,6 +617,7 @@ impl Conv {
             | Conv::FixTagValue(_) => Type::Bin,
             Conv::FixIsValid | Conv::MqttIsValid | Conv::IntTest(_) => Type::Bool,
             Conv::Length
+            | Conv::PortOnly
             | Conv::Hex2i
             | Conv::Arith(..)
             | Conv::Neg
@@ -674,7 +680,11 @@ impl Conv {
                 delims,
                 count,
             } => {
-                let (a, b) = field(&s.cur, *n, delims, *count, *word)?;
+                let (a, b) = if *word {
+                    word_span(&s.cur, *n, delims, *count)?
+                } else {
+                    field(&s.cur, *n, delims, *count, false)?
+                };
                 s.cur.truncate(b);
                 s.cur.drain(..a);
                 Some(Val::Str)
@@ -877,9 +887,22 @@ impl Conv {
                 }))
             }
             Conv::HostOnly => {
-                let end = host_end(&s.cur);
-                s.cur.truncate(end);
+                if let Some(i) = port_colon(&s.cur) {
+                    s.cur.truncate(i);
+                }
+                s.cur.make_ascii_lowercase();
                 Some(Val::Str)
+            }
+            Conv::PortOnly => {
+                let port = port_colon(&s.cur).map_or(0, |i| {
+                    s.cur[i + 1..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_digit())
+                        .fold(0u32, |n, &d| {
+                            n.wrapping_mul(10).wrapping_add(u32::from(d - b'0'))
+                        })
+                });
+                Some(Val::Int(i64::from(port)))
             }
             Conv::UrlDec { plus } => {
                 s.tmp.clear();
@@ -1140,21 +1163,64 @@ pub(super) fn field(
         let f = if count == 0 { 0 } else { l - count + 1 };
         (f.max(0), l)
     };
-    // A field that does not exist gives no value (HAProxy's field and
-    // word fail then: `-m found` sees nothing).
+    // A field that does not exist gives no value (HAProxy's field fails
+    // then: `-m found` sees nothing; `word` is `word_span`'s).
     if first < 0 || first >= len || last < first {
         return None;
     }
     Some((spans[first as usize].0, spans[last as usize].1))
 }
 
-/// Where the host ends in `host[:port]` (an IPv6 literal keeps its
-/// brackets).
-fn host_end(b: &[u8]) -> usize {
-    if b.first() == Some(&b'[') {
-        return b.iter().position(|&c| c == b']').map_or(b.len(), |i| i + 1);
+/// The byte range `word(n,delims,count)` selects, walked as HAProxy 2.6
+/// walks it (`sample_conv_word`): from the start (from the end for a
+/// negative `n`), a word starts at a byte that is no delimiter; the
+/// range runs from the `n`th word's start to the delimiter that ends its
+/// `count`th word, or to the far end of the value when the value ends
+/// first, delimiters included (`word(1,/,2)` of `a/` is `a/`,
+/// `word(-1,/,2)` of `/a` is `/a`). A word that is not there is the
+/// empty string (the word is found: `-m found` holds); `n` 0 is no value.
+fn word_span(b: &[u8], n: i64, delims: &[u8], count: i64) -> Option<(usize, usize)> {
+    if n == 0 {
+        return None;
     }
-    b.iter().position(|&c| c == b':').unwrap_or(b.len())
+    let fwd = n > 0;
+    let step = if fwd { 1 } else { -1 };
+    // `at` walks (the end of the range going forward, its start going
+    // back); `mark` is the range's other side.
+    let mut at = if fwd { 0 } else { b.len() };
+    let mut mark = at;
+    let span = |mark: usize, at: usize| if fwd { (mark, at) } else { (at, mark) };
+    let (mut word, mut inword, mut left) = (0i64, false, count);
+    while if fwd { at < b.len() } else { at > 0 } {
+        let issep = delims.contains(&b[if fwd { at } else { at - 1 }]);
+        if !inword {
+            if !issep {
+                if word != n {
+                    word += step;
+                    mark = at;
+                }
+                inword = true;
+            }
+        } else if issep {
+            if word == n {
+                if left == 1 {
+                    return Some(span(mark, at));
+                }
+                left -= i64::from(left > 1);
+            }
+            inword = false;
+        }
+        at = if fwd { at + 1 } else { at - 1 };
+    }
+    Some(if word == n { span(mark, at) } else { (0, 0) })
+}
+
+/// Where the port of `host[:port]` starts, as HAProxy 2.6's `host_only`
+/// and `port_only` find it: the last `:` after any `]` (`a:80:90` is
+/// host `a:80`, `[::1]` has none), whatever follows it.
+fn port_colon(b: &[u8]) -> Option<usize> {
+    let i = b.iter().rposition(|&c| c == b':' || c == b']')?;
+    (b[i] == b':').then_some(i)
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

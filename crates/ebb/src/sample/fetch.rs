@@ -295,6 +295,8 @@ impl Fetch {
             "dst_port" => none(Fetch::DstPort),
             "fe_name" => none(Fetch::FeName),
             "be_name" => {
+                // HAProxy 2.6 refuses it in a frontend's http-request
+                // log-format strings (an ACL on it is evaluated: below).
                 if scope == (Scope::Request { backend: false }) {
                     return Err(
                         "fetch 'be_name' needs a backend, which is not known yet in a frontend's http-request rules"
@@ -782,7 +784,15 @@ impl Fetch {
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
             Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
-            Fetch::BeName => put(s, ctx.be?.as_bytes()),
+            // Before a backend is chosen, HAProxy's stream has the
+            // frontend as its backend: `be_name` in an ACL of a
+            // frontend's http-request rules is the frontend's name
+            // (HAProxy warns that it "will never match"; it does).
+            Fetch::BeName => match ctx.be {
+                Some(b) => put(s, b.as_bytes()),
+                None if ctx.req.is_some() => put(s, ctx.fe.as_bytes()),
+                None => None,
+            },
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
             Fetch::SrvId => {
                 ctx.srv?;
@@ -898,6 +908,15 @@ impl Fetch {
                 // An HTTP/2 stream reaches the rules as HTTP/1.1 (its lane);
                 // HAProxy says 2.0 for it.
                 let h2 = ctx.vars.is_some_and(|v| v.borrow().h2);
+                if !h2 {
+                    // The digits as received (`HTTP/1.2` is 1.2, read as
+                    // 1.1), as HAProxy keeps the line's version.
+                    let st = ctx.vars.and_then(|v| v.try_borrow().ok());
+                    let ver = st.as_ref().and_then(|st| received_version(&st.req_line));
+                    if let Some(v) = ver.and_then(|v| v.strip_prefix(b"HTTP/")) {
+                        return put(s, v);
+                    }
+                }
                 put(
                     s,
                     match r.head.version {
@@ -1054,8 +1073,13 @@ impl Fetch {
                         };
                         &target[from..]
                     }
+                    // HAProxy's flag for 1.1 and up (`HTTP/1.2`, `2.0`).
                     _ => match ver? {
-                        b"HTTP/1.1" => b"HTTP/1.1",
+                        [b'H', b'T', b'T', b'P', b'/', a, b'.', b]
+                            if *a > b'1' || *a == b'1' && *b >= b'1' =>
+                        {
+                            b"HTTP/1.1"
+                        }
                         _ => b"HTTP/1.0",
                     },
                 };
@@ -1586,4 +1610,12 @@ pub(super) fn next_rand() -> u64 {
         c.set(x);
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     })
+}
+
+/// The version of a request line as received (`M T V`): its last word.
+fn received_version(line: &[u8]) -> Option<&[u8]> {
+    let mut parts = line.splitn(3, |&b| b == b' ');
+    parts.next()?;
+    parts.next()?;
+    parts.next().filter(|v| !v.is_empty())
 }

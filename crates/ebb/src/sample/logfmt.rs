@@ -155,12 +155,6 @@ fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
     if a == Alias::Server && req {
         return Err("log-format alias '%s' (server) is not known in a request rule".to_string());
     }
-    if a == Alias::Backend && scope == (Scope::Request { backend: false }) {
-        return Err(
-            "log-format alias '%b' needs a backend, which is not known yet in a frontend's http-request rules"
-                .to_string(),
-        );
-    }
     Ok(a)
 }
 
@@ -557,8 +551,7 @@ fn received_line(ctx: &Ctx<'_>, f: impl FnOnce(&[u8])) {
 /// HAProxy's url_encode_map escapes (`"`, `#`, controls and 8-bit bytes
 /// as `#XX`), as its log.c writes them.
 fn request_line_part(a: Alias, l: &[u8], out: &mut Vec<u8>) {
-    let mut put =
-        |v: &[u8]| out.extend_from_slice(&super::logline::escape(v, super::logline::url_esc));
+    let mut put = |v: &[u8]| super::logline::escape_into(out, v, super::logline::url_esc);
     let sp = |c: &u8| *c == b' ' || *c == b'\t';
     let m_end = l.iter().position(sp).unwrap_or(l.len());
     let u_start = m_end + l[m_end..].iter().take_while(|c| sp(c)).count();

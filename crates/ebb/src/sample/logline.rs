@@ -441,14 +441,21 @@ fn text(out: &mut Vec<u8>, v: Option<&[u8]>, quote: bool) {
 /// `#XX` for each byte `esc` selects (HAProxy's encode_string).
 pub(super) fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len());
+    escape_into(&mut out, v, esc);
+    out
+}
+
+/// [`escape`], appended to `out` (no vector of its own).
+pub(super) fn escape_into(out: &mut Vec<u8>, v: &[u8], esc: impl Fn(u8) -> bool) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.reserve(v.len());
     for &c in v {
         if esc(c) {
-            let _ = write!(out, "#{c:02X}");
+            out.extend_from_slice(&[b'#', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
         } else {
             out.push(c);
         }
     }
-    out
 }
 
 /// HAProxy's url_encode_map (request line): controls, 8-bit, `"` and `#`.
@@ -493,7 +500,7 @@ fn req_part(out: &mut Vec<u8>, v: Option<&[u8]>, quote: bool) {
         out.push(b'"');
     }
     match v {
-        Some(v) => out.extend_from_slice(&escape(v, url_esc)),
+        Some(v) => escape_into(out, v, url_esc),
         None => out.extend_from_slice(b"<BADREQ>"),
     }
     if quote {
@@ -532,7 +539,7 @@ fn captures(out: &mut Vec<u8>, caps: &[Option<Vec<u8>>], quote: bool, list: bool
                 out.push(b'"');
             }
             match c {
-                Some(v) => out.extend_from_slice(&escape(v, hdr_esc)),
+                Some(v) => escape_into(out, v, hdr_esc),
                 None if !quote => out.push(b'-'),
                 None => {}
             }
@@ -544,7 +551,7 @@ fn captures(out: &mut Vec<u8>, caps: &[Option<Vec<u8>>], quote: bool, list: bool
                 out.push(b'|');
             }
             if let Some(v) = c {
-                out.extend_from_slice(&escape(v, hdr_esc));
+                escape_into(out, v, hdr_esc);
             }
         }
     }

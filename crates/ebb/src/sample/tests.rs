@@ -148,6 +148,15 @@ fn converters_match_haproxy() {
     assert_eq!(lf("%[str(a.b.c.d),field(-2,.,2)]"), "b.c");
     assert_eq!(lf("%[str(a.b.c),field(-1,.)]"), "c");
     assert_eq!(lf("%[str(a.b.c),word(-1,.)]"), "c");
+    // HAProxy 2.6's walk (tests/diff seed 5): a count past the last word
+    // runs to the value's end, delimiters included; a missing word is
+    // the empty string.
+    assert_eq!(lf("%[str(/a?x),word(-1,/,2)]"), "/a?x");
+    assert_eq!(lf("%[str(a/),word(1,/,2)]"), "a/");
+    assert_eq!(lf("%[str(a/b/),word(1,/,0)]"), "a/b/");
+    assert_eq!(lf("<%[str(a/b),word(3,/)]>"), "<>");
+    assert_eq!(lf("%[str(//a//b//c),word(2,/,2)]"), "b//c");
+    assert_eq!(lf("%[str(a//b//c//),word(-2,/,2)]"), "a//b");
     assert_eq!(lf("%[str(a.b),field(9,.)]"), "");
     assert_eq!(lf("%[str(abcd),length]"), "4");
     assert_eq!(lf("%[str(),length]"), "0");
@@ -161,6 +170,16 @@ fn converters_match_haproxy() {
     assert_eq!(lf("%[str(aXbXc),regsub(X,-)]"), "a-bXc");
     assert_eq!(lf("%[str(www.ex.com:80),host_only]"), "www.ex.com");
     assert_eq!(lf("%[str([::1]:80),host_only]"), "[::1]");
+    // As HAProxy 2.6.12 (tests/diff seed 4): lowered, cut at the last
+    // `:` after any `]`, whatever follows it.
+    assert_eq!(lf("%[str(Foo.COM:8080),host_only]"), "foo.com");
+    assert_eq!(lf("%[str(A:80:90),host_only]"), "a:80");
+    assert_eq!(lf("%[str([AB::1]),host_only]"), "[ab::1]");
+    assert_eq!(lf("%[str(a.B:x),host_only]"), "a.b");
+    assert_eq!(
+        lf("%[str(a:8080),port_only]|%[str(a:80x),port_only]|%[str([::1]),port_only]|%[str(a:),port_only]"),
+        "8080|80|0|0"
+    );
     assert_eq!(lf("%[int(5),div(0)]"), "9223372036854775807");
     assert_eq!(lf("%[int(-7),div(2)]"), "-3");
     assert_eq!(lf("%[int(7),mod(3)]"), "1");
@@ -350,7 +369,7 @@ fn errors_at_compile_time() {
     assert!(err("%[status]", RQ).contains("reads the response"));
     assert!(err("%[path]", Scope::Response).contains("reads the request"));
     assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
-    assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
+    // HAProxy 2.6 takes `%b` there: the frontend's name.
     assert!(err("%bp", RQ).contains("not supported"));
     assert!(err("%{+E}ci", RQ).contains("flag '+E'"));
     // bool() takes HAProxy's four words only.

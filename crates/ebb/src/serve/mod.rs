@@ -69,9 +69,10 @@ pub fn error(status: u16) -> Answer {
     let body = format!("{pre}{}{post}", crate::http1::error_reason(status));
     Answer {
         status,
+        // HAProxy 2.6's order (the stream puts the length first).
         headers: vec![
-            ("Content-Type", "text/html".into()),
             ("Cache-Control", "no-cache".into()),
+            ("Content-Type", "text/html".into()),
         ],
         body: body.into_bytes(),
     }

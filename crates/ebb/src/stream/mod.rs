@@ -344,7 +344,18 @@ impl Exchange for Stream {
                 for (n, v) in &a.headers {
                     self.fields.push(n.as_bytes(), v.as_bytes());
                 }
-                self.reply(c, a.status, &[], &a.body);
+                // A tarpit's error page has its length first, and no
+                // `Connection: close` though the connection ends after it
+                // (HAProxy's http_reply_and_close says nothing).
+                let tarpit = self.local_term == Some("PT");
+                if tarpit {
+                    let (ka, closing) = (self.keep_alive, c.closing);
+                    (self.keep_alive, c.closing) = (true, false);
+                    self.reply_at(c, a.status, &[], &a.body, Some(0));
+                    (self.keep_alive, c.closing) = (ka, closing || !ka);
+                } else {
+                    self.reply(c, a.status, &[], &a.body);
+                }
                 let be = self.page_backend.take();
                 if be.is_some() {
                     // A backend's tarpit answers with no server.
@@ -1197,9 +1208,16 @@ impl Stream {
             }
             Act::Redirect(loc, code, rule) => {
                 self.late_rule = rule;
+                // HAProxy 2.6 closes after a redirect answering a request
+                // with a body (its rules run before the body is read:
+                // `Connection: close`, http_apply_redirect_rule).
+                if c.head.framing != BodyFraming::None {
+                    self.keep_alive = false;
+                    c.closing = true;
+                }
                 self.fields.clear();
                 let (f, n) = redirect_fields(code, &loc);
-                self.reply(c, code, &f[..n], b"");
+                self.reply_at(c, code, &f[..n], b"", Some(0));
                 self.local_term = Some("LR");
                 self.finish_request(c, ctx, code, None, 0);
             }
@@ -1274,7 +1292,8 @@ impl Stream {
             }
             Act::Tarpit(be, st) => {
                 // HAProxy counts a tarpit as a denied request, holds it
-                // `timeout tarpit`, then answers and closes.
+                // `timeout tarpit`, then answers and reads nothing more
+                // (it leaves the connection to its timeout; ebb closes).
                 c.stk.note_error();
                 fe.http
                     .denied
@@ -1609,6 +1628,19 @@ impl Stream {
     /// pages): the fields already in `self.fields`, then `hdrs`, then the
     /// body, through the client side's one output path.
     fn reply(&mut self, c: &mut H1, status: u16, hdrs: &[(&[u8], &[u8])], body: &[u8]) {
+        self.reply_at(c, status, hdrs, body, None);
+    }
+
+    /// [`Stream::reply`] with the `Content-Length` before the field
+    /// `length_at` ([`RespHead::length_at`]).
+    fn reply_at(
+        &mut self,
+        c: &mut H1,
+        status: u16,
+        hdrs: &[(&[u8], &[u8])],
+        body: &[u8],
+        length_at: Option<u8>,
+    ) {
         for (n, v) in hdrs {
             self.fields.push(n, v);
         }
@@ -1619,6 +1651,7 @@ impl Stream {
         let head = RespHead {
             extra: self.fields.fields(),
             close: !self.keep_alive,
+            length_at,
             ..RespHead::new(status, size)
         };
         c.respond(head, &[body]);
@@ -1886,11 +1919,15 @@ impl Stream {
             // All literal: an HTTP/1.1 request kept alive takes the whole
             // answer written ahead (the same bytes: `WholeAnswer`), made
             // at the first one.
+            // HAProxy's `content-length` goes before the `content-type`
+            // it adds last (when it adds one).
+            let length_at = content_type_at(p, &p.body, lit.fields());
             if keep_alive && p.literal_plain {
                 let whole = p.h1_whole.get_or_init(|| {
                     let head = RespHead {
                         fields: lit.fields(),
                         pre: Some(lit.prepared()),
+                        length_at,
                         ..RespHead::new(p.status, BodySize::Exact(p.body.len() as u64))
                     };
                     crate::mux::h1::out::whole_answer(head, &[&p.body])
@@ -1910,12 +1947,14 @@ impl Stream {
                     fields: lit.fields(),
                     pre: Some(lit.prepared()),
                     close: !keep_alive,
+                    length_at,
                     ..base
                 }
             } else {
                 RespHead {
                     extra: lit.fields(),
                     close: !keep_alive,
+                    length_at,
                     ..base
                 }
             };
@@ -1939,12 +1978,14 @@ impl Stream {
             };
             p.render(&cx, done, &mut self.fields, &mut scratch)
         };
+        let length_at = content_type_at(p, body, self.fields.fields());
         for (n, v) in extra {
             self.fields.push(n, v);
         }
         let head = RespHead {
             extra: self.fields.fields(),
             close: !keep_alive,
+            length_at,
             ..RespHead::new(p.status, BodySize::Exact(body.len() as u64))
         };
         c.respond(head, &[body]);
@@ -1982,7 +2023,7 @@ impl Stream {
             }
             self.fields.clear();
             let (f, n) = redirect_fields(rd.code, loc);
-            self.reply(c, rd.code, &f[..n], b"");
+            self.reply_at(c, rd.code, &f[..n], b"", Some(0));
             return rd.code;
         }
         let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
@@ -2219,6 +2260,25 @@ fn stats_act(
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
     Some(Act::Stats(Arc::clone(st), admin, be))
+}
+
+/// Where HAProxy puts the `content-length` of a `return`'s answer:
+/// before the `content-type` it adds after the `hdr` fields (`fields`,
+/// the type last), when it adds one; counted among the fields a mux
+/// writes (not `connection` and the others it decides itself).
+fn content_type_at(
+    p: &crate::proxy::Prepared,
+    body: &[u8],
+    fields: crate::stream::msg::Fields<'_>,
+) -> Option<u8> {
+    if p.content_type.is_none() || body.is_empty() {
+        return None;
+    }
+    let n = fields
+        .iter()
+        .filter(|(n, _)| !crate::stream::msg::is_framing_field(n))
+        .count();
+    u8::try_from(n.checked_sub(1)?).ok()
 }
 
 /// A field's name and value.

@@ -341,6 +341,11 @@ pub struct RespHead<'a> {
     /// A 101 answer switching to this protocol: after it, bytes flow both
     /// ways untouched (H1 only).
     pub upgrade: Option<&'a [u8]>,
+    /// An answer ebb makes: its `Content-Length` goes before the field of
+    /// this index among those written (`fields`, then `extra`), where
+    /// HAProxy 2.6 puts it in its own answers (H1 only; `None`: after
+    /// them all).
+    pub length_at: Option<u8>,
 }
 
 impl std::fmt::Debug for RespHead<'_> {
@@ -368,6 +373,7 @@ impl<'a> RespHead<'a> {
             body,
             close: false,
             upgrade: None,
+            length_at: None,
         }
     }
 

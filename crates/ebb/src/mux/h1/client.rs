@@ -1461,8 +1461,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // The thread's: the answer is written at once.
         let mut fields = self.w.error_fields.take();
         fields.clear();
-        fields.push(b"Content-Type", b"text/html");
+        // HAProxy 2.6's order (its `http_err_msgs`): the length, then
+        // these, `Connection` last.
         fields.push(b"Cache-Control", b"no-cache");
+        fields.push(b"Content-Type", b"text/html");
         for (n, v) in extra {
             fields.push(n, v);
         }
@@ -1470,6 +1472,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             extra: fields.fields(),
             close: !keep_alive,
             reason: reason.as_bytes(),
+            length_at: Some(0),
             ..RespHead::new(status, BodySize::Exact(len))
         };
         let body = [pre.as_bytes(), reason.as_bytes(), post.as_bytes()];

@@ -83,18 +83,35 @@ impl<'a> H1Out<'a> {
     fn head(&mut self, h: RespHead<'_>) {
         let mut w = ResponseWriter::with_reason(self.out, h.status, h.reason, &self.date);
         let prepared = h.prepared();
+        let f = framing(h.status, h.body, self.version);
+        // The length in the place the answer asks for (HAProxy's order in
+        // the answers it makes), else with the framing after the fields.
+        let mut early = match (h.length_at, f) {
+            (Some(at), BodyFraming::ContentLength(n)) => Some((usize::from(at), n)),
+            _ => None,
+        };
+        let length_first = early.is_some();
+        let mut seen = 0usize;
         // A field that is not a token, or a value with a control
         // byte, is refused by the writer (no response splitting).
         match prepared {
             Some(p) => {
-                w.checked_lines(p.h1);
+                for line in p.h1.split_inclusive(|&b| b == b'\n') {
+                    length_here(&mut w, &mut early, &mut seen);
+                    w.checked_lines(line);
+                }
                 h.each_extra(|n, v| {
+                    length_here(&mut w, &mut early, &mut seen);
                     let _ = w.header(n, v);
                 });
             }
             None => h.each_field(|n, v| {
+                length_here(&mut w, &mut early, &mut seen);
                 let _ = w.header(n, v);
             }),
+        }
+        if let Some((_, n)) = early {
+            let _ = w.header_u64(b"Content-Length", n);
         }
         // `Connection` and `Upgrade` as a stream's own answer set
         // them (`http-request return ... hdr connection ...`): a 101
@@ -129,9 +146,12 @@ impl<'a> H1Out<'a> {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
         });
-        let f = framing(h.status, h.body, self.version);
         let keep = self.keep_alive && !h.close && !close && f != BodyFraming::UntilClose;
-        w.finish(f, keep, self.version);
+        w.finish(
+            if length_first { BodyFraming::None } else { f },
+            keep,
+            self.version,
+        );
         self.chunked = (f == BodyFraming::Chunked).then(ChunkedEncoder::new);
         self.no_body = self.head_req || f == BodyFraming::None;
         self.closing = !keep;
@@ -169,6 +189,18 @@ pub(crate) fn whole_answer(head: RespHead<'_>, body: &[&[u8]]) -> Option<WholeAn
     let at = out.iter().position(|&b| b == 0)?;
     let post = out.get(at + DATE_LEN..)?;
     Some(WholeAnswer::new(&out[..at], post))
+}
+
+/// Before the field numbered `seen`: the `Content-Length` when it goes
+/// there ([`RespHead::length_at`]).
+fn length_here(w: &mut ResponseWriter<'_>, early: &mut Option<(usize, u64)>, seen: &mut usize) {
+    if let Some((at, n)) = *early {
+        if *seen >= at {
+            let _ = w.header_u64(b"Content-Length", n);
+            *early = None;
+        }
+    }
+    *seen += 1;
 }
 
 /// The framing an HTTP/1 answer gets.
@@ -315,8 +347,8 @@ mod tests {
             &[(b"Allow", b"GET")],
         );
         let mut fb = FieldBuf::default();
-        fb.push(b"Content-Type", b"text/html");
         fb.push(b"Cache-Control", b"no-cache");
+        fb.push(b"Content-Type", b"text/html");
         fb.push(b"Allow", b"GET");
         let (pre, post) = crate::http1::error_page(405);
         let reason = crate::http1::error_reason(405);
@@ -325,11 +357,50 @@ mod tests {
         let mut o = H1Out::new(&mut out, DATE, Version::Http10, false, false);
         let head = RespHead {
             extra: fb.fields(),
+            length_at: Some(0),
             ..RespHead::new(405, BodySize::Exact(len as u64))
         };
         o.whole(head, &[pre.as_bytes(), reason.as_bytes(), post.as_bytes()]);
         assert!(o.closing());
         assert_eq!(text(&out), text(&old));
+        // HAProxy 2.6's order (its `http_err_msgs`): the length first,
+        // `Connection` last.
+        assert!(
+            text(&out).contains(
+                "GMT\r\nContent-Length: 146\r\nCache-Control: no-cache\r\n\
+                 Content-Type: text/html\r\nAllow: GET\r\nConnection: close\r\n\r\n"
+            ),
+            "{}",
+            text(&out)
+        );
+        // Elsewhere among the fields (a `return`'s, before its type), at
+        // the end when the index is past them, and not on a bodiless
+        // status.
+        for (at, status, want) in [
+            (
+                Some(1),
+                200,
+                "GMT\r\nA: 1\r\nContent-Length: 2\r\nB: 2\r\n\r\n",
+            ),
+            (
+                Some(9),
+                200,
+                "GMT\r\nA: 1\r\nB: 2\r\nContent-Length: 2\r\n\r\n",
+            ),
+            (Some(0), 304, "GMT\r\nA: 1\r\nB: 2\r\n\r\n"),
+        ] {
+            let mut fb = FieldBuf::default();
+            fb.push(b"A", b"1");
+            fb.push(b"B", b"2");
+            let mut out = Vec::new();
+            let head = RespHead {
+                extra: fb.fields(),
+                length_at: at,
+                ..RespHead::new(status, BodySize::Exact(2))
+            };
+            H1Out::new(&mut out, DATE, Version::Http11, false, true).whole(head, &[b"ok"]);
+            assert!(text(&out).contains(want), "{}", text(&out));
+        }
     }
 
     #[test]

@@ -560,9 +560,9 @@ pub(crate) struct ReqTail<'a> {
 }
 
 /// Writes the HTTP/1.1 request head a server gets (RFC 9112 §3, RFC 9110
-/// §7.6): the request line (an absolute-form target as received, its
-/// authority also as `Host`), the client's fields less the connection-specific ones,
-/// `Content-Length` and `tail.omit`, a `Host` if none was sent, what
+/// §7.6): the request line (an absolute-form target as received), the
+/// client's fields (`Host` as sent, none added) less the
+/// connection-specific ones, `Content-Length` and `tail.omit`, what
 /// `extra` writes (the rules' added fields, `X-Forwarded-For`), the
 /// framing, the upgrade or `Connection: close`, the empty line. Returns the
 /// framing of the body that follows: what the server side must send.
@@ -598,11 +598,7 @@ pub(crate) fn write_request_head(
     } else {
         b" HTTP/1.1\r\n"
     });
-    let mut has_host = false;
     let mut seen = false;
-    // Absolute form: the target's authority is the host (RFC 9112
-    // §3.2.2); the Host field gives way to it (written below).
-    let absolute = h.form == Form::Absolute;
     // The framing goes where the client's first framing field was, as
     // HAProxy keeps the fields' order; without one, after the fields.
     let buf = h.fields.buf;
@@ -618,35 +614,25 @@ pub(crate) fn write_request_head(
             written = true;
             write_framing(out, h);
         }
-        let host = name.eq_ignore_ascii_case(b"host");
-        if name.eq_ignore_ascii_case(b"content-length")
-            || tail.omit.is_some_and(|o| o(name))
-            || (host && absolute && has_host)
-        {
+        if name.eq_ignore_ascii_case(b"content-length") || tail.omit.is_some_and(|o| o(name)) {
             continue;
         }
-        has_host |= host;
         seen |= !tail.watch.is_empty() && name.eq_ignore_ascii_case(tail.watch);
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
-        match (host && absolute, h.authority) {
-            // In its place, as HAProxy updates it.
-            (true, Some(auth)) => out.extend_from_slice(auth),
-            _ => crate::http1::push_forwarded_value(out, name, f.value.get(buf)),
-        }
+        // `Host` too goes as the client sent it, beside an absolute
+        // target as well (HAProxy 2.6 checked that it names the target's
+        // authority, case and default port aside, and changes it only
+        // for the scheme's default port, as `http1::scheme_normalized`);
+        // a request without one gets none (an HTTP/2 request's `host`
+        // line is written from `:authority` before it comes here).
+        crate::http1::push_forwarded_value(out, name, f.value.get(buf));
         out.extend_from_slice(b"\r\n");
     }
     if framing_at.is_some() {
         // No field forwarded came after the framing field.
         written = true;
         write_framing(out, h);
-    }
-    if !has_host {
-        if let Some(host) = h.authority {
-            out.extend_from_slice(b"Host: ");
-            out.extend_from_slice(host);
-            out.extend_from_slice(b"\r\n");
-        }
     }
     extra(out, seen);
     if !written {
@@ -806,7 +792,7 @@ mod tests {
     }
 
     #[test]
-    fn absolute_form_is_kept_with_its_authority_as_host() {
+    fn absolute_form_is_kept_with_host_as_sent() {
         let omit = |n: &[u8]| n.eq_ignore_ascii_case(b"x-drop");
         let tail = ReqTail {
             omit: Some(&omit),
@@ -819,9 +805,15 @@ mod tests {
         );
         assert_eq!(
             out,
-            "GET http://example.com:8080/p HTTP/1.1\r\nHost: example.com:8080\r\nTransfer-Encoding: chunked\r\nX-Seen: 0\r\nConnection: close\r\n\r\n"
+            "GET http://example.com:8080/p HTTP/1.1\r\nHost: EXAMPLE.com:8080\r\nTransfer-Encoding: chunked\r\nX-Seen: 0\r\nConnection: close\r\n\r\n"
         );
         assert_eq!(body, BodySize::Unknown);
+        // Without Host, none is added (HAProxy 2.6 sends none).
+        let (out, _) = to_server(b"GET http://a/p HTTP/1.1\r\n\r\n", &tail);
+        assert_eq!(
+            out,
+            "GET http://a/p HTTP/1.1\r\nX-Seen: 0\r\nConnection: close\r\n\r\n"
+        );
         // Without a path, as HAProxy 2.6 sends it (no `/` added).
         let (out, _) = to_server(b"GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", &tail);
         assert!(
