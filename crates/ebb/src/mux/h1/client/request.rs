@@ -1,0 +1,208 @@
+//! Reading requests: [`Conn::process`] takes what the input buffer holds,
+//! in order (a request head parsed and normalised, then given to the
+//! stream; a body being dropped; an HTTP/2 preface), and answers a head
+//! that does not parse with its error ([`Conn::bad_request`]), which ends
+//! the connection.
+
+use sched::Ctx;
+
+use crate::http1::{
+    parse_request_into, scheme_normalized, DrainStep, HttpError, Status as PStatus, Version,
+};
+
+use super::{Conn, Exchange, In, LogFacts, H2_PREFACE};
+
+impl<S: Exchange + Default + 'static> Conn<S> {
+    /// Answers what the input holds, in order. Returns whether anything
+    /// was consumed or produced.
+    pub(super) fn process(&mut self, ctx: &mut Ctx) -> bool {
+        let mut progress = false;
+        loop {
+            match &mut self.input {
+                In::Discard(d) => {
+                    let (n, step) = d.feed(&self.rbuf[self.rstart..self.rend]);
+                    self.rstart += n;
+                    progress |= n > 0;
+                    match step {
+                        DrainStep::More => return progress,
+                        DrainStep::Done => self.input = In::Head,
+                        DrainStep::Stop => {
+                            // Past `tune.http.drain-max` or broken: the
+                            // answer already left; the connection ends.
+                            self.closing = true;
+                            self.unread = true;
+                            self.rstart = self.rend;
+                            self.input = In::Head;
+                            return true;
+                        }
+                    }
+                }
+                In::Stream => {
+                    // Step while bytes move (a response head, then its
+                    // body), so they leave in one write.
+                    let mut moved = self.with_stream(|st, c| st.step(c, ctx)).unwrap_or(false);
+                    progress |= moved;
+                    while moved && matches!(self.input, In::Stream) {
+                        moved = self.with_stream(|st, c| st.step(c, ctx)).unwrap_or(false);
+                    }
+                    if matches!(self.input, In::Stream) {
+                        return progress;
+                    }
+                }
+                In::Head => {
+                    if self.closing || self.body.is_some() || self.pending_out() > self.w.bufsize {
+                        return progress;
+                    }
+                    if self.rstart == self.rend {
+                        return progress;
+                    }
+                    if self.requests() == 0
+                        && self.lane_of.is_none()
+                        && self.rstart == 0
+                        && self.rend < H2_PREFACE.len()
+                        && H2_PREFACE.starts_with(&self.rbuf[..self.rend])
+                    {
+                        // Maybe the HTTP/2 preface: wait for all of it.
+                        return progress;
+                    }
+                    if self.req_start.is_none() {
+                        self.req_start = Some(ctx.now());
+                    }
+                    let limits = self.req_limits();
+                    let mut r = parse_request_into(
+                        &self.rbuf[self.rstart..self.rend],
+                        &limits,
+                        &mut self.head,
+                    );
+                    if let Ok(PStatus::Complete(())) = r {
+                        r = self.normalize_head();
+                    }
+                    match r {
+                        Ok(PStatus::Partial) => return progress,
+                        Ok(PStatus::Complete(())) => {
+                            self.unpark();
+                            self.with_stream(|st, c| st.start(c, ctx));
+                            progress = true;
+                        }
+                        Err(HttpError::UnsupportedVersion)
+                            if self.rbuf[self.rstart..self.rend].starts_with(&H2_PREFACE[..16]) =>
+                        {
+                            // The HTTP/2 preface where HTTP/2 may not
+                            // start (`proto h1`, a later request): a bad
+                            // request to HAProxy, not a version it lacks.
+                            self.bad_request(ctx, HttpError::BadRequestLine);
+                            return true;
+                        }
+                        Err(e) => {
+                            self.bad_request(ctx, e);
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scheme-based normalization of an absolute-form request (see
+    /// [`scheme_normalized`]): the shorter head is written back so that it
+    /// ends where the received one did (the body after it stays in place),
+    /// and parsed again.
+    #[inline]
+    pub(super) fn normalize_head(&mut self) -> Result<PStatus<()>, HttpError> {
+        // What `scheme_normalized` looks at first, without a call: only an
+        // absolute target whose authority ends in a default port changes
+        // (most heads, an HTTP/2 one's absolute URI too, do not).
+        let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
+        let default_port = self.head.target_form == crate::http1::TargetForm::Absolute
+            && self.head.host.is_some_and(|h| {
+                let a = h.get(buf);
+                a.ends_with(b":80") || a.ends_with(b":443")
+            });
+        if !default_port {
+            return Ok(PStatus::Complete(()));
+        }
+        self.normalize_scheme()
+    }
+
+    /// [`Conn::normalize_head`] past its first look.
+    fn normalize_scheme(&mut self) -> Result<PStatus<()>, HttpError> {
+        let old = &self.rbuf[self.rstart..self.rend];
+        let Some(new) = scheme_normalized(old, &self.head) else {
+            return Ok(PStatus::Complete(()));
+        };
+        let end = self.rstart + self.head.head_len;
+        if let Some(start) = end.checked_sub(new.len()).filter(|&s| s >= self.rstart) {
+            self.rbuf[start..end].copy_from_slice(&new);
+            self.rstart = start;
+        } else {
+            // Longer (a `Host` shorter than the host it becomes): the
+            // bytes after the head move up, if the buffer has the room.
+            let grow = new.len() - self.head.head_len;
+            if self.rbuf.len() - self.rend < grow {
+                return Err(HttpError::HeadTooLarge);
+            }
+            self.rbuf.copy_within(end..self.rend, end + grow);
+            self.rend += grow;
+            self.rbuf[self.rstart..self.rstart + new.len()].copy_from_slice(&new);
+        }
+        let limits = self.req_limits();
+        parse_request_into(&self.rbuf[self.rstart..self.rend], &limits, &mut self.head)
+    }
+
+    /// The limits a request head is read with: the thread's, without the
+    /// field count on an HTTP/2 lane (its connection bounds the fields as
+    /// HAProxy does, `crate::h2::lane_limits`).
+    pub(super) fn req_limits(&self) -> crate::http1::Limits {
+        match self.lane_of {
+            Some(_) => crate::h2::lane_limits(&self.w.limits),
+            None => self.w.limits,
+        }
+    }
+
+    /// A request that could not be read (malformed, cut short, late):
+    /// counted as HAProxy counts it, a request (`req_tot`), its status's
+    /// class and a failed request (`ereq`).
+    pub(super) fn count_failed_request(&self, status: u16) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = &self.fe.http;
+        h.failed_req.fetch_add(1, Relaxed);
+        let h = h.local();
+        h.requests.fetch_add(1, Relaxed);
+        let class = usize::from(status / 100).wrapping_sub(1).min(5);
+        h.hrsp[class].fetch_add(1, Relaxed);
+    }
+
+    /// A request that could not be parsed: its status, a log line, close.
+    pub(super) fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
+        let status = e.status();
+        self.count_failed_request(status);
+        let start = self.wbuf.len();
+        self.error_response(status, false, Version::Http11, false, &[]);
+        let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
+        let end = self.rbuf[self.rstart..self.rend]
+            .iter()
+            .position(|&c| c == b'\r' || c == b'\n')
+            .unwrap_or((self.rend - self.rstart).min(256));
+        let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
+        let tq = self.elapsed(ctx, self.req_start);
+        self.bytes_in = 0;
+        let entry = self.log_entry(LogFacts {
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            times: [tq, -1, -1, -1, tq],
+            status,
+            bytes,
+            term: "PR",
+            request_line: &line,
+        });
+        let mut l = crate::log::format(&entry);
+        l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
+        let sd = self.fe.log_sd(&entry);
+        self.w.log_fe_error_sd(&self.fe, l, sd, self.fe.err_level());
+        self.rstart = self.rend;
+        self.closing = true;
+        // The rest of what the client sent is not read.
+        self.unread = true;
+        self.req_start = None;
+    }
+}
