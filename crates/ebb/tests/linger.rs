@@ -278,7 +278,14 @@ fn h2_frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {
 /// end. Returns the DATA bytes read, the GOAWAY's code, and the error
 /// that ended the reading (a reset), if any.
 fn h2_late_reader(a: SocketAddr, pause: Duration) -> (usize, Option<u32>, Option<std::io::Error>) {
-    let mut s = small_window_client(a);
+    h2_late_reader_on(&mut small_window_client(a), pause)
+}
+
+/// [`h2_late_reader`] over a stream already connected (TLS).
+fn h2_late_reader_on(
+    s: &mut (impl Read + Write),
+    pause: Duration,
+) -> (usize, Option<u32>, Option<std::io::Error>) {
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     // SETTINGS_INITIAL_WINDOW_SIZE 2^31-1, the connection's window too.
     out.extend(h2_frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
@@ -297,9 +304,11 @@ fn h2_late_reader(a: SocketAddr, pause: Duration) -> (usize, Option<u32>, Option
     }
     out.extend(h2_frame(1, 0x5, 1, &block));
     s.write_all(&out).unwrap();
+    s.flush().unwrap();
     std::thread::sleep(pause);
     let _ = s.write_all(&h2_frame(6, 0, 0, b"12345678"));
-    let (raw, err) = read_to_end_or_error(&mut s);
+    let _ = s.flush();
+    let (raw, err) = read_to_end_or_error(s);
     let (mut i, mut data, mut goaway) = (0, 0, None);
     while i + 9 <= raw.len() {
         let n = (raw[i] as usize) << 16 | (raw[i + 1] as usize) << 8 | raw[i + 2] as usize;
@@ -393,4 +402,35 @@ fn a_lingering_connection_is_counted_and_listed_until_its_end() {
     wait_until("the lingering connection ends", || {
         curr() == Some(before) && !cli_cmd(&sock, "show sess").contains(&local)
     });
+}
+
+/// The same over TLS (ALPN h2): the late reader gets the whole answer,
+/// the GOAWAY and ebb's `close_notify` (its reading ends without an
+/// error: rustls reports a TCP end without `close_notify` as one).
+#[test]
+fn an_h2_tls_client_sending_after_the_goaway_reads_the_whole_answer() {
+    let o = Origin::start("big", Mode::BigChunked(BIG));
+    let d = scratch("linger-h2-tls");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let both = d.join("both.pem");
+    std::fs::write(
+        &both,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    std::fs::write(d.join("ca.pem"), ck.cert.pem()).unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 20s\n    timeout server 10s\n    timeout connect 2s\n    timeout http-keep-alive 200ms\nfrontend fe\n    bind BIND ssl crt {} alpn h2\n    default_backend be\nbackend be\n    server o {}\n",
+        both.display(),
+        o.addr
+    ));
+    let mut cfg = (*client_trusting(&d.join("ca.pem"))).clone();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, small_window_client(e.addr()));
+    let (data, goaway, err) = h2_late_reader_on(&mut s, Duration::from_millis(2500));
+    assert!(err.is_none(), "ended with {err:?} after {data} bytes");
+    assert_eq!((data, goaway), (BIG, Some(0)));
+    let _ = std::fs::remove_dir_all(&d);
 }
