@@ -15,7 +15,7 @@
 //! thread.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -144,6 +144,10 @@ pub struct SessInfo {
     /// [`crate::backend::KILL_DOWN`] or [`crate::backend::KILL_UP`] (see
     /// [`SessInfo::end`]).
     pub kill: AtomicU8,
+    /// The connection is in its lingering close (its answers are out, it
+    /// reads and drops the client's last bytes until the client's end:
+    /// the muxes' `Linger`); `show sess` says `state=linger`.
+    pub lingering: AtomicBool,
 }
 
 /// `shutdown session(s)` from the CLI: logged `K`.
@@ -228,6 +232,7 @@ impl Sessions {
                 requests: AtomicU64::new(0),
                 target: AtomicU64::new(0),
                 kill: AtomicU8::new(0),
+                lingering: AtomicBool::new(false),
             })
         };
         let Some(t) = self.threads.get(thread) else {

@@ -260,3 +260,177 @@ fn a_client_that_keeps_sending_is_cut_at_the_bound() {
         String::from_utf8_lossy(&raw)
     );
 }
+
+/// A raw HTTP/2 frame.
+fn h2_frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len() as u32;
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// What an HTTP/2 client with a small receive window gets of a 256 KiB
+/// answer from `a` when it reads it late: it sends its preface (windows
+/// opened wide) and `GET /big`, then reads nothing for `pause` (the idle
+/// connection's GOAWAY and ebb's end come meanwhile), then sends a PING
+/// (as a client that had not read the GOAWAY yet may) and reads to the
+/// end. Returns the DATA bytes read, the GOAWAY's code, and the error
+/// that ended the reading (a reset), if any.
+fn h2_late_reader(a: SocketAddr, pause: Duration) -> (usize, Option<u32>, Option<std::io::Error>) {
+    h2_late_reader_on(&mut small_window_client(a), pause)
+}
+
+/// [`h2_late_reader`] over a stream already connected (TLS).
+fn h2_late_reader_on(
+    s: &mut (impl Read + Write),
+    pause: Duration,
+) -> (usize, Option<u32>, Option<std::io::Error>) {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS_INITIAL_WINDOW_SIZE 2^31-1, the connection's window too.
+    out.extend(h2_frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
+    out.extend(h2_frame(8, 0, 0, &(0x7fff_ffffu32 - 65535).to_be_bytes()));
+    let mut block = Vec::new();
+    for (n, v) in [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", "x"),
+        (":path", "/big"),
+    ] {
+        block.extend([0, n.len() as u8]);
+        block.extend_from_slice(n.as_bytes());
+        block.push(v.len() as u8);
+        block.extend_from_slice(v.as_bytes());
+    }
+    out.extend(h2_frame(1, 0x5, 1, &block));
+    s.write_all(&out).unwrap();
+    s.flush().unwrap();
+    std::thread::sleep(pause);
+    let _ = s.write_all(&h2_frame(6, 0, 0, b"12345678"));
+    let _ = s.flush();
+    let (raw, err) = read_to_end_or_error(s);
+    let (mut i, mut data, mut goaway) = (0, 0, None);
+    while i + 9 <= raw.len() {
+        let n = (raw[i] as usize) << 16 | (raw[i + 1] as usize) << 8 | raw[i + 2] as usize;
+        if i + 9 + n > raw.len() {
+            break;
+        }
+        match raw[i + 3] {
+            0 => data += n,
+            7 if n >= 8 => {
+                goaway = Some(u32::from_be_bytes(raw[i + 13..i + 17].try_into().unwrap()))
+            }
+            _ => {}
+        }
+        i += 9 + n;
+    }
+    (data, goaway, err)
+}
+
+/// An HTTP/2 connection ends as HTTP/1 ones do (`mux::Linger`): after its
+/// GOAWAY (here `timeout http-keep-alive`'s) it shuts its side and reads
+/// on until the client closes, so a client that reads late and sends a
+/// frame meanwhile (a PING, a WINDOW_UPDATE, a stream it opened before it
+/// saw the GOAWAY) still reads the whole answer and the GOAWAY, not a
+/// reset. (ebb used to close 1 s after the GOAWAY, as HAProxy 2.6 closes
+/// at once: the PING met a closed socket, whose reset dropped the answer
+/// still in the send queue. HAProxy's outcome is printed.)
+#[test]
+fn an_h2_client_sending_after_the_goaway_reads_the_whole_answer() {
+    let o = Origin::start("big", Mode::BigChunked(BIG));
+    let proxy = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 20s\n    timeout server 10s\n    timeout connect 2s\n    timeout http-keep-alive 200ms\nfrontend fe\n    bind {bind} proto h2\n    default_backend be\nbackend be\n    server o {}\n",
+            o.addr
+        )
+    };
+    let e = Ebb::start(&proxy("BIND"));
+    let pause = Duration::from_millis(2500);
+    let (data, goaway, err) = h2_late_reader(e.addr(), pause);
+    assert!(err.is_none(), "ended with {err:?} after {data} bytes");
+    assert_eq!((data, goaway), (BIG, Some(0)));
+    let hap = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            proxy(bind)
+        )
+    };
+    if let Some((_h, addr)) = haproxy_beside("linger-h2", hap) {
+        let (data, goaway, err) = h2_late_reader(addr, pause);
+        println!("haproxy 2.6: {data} bytes of DATA, GOAWAY {goaway:?}, then {err:?}");
+    }
+}
+
+/// A lingering connection is still an open socket: it counts in `show
+/// info` CurrConns (and `maxconn`) until it ends, and `show sess` lists
+/// it with `state=linger`; it leaves both when the client closes.
+#[test]
+fn a_lingering_connection_is_counted_and_listed_until_its_end() {
+    let (e, sock) = ebb_with_admin("linger-sess", |sock, bind| {
+        format!(
+            "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 20s\nfrontend fe\n    bind {bind}\n    http-request return status 200\n",
+            sock.display()
+        )
+    });
+    let curr = || {
+        cli_cmd(&sock, "show info")
+            .lines()
+            .find_map(|l| l.strip_prefix("CurrConns: "))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    let before = curr().expect("CurrConns");
+    let mut s = TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // An answer that closes, a request pipelined behind it: ebb lingers.
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .unwrap();
+    let (raw, err) = read_to_end_or_error(&mut s);
+    assert!(
+        raw.starts_with(b"HTTP/1.1 200 ") && err.is_none(),
+        "{err:?}"
+    );
+    // ebb's FIN came; the client has not closed: ebb lingers.
+    let sess = cli_cmd(&sock, "show sess");
+    let local = s.local_addr().unwrap().to_string();
+    let line = sess.lines().find(|l| l.contains(&format!("src={local} ")));
+    assert!(line.is_some_and(|l| l.ends_with(" state=linger")), "{sess}");
+    assert_eq!(curr(), Some(before + 1));
+    drop(s);
+    wait_until("the lingering connection ends", || {
+        curr() == Some(before) && !cli_cmd(&sock, "show sess").contains(&local)
+    });
+}
+
+/// The same over TLS (ALPN h2): the late reader gets the whole answer,
+/// the GOAWAY and ebb's `close_notify` (its reading ends without an
+/// error: rustls reports a TCP end without `close_notify` as one).
+#[test]
+fn an_h2_tls_client_sending_after_the_goaway_reads_the_whole_answer() {
+    let o = Origin::start("big", Mode::BigChunked(BIG));
+    let d = scratch("linger-h2-tls");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let both = d.join("both.pem");
+    std::fs::write(
+        &both,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    std::fs::write(d.join("ca.pem"), ck.cert.pem()).unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 20s\n    timeout server 10s\n    timeout connect 2s\n    timeout http-keep-alive 200ms\nfrontend fe\n    bind BIND ssl crt {} alpn h2\n    default_backend be\nbackend be\n    server o {}\n",
+        both.display(),
+        o.addr
+    ));
+    let mut cfg = (*client_trusting(&d.join("ca.pem"))).clone();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, small_window_client(e.addr()));
+    let (data, goaway, err) = h2_late_reader_on(&mut s, Duration::from_millis(2500));
+    assert!(err.is_none(), "ended with {err:?} after {data} bytes");
+    assert_eq!((data, goaway), (BIG, Some(0)));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -976,6 +976,11 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                 u32::from(s.thread) + 1,
                 s.requests.load(Ordering::Relaxed),
             );
+            if s.lingering.load(Ordering::Relaxed) {
+                // Its answers are out; it drops the client's last bytes
+                // until the client closes (crate::mux::Linger).
+                out.push_str(" state=linger");
+            }
             if all {
                 let _ = write!(
                     out,

@@ -66,6 +66,94 @@ pub(crate) fn read_once(
     }
 }
 
+/// Most bytes a lingering close ([`Linger`]) reads and drops before it
+/// gives up and closes (with a reset, over what still comes): the end of
+/// an upload a client sends to an answer that refused it (nginx's default
+/// `client_max_body_size`). A client that keeps sending is cut here or at
+/// the time bound its connection sets, whichever comes first.
+pub(crate) const LINGER_MAX_BYTES: u32 = 1024 * 1024;
+
+/// A lingering close of a client connection, HTTP/1 or HTTP/2 (nginx's
+/// `lingering_close`; Apache's): the connection ends its side (TLS's
+/// `close_notify`, then the FIN once those records are out) and reads
+/// on, dropping what comes, until the client closes too (its FIN, its
+/// `close_notify`), so that no byte arrives to a closed socket, whose
+/// kernel would answer with a reset (and a reset drops the answer still
+/// in the send queue, and the client's unread input). Bounded by
+/// [`LINGER_MAX_BYTES`] here and by a date its connection keeps (`timeout
+/// client` from the start, shorter during a stop).
+///
+/// HAProxy 2.6 does not linger: its HTTP/1 and HTTP/2 client sides shut
+/// their sending side and close at once (`h1_release`, `h2_release`), so a
+/// byte that comes after, or sat unread, gets a reset.
+#[derive(Default)]
+pub(crate) struct Linger {
+    /// Bytes it still reads before it gives up.
+    left: u32,
+    /// Our FIN left.
+    shut: bool,
+}
+
+impl Linger {
+    /// Starts one: queues TLS's `close_notify`. `shut`: the FIN already
+    /// left (with the last answer).
+    pub(crate) fn start(tr: &mut Transport, shut: bool) -> Linger {
+        tr.close_notify();
+        Linger {
+            left: LINGER_MAX_BYTES,
+            shut,
+        }
+    }
+
+    /// A run: the end of the TLS records, the FIN, then what the client
+    /// sends, read and dropped, with the socket's readiness as its
+    /// connection keeps it (`rd`, `wr` cleared when a call finds nothing
+    /// more; `hup`: the peer's close was reported). Returns whether the
+    /// connection must close now: the client's end, an error, or the
+    /// bound (over unread bytes: a reset); `false`: nothing more for now
+    /// (wait for the next edge).
+    pub(crate) fn step(
+        &mut self,
+        tr: &mut Transport,
+        rd: &mut bool,
+        hup: bool,
+        wr: &mut bool,
+    ) -> bool {
+        use std::io::ErrorKind;
+        if tr.has_pending_output() && *wr {
+            match tr.flush_pending() {
+                Ok(true) => {}
+                Ok(false) => *wr = false,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => *wr = false,
+                Err(_) => return true,
+            }
+        }
+        if !self.shut && !tr.has_pending_output() {
+            tr.shut_write();
+            self.shut = true;
+        }
+        let mut buf = [0u8; 16 * 1024];
+        while *rd {
+            match tr.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => {
+                    let Some(left) = self.left.checked_sub(n as u32) else {
+                        return true;
+                    };
+                    self.left = left;
+                    if n < buf.len() && !hup && !tr.read_pending() {
+                        *rd = false;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => *rd = false,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+}
+
 /// Writes an HTTP/2 connection's output (and the TLS records pending) to
 /// `tr` while it takes them; `r.wr` is cleared when it takes no more.
 /// Returns whether bytes left.

@@ -78,10 +78,6 @@ const LANE_OUT_MAX: usize = 32 * 1024;
 /// the server's socket rather than here too (HAProxy's stream holds one
 /// buffer). Not 0: a chunked answer's end and trailers still pass.
 const LANE_OUT_SHUT: usize = 1024;
-/// How long a closing connection keeps reading (and dropping) the
-/// client's bytes after its GOAWAY, so the client reads it before the
-/// socket closes (a close with unread input would reset it).
-const LINGER_MS: u32 = 1000;
 /// Period of the core's timer while streams are open.
 const TICK_MS: u32 = 1000;
 
@@ -170,9 +166,13 @@ pub struct H2Conn<S> {
     accepted: SystemTime,
     born: Tick,
     stopping: bool,
+    /// The process stops (a soft stop, a reload): a lingering close is
+    /// cut to an idle connection's grace.
+    proc_stop: bool,
     /// Closing: our side is shut, the client's bytes are dropped until
-    /// its end or this date.
+    /// its end, the bound or this date ([`H2Conn::linger`]).
     linger_until: Option<Tick>,
+    linger: super::Linger,
     idle_since: Tick,
     deadline: Tick,
     resp: ResponseHead,
@@ -267,7 +267,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             accepted,
             born: now,
             stopping: false,
+            proc_stop: false,
             linger_until: None,
+            linger: super::Linger::default(),
             idle_since: now,
             deadline,
             resp: ResponseHead::default(),
@@ -332,26 +334,18 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
 
     /// Reads once. Returns whether bytes arrived.
     fn read_in(&mut self) -> io::Result<bool> {
-        loop {
-            let mut r = super::Ready {
-                rd: true,
-                hup: self.rd_hup,
-                ..Default::default()
-            };
-            let before = self.rlen;
-            let got = super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut r)?;
-            self.eof |= r.eof;
-            self.seen_bytes |= got;
-            if !r.rd {
-                self.rd_ready = false;
-            }
-            if got && self.linger_until.is_some() {
-                // Closing: the client's bytes are dropped.
-                self.rlen = before;
-                continue;
-            }
-            return Ok(got);
+        let mut r = super::Ready {
+            rd: true,
+            hup: self.rd_hup,
+            ..Default::default()
+        };
+        let got = super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut r)?;
+        self.eof |= r.eof;
+        self.seen_bytes |= got;
+        if !r.rd {
+            self.rd_ready = false;
         }
+        Ok(got)
     }
 
     /// Writes the core's output. Returns whether bytes left.
@@ -910,19 +904,57 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             .log_fe_error_sd(&self.fe, crate::log::format(&e), sd, self.fe.err_level());
     }
 
-    /// GOAWAY is out and nothing remains: shut our side and drop the
-    /// client's bytes for a moment (see [`LINGER_MS`]).
-    fn linger(&mut self, ctx: &mut Ctx) {
+    /// GOAWAY is out and nothing remains: the lingering close HTTP/1
+    /// connections make too ([`super::Linger`]), so that a client still
+    /// sending (a WINDOW_UPDATE, a PING, a stream opened before it read
+    /// the GOAWAY, a body's DATA) does not reset the connection before it
+    /// has read the GOAWAY and the last answers. Until the client's end,
+    /// [`super::LINGER_MAX_BYTES`] read, or `timeout client` (an idle
+    /// connection's grace, [`crate::drain::IDLE_GRACE_MS`], during a stop).
+    fn linger(&mut self, ctx: &mut Ctx) -> Status {
         if self.linger_until.is_none() {
-            self.tr.close_notify();
-            let _ = self.tr.flush_pending();
-            let _ = self.tr.tcp().shutdown(std::net::Shutdown::Write);
-            self.linger_until = Some(ticks::add(ctx.now(), LINGER_MS));
+            self.linger = super::Linger::start(&mut self.tr, false);
+            self.linger_until = Some(ticks::add(ctx.now(), self.fe.timeouts.client));
             self.rlen = 0;
         }
+        self.linger_step(ctx)
+    }
+
+    /// A run of a lingering connection.
+    fn linger_step(&mut self, ctx: &mut Ctx) -> Status {
+        let Some(mut until) = self.linger_until else {
+            return Status::Continue;
+        };
+        if self.proc_stop {
+            until = ticks::first(until, ticks::add(ctx.now(), crate::drain::IDLE_GRACE_MS));
+            self.linger_until = Some(until);
+        }
+        if ticks::is_expired(until, ctx.now()) {
+            return self.close(ctx);
+        }
+        if self.eof
+            || self.linger.step(
+                &mut self.tr,
+                &mut self.rd_ready,
+                self.rd_hup,
+                &mut self.wr_ready,
+            )
+        {
+            return self.close(ctx);
+        }
+        if until != self.deadline {
+            self.deadline = until;
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, until);
+            }
+        }
+        Status::Continue
     }
 
     fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        if self.linger_until.is_some() {
+            return self.linger_step(ctx);
+        }
         loop {
             let mut moved = false;
             if self.rd_ready && !self.eof {
@@ -934,16 +966,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         return self.close(ctx);
                     }
                 }
-            }
-            if self.linger_until.is_some() {
-                if self.eof {
-                    return self.close(ctx);
-                }
-                if !moved {
-                    break;
-                }
-                self.rlen = 0;
-                continue;
             }
             moved |= self.process(ctx);
             moved |= self.serve_lanes(ctx);
@@ -960,14 +982,13 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                 self.idle_since = ctx.now();
             }
             if self.h2.is_done() && !self.has_output() {
-                self.linger(ctx);
-                continue;
+                return self.linger(ctx);
             }
             if !moved {
                 break;
             }
         }
-        if self.eof && self.linger_until.is_none() {
+        if self.eof {
             // The client left. Each open stream's lane reads the end of
             // its client side, as an HTTP/1 client's close, and decides
             // as it does: a request all in still goes to its server
@@ -1001,7 +1022,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
         let now = ctx.now();
         if self.linger_until.is_some() {
-            return self.close(ctx);
+            return self.linger_step(ctx);
         }
         let t = &self.fe.timeouts;
         if self.has_output() && ticks::is_expired(ticks::add(self.idle_since, t.client), now) {
@@ -1316,11 +1337,14 @@ impl<S: Exchange + Default + 'static> TaskletFn for H2Conn<S> {
                 self.wr_ready = true;
             }
         }
-        if (why.intersects(Reasons::SIGNAL) || ctx.stopping()) && !self.stopping {
-            // Soft stop or reload: the graceful GOAWAY (§6.8).
-            self.stopping = true;
-            crate::drain::saw_stop(ctx.now());
-            self.h2.shutdown();
+        if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            self.proc_stop = true;
+            if !self.stopping {
+                // Soft stop or reload: the graceful GOAWAY (§6.8).
+                self.stopping = true;
+                crate::drain::saw_stop(ctx.now());
+                self.h2.shutdown();
+            }
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
             return self.on_timer(ctx);

@@ -2,23 +2,13 @@
 //! state back to the pools, and either closes at once ([`Conn::end`]) or,
 //! when the client may still be sending, lingers: its sending side shut,
 //! it reads and drops what comes ([`Conn::linger_step`]) until the client
-//! closes, [`LINGER_MAX_BYTES`] or a time bound.
-
-use std::io;
+//! closes, [`crate::mux::LINGER_MAX_BYTES`] or a time bound.
 
 use sched::{ticks, Ctx, Status};
 
 use crate::transport::Transport;
 
 use super::{Conn, Exchange, In};
-
-/// Most bytes a lingering close ([`Conn::linger`]) reads and drops before
-/// it gives up and closes (with a reset, over what still comes): the end
-/// of an upload a client sends to an answer that refused it (nginx's
-/// default `client_max_body_size`). HAProxy 2.6 does not linger (see
-/// [`Conn::linger`]); a client that keeps sending is cut here or at the
-/// time bound, whichever comes first.
-const LINGER_MAX_BYTES: u32 = 1024 * 1024;
 
 impl<S: Exchange + Default + 'static> Conn<S> {
     pub(super) fn close(&mut self, ctx: &mut Ctx) -> Status {
@@ -72,18 +62,17 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             || self.closing && !matches!(self.head.framing, crate::http1::BodyFraming::None)
     }
 
-    /// A lingering close (nginx's `lingering_close`; Apache's): the
-    /// connection ends its side (TLS's `close_notify`, then the FIN after
-    /// the answer) and reads on, dropping what comes, until the client
-    /// closes too (its FIN, its `close_notify`), so that no byte arrives
-    /// to a closed socket, whose kernel would answer with a reset (and
-    /// one over bytes unread drops our unsent answer from the send
-    /// queue). Bounded: `timeout client` from the start (HAProxy's limit
-    /// for a client half-closed, `timeout client-fin` being unknown to
-    /// ebb; not renewed by what comes) and [`LINGER_MAX_BYTES`], past
-    /// which it closes with what is left unread (a reset). The
-    /// connection still counts (`maxconn`) until then; it is out of
-    /// `show sess` (no stream).
+    /// A lingering close ([`crate::mux::Linger`], shared with HTTP/2):
+    /// the connection ends its side and reads on, dropping what comes,
+    /// until the client closes too. Bounded: `timeout client` from the
+    /// start (HAProxy's limit for a client half-closed, `timeout
+    /// client-fin` being unknown to ebb; not renewed by what comes; an
+    /// idle connection's grace during a stop) and
+    /// [`crate::mux::LINGER_MAX_BYTES`], past which it closes with what
+    /// is left unread (a reset). The connection still counts (`maxconn`,
+    /// `show info` CurrConns) until then, as HAProxy counts a connection
+    /// until its close, and `show sess` lists it with `state=linger`
+    /// (`shutdown session` ends it at once).
     ///
     /// HAProxy 2.6 on the HTTP/1 client side shuts its sending side and
     /// closes at once (`h1_shutw_conn`, then `h1_release`): a byte that
@@ -93,11 +82,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// `Connection: close` answer, or sends a body an answer refused, can
     /// lose that answer to HAProxy's reset; not to ebb's.
     fn linger(&mut self, ctx: &mut Ctx) -> Status {
-        self.w.sessions.remove(&self.sess);
+        self.sess
+            .lingering
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.lingering = true;
         self.release_buffers();
-        self.tr.close_notify();
-        self.linger_left = LINGER_MAX_BYTES;
+        self.linger = crate::mux::Linger::start(&mut self.tr, self.wr_shut);
         self.deadline = ticks::add(ctx.now(), self.fe.timeouts.client);
         if let Some(me) = self.me {
             ctx.tasklet_set_expire(me, self.deadline);
@@ -105,10 +95,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.linger_step(ctx)
     }
 
-    /// A run of a lingering connection: the end of its TLS records, its
-    /// FIN, then what the client sends, read and dropped until its end
-    /// (the connection closes), the bound (closes with a reset) or no
-    /// more for now (waits for the socket's next edge).
+    /// A run of a lingering connection ([`crate::mux::Linger::step`]):
+    /// closes at the client's end, the bound, or its date.
     pub(super) fn linger_step(&mut self, ctx: &mut Ctx) -> Status {
         if self.stopping {
             // The process stops: no longer than an idle connection's
@@ -127,35 +115,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if ticks::is_expired(self.deadline, ctx.now()) {
             return self.end(ctx);
         }
-        if self.tr.has_pending_output() && self.wr_ready {
-            match self.tr.flush_pending() {
-                Ok(true) => {}
-                Ok(false) => self.wr_ready = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr_ready = false,
-                Err(_) => return self.end(ctx),
-            }
-        }
-        if !self.wr_shut && !self.tr.has_pending_output() {
-            self.tr.shut_write();
-            self.wr_shut = true;
-        }
-        let mut buf = [0u8; 16 * 1024];
-        while self.rd_ready {
-            match self.tr.read(&mut buf) {
-                Ok(0) => return self.end(ctx),
-                Ok(n) => {
-                    let Some(left) = self.linger_left.checked_sub(n as u32) else {
-                        return self.end(ctx);
-                    };
-                    self.linger_left = left;
-                    if n < buf.len() && !self.rd_hup && !self.tr.read_pending() {
-                        self.rd_ready = false;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.rd_ready = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.end(ctx),
-            }
+        let (rd, wr) = (&mut self.rd_ready, &mut self.wr_ready);
+        if self.linger.step(&mut self.tr, rd, self.rd_hup, wr) {
+            return self.end(ctx);
         }
         Status::Continue
     }
@@ -167,9 +129,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // state is dropped (no other descriptor shares it), which takes it
         // out of the poller; an event in between finds a freed tasklet
         // slot and is ignored.
-        if !self.lingering {
-            self.w.sessions.remove(&self.sess);
-        }
+        self.w.sessions.remove(&self.sess);
         self.w.debug(|| {
             format!(
                 "closed {} on frontend {} after {} requests",

@@ -233,7 +233,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             lingering: false,
             wr_shut: false,
             unread: false,
-            linger_left: 0,
+            linger: crate::mux::Linger::default(),
         })
     }
 }

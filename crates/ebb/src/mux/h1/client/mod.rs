@@ -331,8 +331,8 @@ pub struct Conn<S> {
     /// its end (the rest of a bad request, a body not drained): the
     /// connection lingers at its end.
     unread: bool,
-    /// Bytes a lingering close still reads before it gives up.
-    linger_left: u32,
+    /// A lingering close's reading ([`Conn::linger`]).
+    linger: crate::mux::Linger,
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
