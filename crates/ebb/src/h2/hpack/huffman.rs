@@ -1,13 +1,11 @@
 //! The HPACK Huffman code (RFC 7541 §5.2 and Appendix B).
 //!
-//! The code is canonical: within one length, codes rise with the symbol.
-//! So the decoder needs no tree: per length it keeps the first code and
-//! where that length's symbols start in a list sorted by (length, symbol),
-//! both computed at compile time from [`CODES`]. Decoding reads the input
-//! a 64-bit word at a time and looks its next 11 bits up in a table of the
-//! one or two codes they start with (every character of paths, names and
-//! values but rare punctuation has a code of up to 11 bits); it reads a
-//! longer code by the canonical order.
+//! The decoder walks the code's binary tree (built from [`CODES`] at
+//! compile time) four bits of input at a time: a table gives, for each
+//! inner node (the bits read since the last symbol) and the next four bits,
+//! the node reached and the symbol completed on the way, if any. A step
+//! is about a dozen instructions and no branch, whatever the codes'
+//! lengths.
 //!
 //! Padding (§5.2): at the end, fewer than 8 bits may remain and they must be
 //! all ones (a prefix of EOS); a decoded EOS is an error.
@@ -283,61 +281,6 @@ pub const CODES: [(u32, u8); 257] = [
     (0x3fffffff, 30),
 ];
 
-const MAX_LEN: usize = 30;
-
-/// Decoding tables derived from [`CODES`] at compile time.
-struct Canon {
-    /// Number of codes of each length.
-    count: [u16; MAX_LEN + 1],
-    /// The first (smallest) code of each length.
-    first: [u32; MAX_LEN + 1],
-    /// Index in `syms` of each length's first symbol.
-    start: [u16; MAX_LEN + 1],
-    /// Symbols sorted by (length, symbol).
-    syms: [u16; 257],
-}
-
-const fn build() -> Canon {
-    let mut count = [0u16; MAX_LEN + 1];
-    let mut i = 0;
-    while i < 257 {
-        count[CODES[i].1 as usize] += 1;
-        i += 1;
-    }
-    let mut start = [0u16; MAX_LEN + 1];
-    let mut first = [0u32; MAX_LEN + 1];
-    let mut code = 0u32;
-    let mut idx = 0u16;
-    let mut len = 1;
-    while len <= MAX_LEN {
-        code <<= 1;
-        first[len] = code;
-        start[len] = idx;
-        code += count[len] as u32;
-        idx += count[len];
-        len += 1;
-    }
-    let mut syms = [0u16; 257];
-    let mut fill = start;
-    let mut s = 0;
-    while s < 257 {
-        let l = CODES[s].1 as usize;
-        // Canonical: the code must be the next one of its length.
-        assert!(CODES[s].0 == first[l] + (fill[l] - start[l]) as u32);
-        syms[fill[l] as usize] = s as u16;
-        fill[l] += 1;
-        s += 1;
-    }
-    Canon {
-        count,
-        first,
-        start,
-        syms,
-    }
-}
-
-static CANON: Canon = build();
-
 /// Why a Huffman string is refused (all map to COMPRESSION_ERROR).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum HuffmanError {
@@ -347,169 +290,150 @@ pub enum HuffmanError {
     BadPadding,
 }
 
-/// How many bits of input one lookup in [`PAIRS`] reads.
-const PEEK: u32 = 11;
+/// A child in [`Tree`]: a leaf (this bit set, the symbol below it) or an
+/// inner node's number.
+const LEAF: u16 = 0x8000;
 
-/// By the next [`PEEK`] bits of input, the codes they start with: the
-/// first symbol (bits 0-7), the second (8-15), the length of the first
-/// code (16-23, 0 when those bits start a code longer than [`PEEK`]), and
-/// that of both codes (24-31; the first's alone when no second code fits
-/// in the bits). The characters of paths, names and values have codes of
-/// 5 to 8 bits, most of 5 or 6: a lookup decodes one or two of them.
-const fn build_pairs() -> [u32; 1 << PEEK] {
-    // The symbol and length of the code at the top of `bits` (`n` bits
-    // long), if one of up to `n` bits is there.
-    const fn code_at(bits: u32, n: u32) -> Option<(u32, u32)> {
-        let mut s = 0;
-        while s < 256 {
-            let (code, len) = CODES[s];
-            let len = len as u32;
-            if len <= n && bits >> (n - len) == code {
-                return Some((s as u32, len));
+/// The code's binary tree, built from [`CODES`] at compile time: its 256
+/// inner nodes (0 the root), each one's two children, its depth, and
+/// whether the path to it is all ones.
+struct Tree {
+    kids: [[u16; 2]; 256],
+    depth: [u8; 256],
+    ones: [bool; 256],
+}
+
+const fn build_tree() -> Tree {
+    let mut t = Tree {
+        kids: [[0; 2]; 256],
+        depth: [0; 256],
+        ones: [false; 256],
+    };
+    t.ones[0] = true;
+    let mut next = 1u16;
+    let mut s = 0;
+    while s < 257 {
+        let (code, len) = CODES[s];
+        let mut node = 0usize;
+        let mut i = len as u32 - 1;
+        while i > 0 {
+            let bit = ((code >> i) & 1) as usize;
+            if t.kids[node][bit] == 0 {
+                assert!(next < 256);
+                t.kids[node][bit] = next;
+                t.depth[next as usize] = t.depth[node] + 1;
+                t.ones[next as usize] = t.ones[node] && bit == 1;
+                next += 1;
             }
-            s += 1;
+            let k = t.kids[node][bit];
+            // A code is no prefix of another.
+            assert!(k & LEAF == 0);
+            node = k as usize;
+            i -= 1;
         }
-        None
+        let bit = (code & 1) as usize;
+        assert!(t.kids[node][bit] == 0);
+        t.kids[node][bit] = LEAF | s as u16;
+        s += 1;
     }
-    let mut t = [0u32; 1 << PEEK];
-    let mut i = 0;
-    while i < (1 << PEEK) {
-        if let Some((s1, l1)) = code_at(i as u32, PEEK) {
-            let rest = PEEK - l1;
-            let low = i as u32 & ((1 << rest) - 1);
-            let (s2, l12) = match code_at(low, rest) {
-                Some((s2, l2)) => (s2, l1 + l2),
-                None => (0, l1),
-            };
-            t[i] = s1 | (s2 << 8) | (l1 << 16) | (l12 << 24);
-        }
-        i += 1;
+    // The code is complete: every inner node has both children.
+    assert!(next == 256);
+    let mut n = 0;
+    while n < 256 {
+        assert!(t.kids[n][0] != 0 && t.kids[n][1] != 0);
+        n += 1;
     }
     t
 }
 
-static PAIRS: [u32; 1 << PEEK] = build_pairs();
+static TREE: Tree = build_tree();
 
-/// The input's bits from bit `pos` on, left-aligned in a word: at least
-/// 57 of them (or all there are); the bits past the end of `src` mean
-/// nothing (a code that reaches them is the end of the string).
-#[inline]
-fn window(src: &[u8], pos: usize) -> u64 {
-    let at = pos / 8;
-    let n = src.len();
-    let (word, skip) = if let Some(b) = src.get(at..at + 8) {
-        (
-            u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-            pos % 8,
-        )
-    } else if at >= n {
-        return 0;
-    } else if let Some(b) = src.get(n.wrapping_sub(8)..) {
-        // The last 8 bytes, those before `at` shifted out.
-        let w = u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        (w, (at + 8 - n) * 8 + pos % 8)
-    } else {
-        // Fewer than 8 bytes in all (no copy: a call for a few bytes).
-        let w = src.iter().fold(0u64, |w, &b| (w << 8) | u64::from(b));
-        (w << ((8 - n) * 8), pos)
-    };
-    // (`skip` < 64: `at` < `n`.)
-    word << skip
-}
+/// An entry of [`STEP`]: EOS was completed (the string is refused at
+/// its end).
+const EOS: u32 = 2;
 
-/// The symbol and code length of a code longer than [`PEEK`] bits at the
-/// top of `x` (the canonical order: the first length whose range holds
-/// the bits; 30 bits always hold one, EOS being all ones).
-#[cold]
-fn long_code(x: u64) -> (u16, u32) {
-    let c = &CANON;
-    let mut l = PEEK + 1;
-    while l as usize <= MAX_LEN {
-        let code = (x >> (64 - l)) as u32;
-        let off = code.wrapping_sub(c.first[l as usize]);
-        if off < u32::from(c.count[l as usize]) {
-            return (c.syms[usize::from(c.start[l as usize]) + off as usize], l);
+/// The decoder's steps, four bits of input at a time. An entry, by state
+/// (the inner node reached by the bits since the last symbol) times 16
+/// plus the next four bits, holds: in bit 0 whether a symbol was completed
+/// on the way (at most one: no code is shorter than 5 bits), in bit 1
+/// whether EOS was ([`EOS`]), in bits 8-15 the symbol, in bits 20-31 the
+/// next state times 16 (the next lookup's base: shifted down, it indexes
+/// the table with no bounds check).
+const fn build_step() -> [u32; 256 * 16] {
+    let mut t = [0u32; 256 * 16];
+    let mut state = 0;
+    while state < 256 {
+        let mut nib = 0;
+        while nib < 16 {
+            let mut node = state;
+            let mut e = 0u32;
+            let mut k = 4;
+            while k > 0 {
+                k -= 1;
+                let c = TREE.kids[node][(nib >> k) & 1];
+                if c & LEAF == 0 {
+                    node = c as usize;
+                } else {
+                    let sym = (c & !LEAF) as u32;
+                    e |= if sym == 256 { EOS } else { 1 | sym << 8 };
+                    node = 0;
+                }
+            }
+            t[state * 16 + nib] = e | (node as u32 * 16) << 20;
+            nib += 1;
         }
-        l += 1;
+        state += 1;
     }
-    (256, MAX_LEN as u32)
+    t
 }
 
-/// The end of a string whose last `rest` bits (at the top of `x`) are
-/// not a whole code: fewer than 8, all ones, are padding.
-fn end(rest: u32, x: u64) -> Result<(), HuffmanError> {
-    let ones = rest == 0 || x >> (64 - rest) == (1u64 << rest) - 1;
-    if rest < 8 && ones {
+static STEP: [u32; 256 * 16] = build_step();
+
+/// Whether a string may end in each state: the bits since the last
+/// symbol are padding, fewer than 8 and all ones (a prefix of EOS).
+static END_OK: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut n = 0;
+    while n < 256 {
+        t[n] = TREE.ones[n] && TREE.depth[n] < 8;
+        n += 1;
+    }
+    t
+};
+
+/// Decodes `src`, appending the bytes to `out`.
+///
+/// Walks the code's tree four bits at a time through [`STEP`], a symbol
+/// at most per step, the bytes gathered in a block on the stack and added
+/// to `out` a block at a time; an EOS met on the way is noted and the
+/// string refused at its end.
+pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
+    let mut block = [0u8; 64];
+    // The last entry (its bits 20-31: the state times 16), and every
+    // entry's bits or-ed (for [`EOS`]).
+    let mut f = 0u32;
+    let mut seen = 0u32;
+    // 31 bytes give at most 62 symbols: a block's worth.
+    for chunk in src.chunks(31) {
+        let mut n = 0;
+        for &b in chunk {
+            let e = STEP[(f >> 20) as usize | usize::from(b >> 4)];
+            block[n & 63] = (e >> 8) as u8;
+            n += (e & 1) as usize;
+            f = STEP[(e >> 20) as usize | usize::from(b & 0xf)];
+            block[n & 63] = (f >> 8) as u8;
+            n += (f & 1) as usize;
+            seen |= e | f;
+        }
+        out.extend_from_slice(&block[..n]);
+    }
+    if seen & EOS != 0 {
+        Err(HuffmanError::Eos)
+    } else if END_OK[(f >> 24) as usize] {
         Ok(())
     } else {
         Err(HuffmanError::BadPadding)
     }
-}
-
-/// Decodes `src`, appending the bytes to `out`.
-///
-/// Reads a word of input at a time ([`window`]) and decodes the codes it
-/// holds, one or two a lookup ([`PAIRS`]) while they are short; a code
-/// that would run past the input's end is the end of the string. The
-/// bytes gather in a block on the stack, added to `out` a block at a time.
-pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    let total = src.len() * 8;
-    let mut block = [0u8; 64];
-    let mut n = 0;
-    let mut pos = 0;
-    let r = 'all: loop {
-        let w = window(src, pos);
-        let mut used = 0u32;
-        // Short codes are read while [`PEEK`] bits lie within the
-        // window's 57 sure bits, a long one while 30 bits do.
-        loop {
-            if n > block.len() - 2 {
-                out.extend_from_slice(&block[..n]);
-                n = 0;
-            }
-            let x = w << used;
-            let e = PAIRS[(x >> (64 - PEEK)) as usize];
-            let at = pos + used as usize;
-            let (l1, l12) = ((e >> 16) & 0xff, e >> 24);
-            if l1 != 0 && at + l12 as usize <= total {
-                // One or two whole codes.
-                block[n] = e as u8;
-                block[n + 1] = (e >> 8) as u8;
-                n += 1 + usize::from(l12 != l1);
-                used += l12;
-            } else {
-                let (sym, len) = if l1 != 0 {
-                    ((e & 0xff) as u16, l1)
-                } else if used > 27 {
-                    break;
-                } else {
-                    let rest = (total - at) as u32;
-                    if rest <= PEEK {
-                        // No code of more than PEEK bits fits.
-                        break 'all end(rest, x);
-                    }
-                    long_code(x)
-                };
-                if at + len as usize > total {
-                    // A code past the end needs bits there: what is left
-                    // is not a whole code.
-                    break 'all end((total - at) as u32, x);
-                }
-                if sym == 256 {
-                    break 'all Err(HuffmanError::Eos);
-                }
-                block[n] = sym as u8;
-                n += 1;
-                used += len;
-            }
-            if used > 57 - PEEK {
-                break;
-            }
-        }
-        pos += used as usize;
-    };
-    out.extend_from_slice(&block[..n]);
-    r
 }
 
 /// The encoded length of `src` in bytes.
