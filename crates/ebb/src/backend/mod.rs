@@ -20,8 +20,8 @@
 //!
 //! **Slots.** A stream that gets a server holds one of its `maxconn` slots
 //! until its exchange ends ([`Farm::release`]). A stream that finds every
-//! eligible server full waits in a queue, FIFO, bounded by `maxqueue` and
-//! `timeout queue`.
+//! eligible server full waits in a queue, FIFO, bounded by `timeout queue`
+//! (and a server's queue by its `maxqueue`; the backend's has no bound).
 //!
 //! **Hand-over.** When a stream releases a slot and somebody waits, the slot
 //! is not given back: it goes straight to the first waiter (server queue
@@ -836,8 +836,6 @@ pub struct Farm {
     /// `fullconn`: the backend's load at which servers with a `minconn`
     /// reach their `maxconn` (see [`Farm::limit`]).
     pub fullconn: u32,
-    /// `maxqueue` of the backend queue: the sum of the servers' when all
-    /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
     /// The backend's own state history (`show stat`'s backend `chkdown`,
     /// `lastchg`, `downtime`): it is down while no server is usable.
@@ -1218,16 +1216,9 @@ impl Farm {
                 return Pick::Server(Arc::clone(&self.servers[i]));
             }
         }
-        // The backend queue is bounded by the sum of the servers'
-        // maxqueue when every eligible server sets one.
-        let bound: Option<u32> = elig
-            .iter()
-            .map(|&i| self.servers[i].opts.maxqueue)
-            .sum::<Option<u32>>();
-        if bound.is_some_and(|b| q.len() as u32 >= b) {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Pick::NoServer("backend queue full");
-        }
+        // No bound but `timeout queue`: a server's `maxqueue` bounds only
+        // its own queue (HAProxy 2.6 queues a stream no server can take
+        // on the backend whatever the servers' maxqueue).
         let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
