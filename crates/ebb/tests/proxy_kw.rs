@@ -3,7 +3,8 @@
 //! fetch during a soft stop's `grace`, `max-session-srv-conns` (the
 //! idle server connections a client keeps for itself), `option
 //! contstats` on HTTP, `bind ... v4v6|v6only`, `slowstart`, `downinter`,
-//! server weights under `roundrobin` and `static-rr`, `stats
+//! server weights and the order of `roundrobin` and `static-rr`,
+//! `maxqueue` (a server's queue only), `stats
 //! hide-version`, `set-pathq`/`replace-pathq`, `option
 //! idle-close-on-response`, `http-after-response allow`, `monitor fail
 //! unless`, `stats admin unless`, the `http-reuse` modes and
@@ -499,6 +500,169 @@ fn weights_split_roundrobin_and_static_rr_as_haproxy() {
                 (4, 12),
                 "haproxy {algo}: {theirs:?}"
             );
+        }
+    }
+}
+
+/// The servers (`a`, `b`, `c`) `n` requests to `a` reach, one at a
+/// time.
+fn sequence(a: SocketAddr, n: usize) -> String {
+    (0..n).map(|_| get(a, "/").text()).collect()
+}
+
+/// `balance roundrobin` and `static-rr` send requests in HAProxy's order
+/// for several weight sets (5:1:1 is `aaabaac`, not an interleaving of
+/// a), and after a `set weight` (roundrobin; static-rr refuses it) and
+/// a server disabled then enabled. Beside haproxy (nbthread 1).
+#[test]
+fn round_robin_orders_are_haproxys() {
+    let (sa, _) = counting_server("a");
+    let (sb, _) = counting_server("b");
+    let (sc, _) = counting_server("c");
+    type Case = (
+        &'static str,
+        [u32; 3],
+        &'static [&'static str],
+        &'static str,
+    );
+    let cases: &[Case] = &[
+        ("roundrobin", [5, 1, 1], &[], "aaabaacaaabaac"),
+        ("roundrobin", [2, 3, 4], &[], "cbcabccbacbcab"),
+        ("roundrobin", [10, 1, 5], &[], ""),
+        (
+            "roundrobin",
+            [3, 1, 1],
+            &["set weight px/a 1"],
+            "aaba|cbacbacbacba",
+        ),
+        (
+            "roundrobin",
+            [3, 2, 1],
+            &["disable server px/b", "enable server px/b"],
+            "",
+        ),
+        ("static-rr", [5, 1, 1], &[], "aaabaacaaabaac"),
+        ("static-rr", [3, 2, 1], &[], "aababcaababc"),
+        ("static-rr", [10, 1, 5], &[], ""),
+        (
+            "static-rr",
+            [3, 1, 1],
+            &["set weight px/a 1"],
+            "aaba|caabacaabaca",
+        ),
+        (
+            "static-rr",
+            [3, 2, 1],
+            &["disable server px/b", "enable server px/b"],
+            "",
+        ),
+    ];
+    for (algo, w, changes, want) in cases {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n    nbthread 1\n\
+                 defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 listen px\n    bind {bind}\n    balance {algo}\n\
+                 \x20   server a {sa} weight {}\n    server b {sb} weight {}\n    server c {sc} weight {}\n",
+                sock.display(),
+                w[0],
+                w[1],
+                w[2]
+            )
+        };
+        // 4 requests, then each change and 4 more, then 10 more.
+        // (the CLI's answers apart).
+        let run = |a: SocketAddr, sock: &Path| {
+            let mut out = sequence(a, 4);
+            let mut answers = Vec::new();
+            for c in changes.iter() {
+                out.push('|');
+                answers.push(cli_cmd(sock, c).trim().to_string());
+                out.push_str(&sequence(a, 4));
+            }
+            out.push_str(&sequence(a, 10));
+            (out, answers)
+        };
+        let (e, sock) = ebb_with_admin("rr-order", cfg);
+        let (ours, our_answers) = run(e.addr(), &sock);
+        drop(e);
+        if !want.is_empty() {
+            assert!(
+                ours.starts_with(want),
+                "ebb {algo} {w:?} {changes:?}: {ours}"
+            );
+        }
+        if let Some((h, a)) = haproxy_beside("rr-order", cfg) {
+            let (theirs, their_answers) = run(a, &h.sock);
+            assert_eq!(ours, theirs, "{algo} {w:?} {changes:?}: ebb, then haproxy");
+            assert_eq!(our_answers, their_answers, "{algo} {changes:?}");
+        }
+    }
+}
+
+/// `maxqueue` bounds a server's own queue only: a round robin whose
+/// server is full queues every stream on the backend (no bound but
+/// `timeout queue`), while a hash that binds streams to the full server
+/// refuses those beyond its `maxqueue` with 503. Beside haproxy.
+#[test]
+fn maxqueue_bounds_only_a_servers_queue_as_haproxy() {
+    use common::origin::{Gate, Mode, Origin};
+    let gate = Gate::default();
+    let o = Origin::start("a", Mode::Gate(gate.clone()));
+    let oa = o.addr;
+    for algo in ["roundrobin", "uri"] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 20s\n    timeout server 20s\n    timeout connect 5s\n    timeout queue 20s\n\
+                 listen px\n    bind {bind}\n    balance {algo}\n\
+                 \x20   server a {oa} maxconn 1 maxqueue 1\n",
+                sock.display()
+            )
+        };
+        let run = |a: SocketAddr, sock: &Path| -> Vec<u16> {
+            gate.close();
+            let busy = o.busy.load(Ordering::SeqCst);
+            let send = move || std::thread::spawn(move || get(a, "/x").status);
+            let first = send();
+            wait_until("the first request at the server", || {
+                o.busy.load(Ordering::SeqCst) > busy
+            });
+            let second = send();
+            wait_until("the second request queued", || {
+                let row = stat_row(sock, "px", "a");
+                let srv = row.get("qcur").is_some_and(|q| q == "1");
+                srv || backend_qcur(sock, "px") == Some(1)
+            });
+            let more: Vec<_> = (0..2).map(|_| send()).collect();
+            if algo == "roundrobin" {
+                wait_until("every request queued", || {
+                    backend_qcur(sock, "px") == Some(3)
+                });
+            }
+            let mut late: Vec<u16> = Vec::new();
+            if algo == "uri" {
+                // Refused at once, the gate still closed.
+                late = more.into_iter().map(|t| t.join().unwrap()).collect();
+                gate.open();
+            } else {
+                gate.open();
+                late.extend(more.into_iter().map(|t| t.join().unwrap()));
+            }
+            let mut all = vec![first.join().unwrap(), second.join().unwrap()];
+            all.extend(late);
+            all
+        };
+        let want = if algo == "uri" {
+            vec![200, 200, 503, 503]
+        } else {
+            vec![200; 4]
+        };
+        let (e, sock) = ebb_with_admin("maxqueue", cfg);
+        assert_eq!(run(e.addr(), &sock), want, "ebb {algo}");
+        drop(e);
+        if let Some((h, a)) = haproxy_beside("maxqueue", cfg) {
+            assert_eq!(run(a, &h.sock), want, "haproxy {algo}");
         }
     }
 }

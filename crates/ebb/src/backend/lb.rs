@@ -3,13 +3,14 @@
 //! free) and the request's keys, and names a server. No sockets, no
 //! clocks: the tests drive it directly.
 //!
-//! - `roundrobin` / `static-rr`: smooth weighted round robin (the
-//!   interleaving nginx uses: each pick adds every weight to a running
-//!   score and takes the highest, which then pays back the total), so
-//!   weights 5:1:1 give `a a b a c a a`, never five `a` in a row. Every
-//!   thread walks one period of that order at a position all threads
-//!   share (an atomic counter), so the interleaving holds across threads.
-//!   A full server is skipped; a weight change applies at the next pick.
+//! - `roundrobin`: HAProxy 2.6's fast weighted round robin ([`fwrr`]), so
+//!   the server sequence is HAProxy's (weights 5:1:1 give `a a a b a a
+//!   c`), from the start and after a weight change, a slowstart step or a
+//!   server going down or up. Its state is one per backend, behind a
+//!   short lock each pick takes (as HAProxy's pick takes its lock).
+//! - `static-rr`: HAProxy's server map (below) walked in order from a
+//!   position all threads share (an atomic, moved by compare-and-swap).
+//!   Both skip a full server (a round robin puts it back as if taken).
 //! - `leastconn`: fewest streams per unit of weight; ties go round robin
 //!   (from the shared position).
 //! - `first`: the first server (in declaration order) with a free slot.
@@ -25,11 +26,15 @@
 //!   each at `avalanche(id x 4096 + n)`, the closest point winning, with
 //!   `hash-balance-factor` skipping servers above their share. A full
 //!   chosen server *binds* the stream: it waits in that server's queue.
-//!   `hdr` without the header falls back to round robin.
+//!   Without a key (no such header, parameter or path) the pick is
+//!   HAProxy's: the map walked as `static-rr`, or the ring's next point.
 //! - `random [N]`: N weighted random draws, the one with the fewest streams
 //!   wins (power of two choices by default).
 
+mod fwrr;
+
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::config::{Balance, HashFunction, HashType};
 
@@ -38,7 +43,8 @@ use super::LbInput;
 /// Balancing state kept between picks, one per thread (see
 /// [`super::Farm`]): nothing in it is shared, so picking takes no lock
 /// that other threads take. What must be common to every thread (the
-/// round-robin position) is an atomic the caller passes to [`choose`].
+/// round-robin positions and state) is in [`Shared`], which the caller
+/// passes to [`choose`].
 pub struct State {
     /// xorshift state for `random`.
     rng: u64,
@@ -49,21 +55,29 @@ pub struct State {
     gcd: u32,
     /// The map or ring, built for one set of eligible servers and weights.
     table: Option<Table>,
-    /// The smooth round-robin order, built for one set of eligible servers
-    /// and weights.
-    order: Option<Order>,
     /// Each server's id (HAProxy's `puid`) by index: `first` takes the
     /// lowest, the consistent ring places points by it. Missing: index + 1.
     ids: Vec<u32>,
 }
 
-/// One period of smooth weighted round robin and what it was built from.
-struct Order {
-    elig: Vec<usize>,
-    weights: Vec<u32>,
-    /// Positions in `elig`, one per unit of weight (after dividing by the
-    /// weights' greatest common divisor, which leaves the order as is).
-    seq: Vec<u32>,
+/// What every thread of a backend shares for balancing.
+#[derive(Default)]
+pub struct Shared {
+    /// `static-rr`'s (and a keyless map-based hash's) position in the
+    /// map; a keyless consistent hash's last ring point + 1; `leastconn`'s
+    /// tie-breaking start.
+    pub rr: AtomicU64,
+    /// `roundrobin`'s state.
+    fwrr: Mutex<fwrr::Fwrr>,
+}
+
+/// The pick's context: whether the eligible servers are the backups (they
+/// balance apart from the active ones), and a server to avoid if another
+/// one can take the stream (a redispatch).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Group {
+    pub backup: bool,
+    pub avoid: Option<usize>,
 }
 
 /// A hash lookup structure and what it was built from.
@@ -84,7 +98,6 @@ impl State {
             hash: HashType::default(),
             gcd: 1,
             table: None,
-            order: None,
             ids: Vec::new(),
         }
     }
@@ -117,7 +130,8 @@ impl State {
     }
 
     /// The table for these servers and weights, rebuilt when they changed.
-    fn table(&mut self, elig: &[usize], weights: &[u32]) -> &Table {
+    /// `ring`: the consistent ring (else the map).
+    fn table(&mut self, elig: &[usize], weights: &[u32], ring: bool) -> &Table {
         let stale = self
             .table
             .as_ref()
@@ -129,7 +143,7 @@ impl State {
                 map: Vec::new(),
                 ring: Vec::new(),
             };
-            if self.hash.consistent {
+            if ring {
                 let ids: Vec<u32> = elig.iter().map(|&i| self.id_of(i)).collect();
                 t.ring = build_ring(elig, &ids, weights);
             } else {
@@ -141,31 +155,6 @@ impl State {
         match &self.table {
             Some(t) => t,
             None => unreachable!("the table was just built"),
-        }
-    }
-
-    /// The round-robin order for these servers and weights, rebuilt when
-    /// they changed.
-    fn order(&mut self, elig: &[usize], weights: &[u32]) -> &[u32] {
-        let stale = self
-            .order
-            .as_ref()
-            .is_none_or(|o| o.elig != elig || o.weights != weights);
-        if stale {
-            let o = self.order.get_or_insert_with(|| Order {
-                elig: Vec::new(),
-                weights: Vec::new(),
-                seq: Vec::new(),
-            });
-            o.elig.clear();
-            o.elig.extend_from_slice(elig);
-            o.weights.clear();
-            o.weights.extend_from_slice(weights);
-            build_order(weights, &mut o.seq);
-        }
-        match &self.order {
-            Some(o) => &o.seq,
-            None => unreachable!("the order was just built"),
         }
     }
 
@@ -314,7 +303,7 @@ fn hashed(
 ) -> Choice {
     let factor = st.hash.balance_factor;
     let consistent = st.hash.consistent;
-    let t = st.table(elig, weights);
+    let t = st.table(elig, weights, consistent);
     let i = if consistent {
         if t.ring.is_empty() {
             return Choice::AllFull;
@@ -420,64 +409,139 @@ fn by_weight(h: u64, elig: &[usize], weights: &[u32]) -> usize {
     elig[elig.len() - 1]
 }
 
-/// One period of smooth weighted round robin: each step adds every
-/// weight to its server's score and takes the highest (the first on a
-/// tie), which pays the total back. After `total` steps every score is
-/// back to zero, so the period repeats; weights with a common divisor give
-/// the same order, so they are divided by it first.
-fn build_order(weights: &[u32], seq: &mut Vec<u32>) {
-    let g = weights
-        .iter()
-        .map(|&w| w.max(1))
-        .reduce(gcd)
-        .unwrap_or(1)
-        .max(1);
-    let w: Vec<i64> = weights.iter().map(|&x| i64::from(x.max(1) / g)).collect();
-    let total: i64 = w.iter().sum();
-    let mut score = vec![0i64; w.len()];
-    seq.clear();
-    for _ in 0..total {
-        let mut best = 0;
-        for k in 0..w.len() {
-            score[k] += w[k];
-            if score[k] > score[best] {
-                best = k;
-            }
-        }
-        score[best] -= total;
-        seq.push(best as u32);
-    }
-}
-
-/// Smooth weighted round robin shared by every thread: the order is each
-/// thread's copy of one period, the position in it is `rr`, which every
-/// thread advances (one atomic add, no lock). A full server is skipped:
-/// the next one in the order with a free slot is taken.
-fn smooth_rr(
+/// HAProxy's `static-rr` (and a keyless map-based hash): the server map
+/// walked from the shared position, a full server (or the one to avoid)
+/// passed over; the position then follows the server taken. It is reset
+/// when past the map's end (the map shrank).
+fn map_rr(
     st: &mut State,
     elig: &[usize],
     weights: &[u32],
     room: &[bool],
+    grp: Group,
     rr: &AtomicU64,
 ) -> Choice {
-    if !room.iter().any(|&r| r) {
+    let t = st.table(elig, weights, false);
+    let n = t.map.len();
+    if n == 0 {
         return Choice::AllFull;
     }
-    let seq = st.order(elig, weights);
-    let n = seq.len().max(1) as u64;
-    let at = rr.fetch_add(1, Ordering::Relaxed) % n;
-    for off in 0..n {
-        let k = seq[((at + off) % n) as usize] as usize;
-        if room[k] {
-            return Choice::Server(elig[k]);
+    let free = |i: usize| elig.iter().position(|&x| x == i).is_some_and(|k| room[k]);
+    let mut at = rr.load(Ordering::Relaxed);
+    loop {
+        let start = if at as usize >= n { 0 } else { at as usize };
+        let mut idx = start;
+        let mut avoided: Option<(usize, usize)> = None;
+        let mut found: Option<(usize, usize)> = None;
+        loop {
+            let i = t.map[idx];
+            idx += 1;
+            if free(i) {
+                if Some(i) != grp.avoid {
+                    found = Some((i, idx));
+                    break;
+                }
+                avoided = Some((i, idx));
+            }
+            if idx == n {
+                idx = 0;
+            }
+            if idx == start {
+                break;
+            }
+        }
+        let Some((i, next)) = found.or(avoided) else {
+            return Choice::AllFull;
+        };
+        match rr.compare_exchange_weak(at, next as u64, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Choice::Server(i),
+            Err(now) => at = now,
         }
     }
-    Choice::AllFull
+}
+
+/// A keyless pick under a consistent hash (HAProxy's
+/// chash_get_next_server): the ring's next point after the last one
+/// taken, a full server (or the one to avoid) passed over.
+fn ring_rr(
+    st: &mut State,
+    elig: &[usize],
+    weights: &[u32],
+    room: &[bool],
+    grp: Group,
+    rr: &AtomicU64,
+) -> Choice {
+    let t = st.table(elig, weights, true);
+    let n = t.ring.len();
+    if n == 0 {
+        return Choice::AllFull;
+    }
+    let free = |i: usize| elig.iter().position(|&x| x == i).is_some_and(|k| room[k]);
+    // `rr` is the last point + 1, 0 for none.
+    let last = rr.load(Ordering::Relaxed) as usize;
+    let mut idx = if last == 0 || last > n { 0 } else { last % n };
+    let stop = idx;
+    let mut avoided = None;
+    loop {
+        let i = t.ring[idx].1;
+        if free(i) {
+            if Some(i) != grp.avoid {
+                rr.store(idx as u64 + 1, Ordering::Relaxed);
+                return Choice::Server(i);
+            }
+            avoided.get_or_insert((i, idx));
+        }
+        idx = (idx + 1) % n;
+        if idx == stop {
+            break;
+        }
+    }
+    match avoided {
+        Some((i, at)) => {
+            rr.store(at as u64 + 1, Ordering::Relaxed);
+            Choice::Server(i)
+        }
+        None => Choice::AllFull,
+    }
+}
+
+/// `roundrobin`: HAProxy's fast weighted round robin on the backend's
+/// shared state.
+fn fwrr_pick(elig: &[usize], weights: &[u32], room: &[bool], grp: Group, sh: &Shared) -> Choice {
+    let mut f = sh.fwrr.lock().unwrap_or_else(|p| p.into_inner());
+    let snap = fwrr::Snapshot {
+        elig,
+        weights,
+        room,
+        backup: grp.backup,
+        avoid: grp.avoid,
+    };
+    match f.pick(&snap) {
+        Some(i) => Choice::Server(i),
+        None => Choice::AllFull,
+    }
+}
+
+/// The pick without a key of a hashing algorithm (HAProxy's round robin
+/// on its hash structure).
+fn keyless(
+    st: &mut State,
+    elig: &[usize],
+    weights: &[u32],
+    room: &[bool],
+    grp: Group,
+    rr: &AtomicU64,
+) -> Choice {
+    if st.hash.consistent {
+        ring_rr(st, elig, weights, room, grp, rr)
+    } else {
+        map_rr(st, elig, weights, room, grp, rr)
+    }
 }
 
 /// Picks among `elig` (server indices) given each one's weight, streams in
-/// use and free-slot flag (parallel slices). `rr` is the backend's
-/// round-robin position, common to every thread.
+/// use and free-slot flag (parallel slices). `sh` is the backend's
+/// state common to every thread.
 #[allow(clippy::too_many_arguments)]
 pub fn choose(
     balance: &Balance,
@@ -487,13 +551,16 @@ pub fn choose(
     cur: &[u32],
     room: &[bool],
     input: &LbInput<'_>,
-    rr: &AtomicU64,
+    sh: &Shared,
+    grp: Group,
 ) -> Choice {
     if elig.is_empty() {
         return Choice::AllFull;
     }
+    let rr = &sh.rr;
     match balance {
-        Balance::RoundRobin | Balance::StaticRr => smooth_rr(st, elig, weights, room, rr),
+        Balance::RoundRobin => fwrr_pick(elig, weights, room, grp, sh),
+        Balance::StaticRr => map_rr(st, elig, weights, room, grp, rr),
         Balance::LeastConn => {
             // Lowest cur/weight, compared as cur_a * w_b < cur_b * w_a.
             let n = elig.len();
@@ -534,7 +601,7 @@ pub fn choose(
                 }
                 hashed(st, h, elig, weights, cur, room)
             }
-            None => smooth_rr(st, elig, weights, room, rr),
+            None => keyless(st, elig, weights, room, grp, rr),
         },
         Balance::Uri {
             whole,
@@ -554,7 +621,7 @@ pub fn choose(
                 }
                 // No path to hash (`*`, an authority form): round robin,
                 // as HAProxy.
-                None => smooth_rr(st, elig, weights, room, rr),
+                None => keyless(st, elig, weights, room, grp, rr),
             }
         }
         Balance::UrlParam { name } => match url_param_value(input.uri, name.as_bytes()) {
@@ -562,7 +629,7 @@ pub fn choose(
                 let h = hash_key(&st.hash, v);
                 hashed(st, h, elig, weights, cur, room)
             }
-            None => smooth_rr(st, elig, weights, room, rr),
+            None => keyless(st, elig, weights, room, grp, rr),
         },
         Balance::Hdr {
             use_domain_only, ..
@@ -573,7 +640,7 @@ pub fn choose(
                 let h = hash_key(&st.hash, v);
                 hashed(st, h, elig, weights, cur, room)
             }
-            None => smooth_rr(st, elig, weights, room, rr),
+            None => keyless(st, elig, weights, room, grp, rr),
         },
         Balance::Random { draws } => {
             let mut best: Option<usize> = None;
@@ -628,75 +695,112 @@ mod tests {
         room: &[bool],
         input: &LbInput<'_>,
     ) -> Choice {
-        super::choose(b, st, elig, weights, cur, room, input, &AtomicU64::new(0))
+        super::choose(
+            b,
+            st,
+            elig,
+            weights,
+            cur,
+            room,
+            input,
+            &Shared::default(),
+            Group::default(),
+        )
     }
 
-    fn run(b: &Balance, weights: &[u32], n: usize) -> Vec<usize> {
-        let elig: Vec<usize> = (0..weights.len()).collect();
+    /// The servers (as letters) a backend sends `n` requests to, one at a
+    /// time, with `weights`, then after each step's change: `(picks,
+    /// weights)` (weight 0: the server is down), `|` between steps.
+    fn script(b: &Balance, weights: &[u32], steps: &[(usize, &[u32])], n: usize) -> String {
         let mut st = State::new(0);
-        let cur = vec![0; weights.len()];
-        let room = vec![true; weights.len()];
-        let rr = AtomicU64::new(0);
-        (0..n)
-            .map(|_| {
-                match super::choose(
+        st.set_hash(HashType::default(), weights);
+        let sh = Shared::default();
+        let mut out = String::new();
+        let mut w: Vec<u32> = weights.to_vec();
+        let last = [(n, weights)];
+        for (k, (count, next)) in steps.iter().chain(last.iter()).enumerate() {
+            for _ in 0..*count {
+                let elig: Vec<usize> = (0..w.len()).filter(|&i| w[i] > 0).collect();
+                let ws: Vec<u32> = elig.iter().map(|&i| w[i]).collect();
+                let cur = vec![0; elig.len()];
+                let room = vec![true; elig.len()];
+                let input = LbInput::default();
+                let c = super::choose(
                     b,
                     &mut st,
                     &elig,
-                    weights,
+                    &ws,
                     &cur,
                     &room,
-                    &LbInput::default(),
-                    &rr,
-                ) {
-                    Choice::Server(i) => i,
+                    &input,
+                    &sh,
+                    Group::default(),
+                );
+                match c {
+                    Choice::Server(i) => out.push((b'a' + i as u8) as char),
                     c => panic!("{c:?}"),
                 }
-            })
-            .collect()
+            }
+            if k < steps.len() {
+                out.push('|');
+                w = next.to_vec();
+            }
+        }
+        out
     }
 
+    /// Server sequences of HAProxy 2.6.12 (nbthread 1, one request at a
+    /// time; changes by `set weight`, `disable server`, `enable server`).
     #[test]
-    fn order_is_smooth_and_common_divisors_do_not_change_it() {
-        let mut seq = Vec::new();
-        build_order(&[5, 1, 1], &mut seq);
-        assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
-        let mut twice = Vec::new();
-        build_order(&[10, 2, 2], &mut twice);
-        assert_eq!(seq, twice);
-        // Across weight changes the position carries on in the new order.
-        let mut st = State::new(0);
-        let rr = AtomicU64::new(0);
-        let input = LbInput::default();
-        let pick = |st: &mut State, w: &[u32]| {
-            super::choose(
-                &Balance::RoundRobin,
-                st,
-                &[0, 1],
-                w,
-                &[0, 0],
-                &[true, true],
-                &input,
-                &rr,
-            )
-        };
-        assert_eq!(pick(&mut st, &[1, 1]), Choice::Server(0));
-        assert_eq!(pick(&mut st, &[1, 1]), Choice::Server(1));
-        // 3:1 is `a a b a`: positions 2 and 3.
-        assert_eq!(pick(&mut st, &[3, 1]), Choice::Server(1));
-        assert_eq!(pick(&mut st, &[3, 1]), Choice::Server(0));
-    }
-
-    #[test]
-    fn smooth_round_robin_interleaves_by_weight() {
-        let seq = run(&Balance::RoundRobin, &[5, 1, 1], 7);
-        assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
-        let seq = run(&Balance::RoundRobin, &[3, 2, 1], 600);
-        let count = |i| seq.iter().filter(|&&x| x == i).count();
-        assert_eq!((count(0), count(1), count(2)), (300, 200, 100));
-        // Never more than two picks of the heaviest in a row for 3:2:1.
-        let runs = seq.windows(3).filter(|w| w.iter().all(|&x| x == 0)).count();
-        assert_eq!(runs, 0);
+    fn round_robin_orders_are_haproxys() {
+        // (weights, changes, picks after the last one, roundrobin's
+        // sequence, static-rr's).
+        type Case<'a> = (&'a [u32], &'a [(usize, &'a [u32])], usize, &'a str, &'a str);
+        let down_up: &[(usize, &[u32])] = &[(5, &[3, 0, 1]), (5, &[3, 2, 1])];
+        let one_by_one: &[(usize, &[u32])] = &[
+            (2, &[0, 1, 1]),
+            (2, &[0, 1, 0]),
+            (2, &[1, 1, 0]),
+            (2, &[1, 1, 1]),
+        ];
+        let cases: &[Case<'_>] = &[
+            (&[5, 1, 1], &[], 7, "aaabaac", "aaabaac"),
+            (&[10, 2, 2], &[], 14, "aaabaacaaabaac", "aaabaacaaabaac"),
+            (&[3, 2, 1], &[], 12, "abacababacab", "aababcaababc"),
+            (
+                &[10, 1, 1, 5],
+                &[],
+                17,
+                "aadabadaadaadacad",
+                "aabdaadaacdaadaad",
+            ),
+            (
+                &[3, 2, 1],
+                down_up,
+                12,
+                "abaca|aaaca|abacbaabacba",
+                "aabab|aaaca|ababcaababca",
+            ),
+            (
+                &[1, 1, 1],
+                one_by_one,
+                10,
+                "ab|cb|bb|ab|abcabcabca",
+                "ab|bc|bb|ba|bcabcabcab",
+            ),
+        ];
+        for (w, steps, n, rr, srr) in cases {
+            let got = script(&Balance::RoundRobin, w, steps, *n);
+            assert_eq!(got, *rr, "roundrobin {w:?} {steps:?}");
+            let got = script(&Balance::StaticRr, w, steps, *n);
+            assert_eq!(got, *srr, "static-rr {w:?} {steps:?}");
+        }
+        // roundrobin's weight changes (static-rr refuses them).
+        let got = script(&Balance::RoundRobin, &[3, 1, 1], &[(4, &[1, 1, 1])], 12);
+        assert_eq!(got, "aaba|cbacbacbacba");
+        let changes: &[(usize, &[u32])] = &[(3, &[2, 2, 1]), (6, &[2, 2, 4])];
+        let got = script(&Balance::RoundRobin, &[2, 5, 1], changes, 12);
+        assert_eq!(got, "bba|cbabca|bcacbcacbcac");
     }
 
     #[test]
@@ -900,7 +1004,7 @@ mod tests {
         // gcd: weights 2:4 map as 1:2.
         let mut st = State::new(0);
         st.set_hash(HashType::default(), &[2, 4]);
-        assert_eq!(st.table(&[0, 1], &[2, 4]).map.len(), 3);
+        assert_eq!(st.table(&[0, 1], &[2, 4], false).map.len(), 3);
     }
 
     #[test]

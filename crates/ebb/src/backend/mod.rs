@@ -8,17 +8,20 @@
 //! - each server's queue (streams bound to that server: hash algorithms),
 //! - the backend's queue (streams that any server may take).
 //!
-//! **Picking takes no shared lock.** The balancing state (hash tables, the
-//! round-robin order, scratch lists of eligible servers) is per thread: a
-//! thread locks only its own slot, which no other thread touches (unless
-//! more than [`LB_SLOTS`] threads pick). What every thread must agree on
-//! is an atomic: the round-robin position, the slots in use, weights and
-//! states. A pick allocates nothing once the thread's slot is warm.
+//! **Picking takes no shared lock** but `roundrobin`'s. The balancing
+//! state (hash tables, the server map, scratch lists of eligible servers)
+//! is per thread: a thread locks only its own slot, which no other thread
+//! touches (unless more than [`LB_SLOTS`] threads pick). What every thread
+//! must agree on is an atomic: the map's position, the slots in use,
+//! weights and states. `roundrobin` is HAProxy's fast weighted round
+//! robin, whose state (one per backend, [`lb::Shared`]) each pick updates
+//! under a short lock, as HAProxy's. A pick allocates nothing once the
+//! thread's slot is warm.
 //!
 //! **Slots.** A stream that gets a server holds one of its `maxconn` slots
 //! until its exchange ends ([`Farm::release`]). A stream that finds every
-//! eligible server full waits in a queue, FIFO, bounded by `maxqueue` and
-//! `timeout queue`.
+//! eligible server full waits in a queue, FIFO, bounded by `timeout queue`
+//! (and a server's queue by its `maxqueue`; the backend's has no bound).
 //!
 //! **Hand-over.** When a stream releases a slot and somebody waits, the slot
 //! is not given back: it goes straight to the first waiter (server queue
@@ -823,8 +826,8 @@ pub struct Farm {
     pub target: Option<Arc<ServerRt>>,
     /// `hash-type`, set once before the first pick.
     hash: OnceLock<crate::config::HashType>,
-    /// The round-robin position every thread shares.
-    rr: AtomicU64,
+    /// The balancing state every thread shares (round-robin positions).
+    rr: lb::Shared,
     /// Balancing state per thread: see the module's introduction.
     slots: Box<[ThreadSlot]>,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
@@ -833,8 +836,6 @@ pub struct Farm {
     /// `fullconn`: the backend's load at which servers with a `minconn`
     /// reach their `maxconn` (see [`Farm::limit`]).
     pub fullconn: u32,
-    /// `maxqueue` of the backend queue: the sum of the servers' when all
-    /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
     /// The backend's own state history (`show stat`'s backend `chkdown`,
     /// `lastchg`, `downtime`): it is down while no server is usable.
@@ -905,7 +906,7 @@ impl Farm {
             check,
             target: None,
             hash: OnceLock::new(),
-            rr: AtomicU64::new(0),
+            rr: lb::Shared::default(),
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             waiting: AtomicU32::new(0),
@@ -991,10 +992,12 @@ impl Farm {
         })
     }
 
-    /// Whether weights are static (HAProxy's map-based hashing): a weight
-    /// change while up is then only 0% or 100%.
+    /// Whether weights are static (`static-rr`, HAProxy's map-based
+    /// hashing): a weight change while up is then only 0% or 100%, and
+    /// no slowstart ramps them.
     pub fn static_weights(&self) -> bool {
-        self.balance_hashes() && !self.hash.get().is_some_and(|h| h.consistent)
+        matches!(self.balance, Balance::StaticRr)
+            || (self.balance_hashes() && !self.hash.get().is_some_and(|h| h.consistent))
     }
 
     /// Whether the algorithm hashes a key of the request (it may then bind
@@ -1078,7 +1081,10 @@ impl Farm {
             st,
         } = &mut **slot;
         self.eligible(elig);
-        if let Some(a) = avoid {
+        // The round robins pass over the server to avoid themselves: their
+        // state follows the usable servers.
+        let rr_kind = matches!(self.balance, Balance::RoundRobin | Balance::StaticRr);
+        if let Some(a) = avoid.filter(|_| !rr_kind) {
             if elig.len() > 1 {
                 elig.retain(|&i| i != a);
             }
@@ -1086,7 +1092,10 @@ impl Farm {
         if elig.is_empty() {
             return Pick::NoServer("no server available");
         }
-        let choice = if elig.len() == 1 && !self.balance_hashes() {
+        let backup = self.servers[elig[0]].opts.backup;
+        // A round robin among the active servers moves on with one left
+        // (HAProxy's position advances), so it picks even then.
+        let choice = if elig.len() == 1 && !self.balance_hashes() && (backup || !rr_kind) {
             // One server to choose from and no key to bind the stream to
             // it: it takes the stream if it has room, else the stream
             // waits in the backend's queue, whatever the algorithm.
@@ -1097,7 +1106,7 @@ impl Farm {
                 lb::Choice::AllFull
             }
         } else {
-            // Map-based hashing is static: no slowstart ramp (HAProxy).
+            // Static weights: no slowstart ramp (HAProxy).
             let static_w = self.static_weights();
             weights.clear();
             cur.clear();
@@ -1112,7 +1121,8 @@ impl Farm {
                 cur.push(s.cur.load(Ordering::Relaxed));
                 room.push(self.has_room(s));
             }
-            lb::choose(&self.balance, st, elig, weights, cur, room, input, &self.rr)
+            let (b, sh, grp) = (&self.balance, &self.rr, lb::Group { backup, avoid });
+            lb::choose(b, st, elig, weights, cur, room, input, sh, grp)
         };
         let elig: &[usize] = elig;
         match choice {
@@ -1206,16 +1216,9 @@ impl Farm {
                 return Pick::Server(Arc::clone(&self.servers[i]));
             }
         }
-        // The backend queue is bounded by the sum of the servers'
-        // maxqueue when every eligible server sets one.
-        let bound: Option<u32> = elig
-            .iter()
-            .map(|&i| self.servers[i].opts.maxqueue)
-            .sum::<Option<u32>>();
-        if bound.is_some_and(|b| q.len() as u32 >= b) {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Pick::NoServer("backend queue full");
-        }
+        // No bound but `timeout queue`: a server's `maxqueue` bounds only
+        // its own queue (HAProxy 2.6 queues a stream no server can take
+        // on the backend whatever the servers' maxqueue).
         let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);

@@ -75,7 +75,7 @@ fn slot_is_handed_to_the_first_waiter_in_order() {
 }
 
 #[test]
-fn cancelled_waiters_are_skipped_and_maxqueue_refuses() {
+fn cancelled_waiters_are_skipped_and_maxqueue_bounds_a_servers_queue_only() {
     let (rt, mut c) = ctx();
     let h = rt.handle();
     let f = farm(&[Some(1)], Some(1), Balance::RoundRobin);
@@ -86,16 +86,41 @@ fn cancelled_waiters_are_skipped_and_maxqueue_refuses() {
     let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
-    // Queue bound reached: refused.
-    assert!(matches!(
-        f.pick(&LbInput::default(), None, me, || h.clone()),
-        Pick::NoServer(_)
-    ));
-    // The waiter gives up; a release then returns the slot.
-    assert!(w.cancel().is_none());
-    f.unqueue(&w);
+    // The backend's queue has no bound (HAProxy): queued again.
+    let Pick::Queued(w2) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
+        panic!()
+    };
+    // The waiters give up; a release then returns the slot.
+    for w in [w, w2] {
+        assert!(w.cancel().is_none());
+        f.unqueue(&w);
+    }
     f.release(&s);
     assert_eq!(s.cur.load(Ordering::Relaxed), 0);
+    // A hash binds the stream to its server: that queue's bound refuses.
+    let uri = Balance::Uri {
+        whole: false,
+        len: None,
+        depth: None,
+        path_only: false,
+    };
+    let f = farm(&[Some(1)], Some(1), uri);
+    let input = LbInput {
+        uri: b"/x",
+        ..LbInput::default()
+    };
+    let Pick::Server(_s) = f.pick(&input, None, me, || h.clone()) else {
+        panic!()
+    };
+    let Pick::Queued(w) = f.pick(&input, None, me, || h.clone()) else {
+        panic!()
+    };
+    assert!(matches!(
+        f.pick(&input, None, me, || h.clone()),
+        Pick::NoServer(_)
+    ));
+    assert!(w.cancel().is_none());
+    f.unqueue(&w);
 }
 
 #[test]
