@@ -114,6 +114,9 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         i += 1;
         match w.as_str() {
             "-i" => ignore_case = true,
+            // No DNS resolution of patterns: ebb never resolves them (a
+            // name where an address is expected is refused).
+            "-n" => {}
             "--" => break,
             "-m" => {
                 let m = words
