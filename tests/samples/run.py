@@ -89,6 +89,10 @@ REQ_FETCHES = [
     "src_http_req_cnt(st)", "src_conn_cnt(st)", "src_get_gpc0(st)",
     "table_avl(st)", "table_cnt(st)", "sc0_http_err_cnt", "sc0_sess_cnt",
     "sc0_kbytes_in", "sc0_bytes_in_rate", "sc_http_req_rate(0)",
+    "req.fhdr(x-m,-2)", "req.hdr_cnt(X-M)", "url_param(x,&)", "url_param(y,;)",
+    "base,lower", "req.cook_cnt(b)", "hdr(host,1)", "req.cook_val(absent)",
+    "url,url_dec", "pathq,url_dec(1)", "query,url_dec", "str(a%2Bb+c),url_dec",
+    "str(a%2Bb+c),url_dec(1)", "str(%zz%4),url_dec",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -202,6 +206,12 @@ ACLS = [
     "method -m reg ^P", "method -m found", "method -m sub ET", "be_id 1",
     "fe_id 1", "so_id 1", "sc0_tracked", "sc0_http_req_cnt gt 1",
     "src_http_req_cnt(st) ge 1", "table_cnt(st) 1", "wait_end",
+    "hdr_beg(host) -i exa", "hdr(x-m) -m sub -i TH", "url_dom -i COM",
+    "path_end -f ACLF", "path -m dom a", "hdr_dom(host) -i example.com",
+    "hdr_dir(x-m) two", "url_sub -i A%20B", "path_reg -i ^/A", "hdr_cnt(absent) 0",
+    "method OPTIONS TRACE", "method -m str -i post", "method -m str POST",
+    "req.ver -m beg 1.", "src ::ffff:127.0.0.1", "src 127.0.0.1/255.0.0.0",
+    "dst 127.0.0.1", "dst_port 19661", "url_param(x) -m int 1", "str() -m len 0",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's

@@ -671,6 +671,9 @@ mod tests {
         assert!(!check(" acl m method PATCH", "m", patch));
         assert!(!check(" acl m method -i GET", "m", patch));
         assert!(check(" acl m method -m beg G", "m", GET));
+        // With `-m`, the method is a string.
+        assert!(check(" acl m method -m str -i get", "m", GET));
+        assert!(!check(" acl m method -m str get", "m", GET));
     }
 
     /// IP patterns across families, as HAProxy's `pat_match_ip`.
