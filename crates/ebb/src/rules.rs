@@ -676,6 +676,30 @@ mod tests {
         assert!(!check(" acl m method -m str get", "m", GET));
     }
 
+    /// `be_conn` without a name in any rule of a frontend: refused, as
+    /// HAProxy 2.6 (the frontend has no backend capability).
+    #[test]
+    fn be_conn_needs_a_backend() {
+        let cfg = |sect: &str, rule: &str| {
+            format!(
+                "defaults\n mode http\n{sect} f\n bind :8080\n {rule}\n default_backend b\nbackend b\n serve-files /tmp\n"
+            )
+        };
+        for rule in [
+            "http-response set-header x %[be_conn]",
+            "tcp-request content accept if { be_conn gt 0 }",
+        ] {
+            let e = parse_str("t.cfg", &cfg("frontend", rule)).err();
+            assert!(
+                format!("{e:?}").contains("no backend capability"),
+                "{rule}: {e:?}"
+            );
+            assert!(parse_str("t.cfg", &cfg("listen", rule)).is_ok(), "{rule}");
+        }
+        let named = cfg("frontend", "http-response set-header x %[be_conn(b)]");
+        assert!(parse_str("t.cfg", &named).is_ok());
+    }
+
     /// IP patterns across families, as HAProxy's `pat_match_ip`.
     #[test]
     fn ip_across_families() {
