@@ -7,6 +7,8 @@
 #   diff     generated rules, ACLs, fetches and converters on ebb and HAProxy
 #            2.6 side by side (tests/diff/run.py, DIFF_SEED, DIFF_CONFIGS);
 #            seed 1 in `test` (seeds 2 to 5 find no difference either)
+#   samples  every sample fetch, converter and ACL method ebb accepts, checked
+#            and evaluated beside HAProxy 2.6 one by one (tests/samples/run.py)
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
@@ -21,9 +23,9 @@
 APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio
 CARGO ?= cargo
 
-.PHONY: test deps h2spec-deps unit loom vtc diff hostile h2 soak fuzz smoke bench
+.PHONY: test deps h2spec-deps unit loom vtc diff samples hostile h2 soak fuzz smoke bench
 
-test: deps unit loom vtc diff hostile h2 soak fuzz smoke
+test: deps unit loom vtc diff samples hostile h2 soak fuzz smoke
 
 # Debian packages the tests use; installed only when missing.
 deps:
@@ -63,6 +65,9 @@ vtc:
 
 diff:
 	tests/diff/run.py
+
+samples:
+	timeout 900 tests/samples/run.py
 
 hostile:
 	tests/hostile/run.sh

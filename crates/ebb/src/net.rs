@@ -13,15 +13,25 @@ pub struct IpNet {
 }
 
 impl IpNet {
-    /// Whether `ip` is inside this network (an IPv4 network never contains
-    /// an IPv6 address and vice versa, except v4-mapped addresses).
+    /// Whether `ip` is inside this network, across families as HAProxy's
+    /// `pat_match_ip`: an IPv4 address is also `::ffff:a.b.c.d` for an IPv6
+    /// network, and an IPv6 address of the forms `::ffff:a.b.c.d`,
+    /// `::a.b.c.d` and `2002:aabb:ccdd::` (6to4) is also that IPv4 address
+    /// for an IPv4 network.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) if self.addr.is_ipv4() => IpAddr::V4(v4),
-                _ => ip,
-            },
-            v4 => v4,
+        let ip = match (self.addr, ip) {
+            (IpAddr::V4(_), IpAddr::V6(v6)) => {
+                let n = u128::from(v6);
+                if n >> 32 == 0 || n >> 32 == 0xffff {
+                    IpAddr::V4(Ipv4Addr::from(n as u32))
+                } else if n >> 112 == 0x2002 {
+                    IpAddr::V4(Ipv4Addr::from((n >> 80) as u32))
+                } else {
+                    return false;
+                }
+            }
+            (IpAddr::V6(_), IpAddr::V4(v4)) => IpAddr::V6(v4.to_ipv6_mapped()),
+            _ => ip,
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(a)) => {

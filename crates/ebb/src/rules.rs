@@ -392,6 +392,28 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
     }
 }
 
+/// HAProxy's `method` match: a pattern spelling one of its well-known
+/// methods (`GET`, case as written) is that method and matches it alone,
+/// whatever `-i`; any other pattern matches only a method HAProxy does not
+/// know, compared as a string (`-i` applies).
+fn method_matches(t: &Test, m: &[u8]) -> bool {
+    const KNOWN: [&[u8]; 8] = [
+        b"OPTIONS", b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"TRACE", b"CONNECT",
+    ];
+    let known = KNOWN.contains(&m);
+    t.patterns.iter().any(|p| {
+        let Pattern::Str(p) = p else {
+            return false;
+        };
+        let p = p.as_bytes();
+        if KNOWN.contains(&p) {
+            p == m
+        } else {
+            !known && eq_bytes(m, p, t.icase)
+        }
+    })
+}
+
 /// HAProxy's ACL results: FAIL, MISS (failed, but may change with more
 /// data) and PASS, in that order; `and`/`or`/`not` as its bitwise
 /// combinations.
@@ -470,6 +492,9 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
     match &t.fetch {
         Fetch::Path => match_str(t, path_of(q)),
         Fetch::Url => match_str(t, q.head.target.get(q.buf)),
+        Fetch::Method if t.method == MatchMethod::Str && t.files.is_empty() => {
+            method_matches(t, q.head.method_span.get(q.buf))
+        }
         Fetch::Method => match_str(t, q.head.method_span.get(q.buf)),
         Fetch::ReqVer => match_str(
             t,
@@ -631,6 +656,91 @@ mod tests {
             );
             assert!(parse_str("t.cfg", &text).is_err(), "{bad}");
         }
+    }
+
+    /// HAProxy's `method` patterns: a well-known method spelled as such
+    /// matches that method only (`-i` or not); other patterns match only
+    /// methods HAProxy does not know.
+    #[test]
+    fn method_patterns() {
+        let patch = "patch /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert!(check(" acl m method GET", "m", GET));
+        assert!(!check(" acl m method -i get", "m", GET));
+        assert!(!check(" acl m method get", "m", GET));
+        assert!(check(" acl m method -i PATCH", "m", patch));
+        assert!(!check(" acl m method PATCH", "m", patch));
+        assert!(!check(" acl m method -i GET", "m", patch));
+        assert!(check(" acl m method -m beg G", "m", GET));
+        // With `-m`, the method is a string.
+        assert!(check(" acl m method -m str -i get", "m", GET));
+        assert!(!check(" acl m method -m str get", "m", GET));
+    }
+
+    /// `be_conn` without a name in any rule of a frontend: refused, as
+    /// HAProxy 2.6 (the frontend has no backend capability).
+    #[test]
+    fn be_conn_needs_a_backend() {
+        let cfg = |sect: &str, rule: &str| {
+            format!(
+                "defaults\n mode http\n{sect} f\n bind :8080\n {rule}\n default_backend b\nbackend b\n serve-files /tmp\n"
+            )
+        };
+        for rule in [
+            "http-response set-header x %[be_conn]",
+            "tcp-request content accept if { be_conn gt 0 }",
+        ] {
+            let e = parse_str("t.cfg", &cfg("frontend", rule)).err();
+            assert!(
+                format!("{e:?}").contains("no backend capability"),
+                "{rule}: {e:?}"
+            );
+            assert!(parse_str("t.cfg", &cfg("listen", rule)).is_ok(), "{rule}");
+        }
+        let named = cfg("frontend", "http-response set-header x %[be_conn(b)]");
+        assert!(parse_str("t.cfg", &named).is_ok());
+    }
+
+    /// IP patterns across families, as HAProxy's `pat_match_ip`.
+    #[test]
+    fn ip_across_families() {
+        let req = |ip: &str| format!("GET / HTTP/1.1\r\nHost: a\r\nX-IP: {ip}\r\n\r\n");
+        assert!(check(
+            " acl a hdr_ip(x-ip) ::ffff:192.168.1.77",
+            "a",
+            &req("192.168.1.77")
+        ));
+        assert!(check(
+            " acl a hdr_ip(x-ip) ::ffff:192.168.0.0/112",
+            "a",
+            &req("192.168.1.77")
+        ));
+        assert!(check(
+            " acl a hdr_ip(x-ip) 10.0.0.0/8",
+            "a",
+            &req("::ffff:10.1.2.3")
+        ));
+        assert!(check(
+            " acl a hdr_ip(x-ip) 10.0.0.0/8",
+            "a",
+            &req("::10.1.2.3")
+        ));
+        assert!(check(
+            " acl a hdr_ip(x-ip) 10.0.0.0/8",
+            "a",
+            &req("2002:a01:203::1")
+        ));
+        assert!(!check(
+            " acl a hdr_ip(x-ip) 10.0.0.0/8",
+            "a",
+            &req("2001:a01:203::1")
+        ));
+        assert!(!check(
+            " acl a hdr_ip(x-ip) 2001:db8::/32",
+            "a",
+            &req("10.1.2.3")
+        ));
+        // `-n` (no DNS resolution of patterns) changes nothing here.
+        assert!(check(" acl a src -n 10.1.2.3", "a", GET));
     }
 
     #[test]

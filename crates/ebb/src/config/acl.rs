@@ -88,7 +88,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
     };
-    let (fetch, mut method) = match parse_criterion(criterion) {
+    let (mut fetch, mut method) = match parse_criterion(criterion) {
         Ok(x) => x,
         // Not one of the classic criteria: any sample expression, matched
         // by the type it produces (HAProxy's default match per fetch).
@@ -114,6 +114,9 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         i += 1;
         match w.as_str() {
             "-i" => ignore_case = true,
+            // No DNS resolution of patterns: ebb never resolves them (a
+            // name where an address is expected is refused).
+            "-n" => {}
             "--" => break,
             "-m" => {
                 let m = words
@@ -150,6 +153,12 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         }
     }
     let values = &words[i..];
+    // HAProxy's `method` keyword matches by method identity only without
+    // `-m` (`pat_match_meth`); with one, the method is a string (`method
+    // -m str -i post` matches POST).
+    if explicit && fetch == Fetch::Method {
+        fetch = sample_criterion("method")?.0;
+    }
     let is_ip_fetch = fetch == Fetch::Src;
     if let Fetch::Sample(e) = &fetch {
         if !explicit && !e.has_default_match() {

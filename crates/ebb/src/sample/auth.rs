@@ -58,10 +58,9 @@ pub(super) fn note_ref(name: &str) {
     REFS.with(|r| r.borrow_mut().push(name.to_string()));
 }
 
-/// The user of list `list` whose Basic credentials `authz` (an
-/// `Authorization` value) are valid.
-pub(super) fn check(list: &str, authz: &[u8]) -> Option<(Arc<Userlist>, usize)> {
-    let l = find(list)?;
+/// The decoded `user:password` of Basic credentials (an `Authorization`
+/// value), when they are well formed (scheme, base64, a colon).
+pub(super) fn basic(authz: &[u8]) -> Option<Vec<u8>> {
     let (scheme, cred) = authz
         .trim_ascii()
         .split_at(authz.trim_ascii().iter().position(|&b| b == b' ')?);
@@ -70,6 +69,14 @@ pub(super) fn check(list: &str, authz: &[u8]) -> Option<(Arc<Userlist>, usize)> 
     }
     let mut raw = Vec::new();
     super::conv::base64_decode(cred.trim_ascii(), &mut raw)?;
+    raw.contains(&b':').then_some(raw)
+}
+
+/// The user of list `list` whose Basic credentials `authz` (an
+/// `Authorization` value) are valid.
+pub(super) fn check(list: &str, authz: &[u8]) -> Option<(Arc<Userlist>, usize)> {
+    let l = find(list)?;
+    let raw = basic(authz)?;
     let colon = raw.iter().position(|&b| b == b':')?;
     let (user, pass) = (&raw[..colon], &raw[colon + 1..]);
     let i = l.users.iter().position(|u| u.name.as_bytes() == user)?;

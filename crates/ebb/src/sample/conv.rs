@@ -88,10 +88,12 @@ pub(super) enum Conv {
     Iif(Vec<u8>, Vec<u8>),
     /// `http_date([OFFSET[,UNIT]])`: an integer date since the epoch
     /// (plus OFFSET, in UNIT: 1 for seconds, 1000 ms, 1000000 us) as an
-    /// HTTP date (IMF-fixdate).
+    /// HTTP date (IMF-fixdate), with the fraction of a second when the
+    /// unit is ms or us.
     HttpDate {
         offset: i64,
         per_sec: i64,
+        frac: bool,
     },
     /// `url_enc([query])`.
     UrlEnc,
@@ -193,9 +195,10 @@ fn count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), Stri
     Ok(())
 }
 
+/// An integer argument: digits with an optional sign, nothing around
+/// (HAProxy's `read_int64` on the whole argument).
 fn int(name: &str, a: &str) -> Result<i64, String> {
-    a.trim()
-        .parse::<i64>()
+    a.parse::<i64>()
         .map_err(|_| format!("converter '{name}': '{a}' is not an integer"))
 }
 
@@ -394,7 +397,7 @@ impl Conv {
                 count(name, args, 1, 1)?;
                 let arg = match super::VarRef::parse(&args[0]) {
                     Ok(r) => ArithArg::Var(r),
-                    Err(_) => ArithArg::Int(args[0].trim().parse::<i64>().map_err(|_| {
+                    Err(_) => ArithArg::Int(args[0].parse::<i64>().map_err(|_| {
                         format!(
                             "converter '{name}': expects an integer or a variable name, got '{}'",
                             args[0]
@@ -482,20 +485,36 @@ impl Conv {
                 } else {
                     count(name, args, 2, 3)?;
                 }
-                let chunk = match args.get(1).filter(|a| !a.is_empty()) {
+                // HAProxy's checks: a missing chunk size is 0; be2dec
+                // wants 1 to 8, be2hex a positive one unless it has
+                // neither separator nor truncation (the whole input then).
+                let sep = args.first().map_or("", String::as_str);
+                let chunk = match args.get(1) {
                     Some(a) => int(name, a)?,
-                    None => 1,
+                    None => 0,
                 };
-                if chunk < 1 || (!hex && chunk > 8) {
+                let truncate = match args.get(2).map(|a| int(name, a)).transpose()? {
+                    None | Some(0) => false,
+                    Some(1) => true,
+                    Some(t) => {
+                        return Err(format!(
+                            "converter '{name}': unsupported truncate value ({t})"
+                        ))
+                    }
+                };
+                if !hex && !(1..=8).contains(&chunk) {
                     return Err(format!(
-                        "converter '{name}': chunk size '{chunk}' out of range (1 to {})",
-                        if hex { "any" } else { "8" }
+                        "converter '{name}': chunk_size out of [1..8] range ({chunk})"
                     ));
                 }
-                let truncate = match args.get(2) {
-                    Some(a) => int(name, a)? != 0,
-                    None => false,
-                };
+                if hex && chunk <= 0 && (!sep.is_empty() || truncate) {
+                    return Err(format!(
+                        "converter '{name}': chunk_size needs to be positive ({chunk})"
+                    ));
+                }
+                // Without separator nor truncation the chunk size does not
+                // show.
+                let chunk = chunk.max(1);
                 Ok(Conv::Be2 {
                     hex,
                     sep: args.first().cloned().unwrap_or_default().into_bytes(),
@@ -519,7 +538,11 @@ impl Conv {
                         ))
                     }
                 };
-                Ok(Conv::HttpDate { offset, per_sec })
+                Ok(Conv::HttpDate {
+                    offset,
+                    per_sec,
+                    frac: per_sec != 1,
+                })
             }
             "iif" => {
                 count(name, args, 2, 2)?;
@@ -690,19 +713,36 @@ impl Conv {
                 Some(Val::Str)
             }
             Conv::Regsub { re, subst, global } => {
+                // HAProxy's loop: after a match the search goes on from
+                // its end, where an empty match counts again; an empty
+                // match where the search starts copies one byte and moves
+                // past it. A match at the end stops.
                 s.tmp.clear();
-                let mut last = 0;
-                for caps in re.captures_iter(&s.cur) {
-                    let Some(m) = caps.get(0) else { continue };
-                    s.tmp.extend_from_slice(&s.cur[last..m.start()]);
+                let mut start = 0;
+                loop {
+                    let m = re
+                        .captures_at(&s.cur, start)
+                        .and_then(|c| Some((c.get(0)?.range(), c)));
+                    let Some((m, caps)) = m else {
+                        s.tmp.extend_from_slice(&s.cur[start..]);
+                        break;
+                    };
+                    s.tmp.extend_from_slice(&s.cur[start..m.start]);
                     caps.expand(subst, &mut s.tmp);
-                    last = m.end();
+                    if start >= s.cur.len() {
+                        break;
+                    }
+                    start = if m.end == start {
+                        s.tmp.push(s.cur[start]);
+                        start + 1
+                    } else {
+                        m.end
+                    };
                     if !*global {
+                        s.tmp.extend_from_slice(&s.cur[start..]);
                         break;
                     }
                 }
-                let rest = &s.cur[last..];
-                s.tmp.extend_from_slice(rest);
                 swap(s, Val::Str)
             }
             Conv::JsonQuery(path, int) => {
@@ -858,7 +898,8 @@ impl Conv {
             }
             Conv::Neg => {
                 let Val::Int(x) = v else { return None };
-                Some(Val::Int(x.wrapping_neg()))
+                // HAProxy caps -LLONG_MIN at LLONG_MAX.
+                Some(Val::Int(x.checked_neg().unwrap_or(i64::MAX)))
             }
             Conv::Cpl => {
                 let Val::Int(x) = v else { return None };
@@ -894,13 +935,14 @@ impl Conv {
                 Some(Val::Str)
             }
             Conv::PortOnly => {
+                // HAProxy's strl2ui over every byte after the colon,
+                // digits or not ("c" gives 51, "-5" 4294967271).
                 let port = port_colon(&s.cur).map_or(0, |i| {
-                    s.cur[i + 1..]
-                        .iter()
-                        .take_while(|c| c.is_ascii_digit())
-                        .fold(0u32, |n, &d| {
-                            n.wrapping_mul(10).wrapping_add(u32::from(d - b'0'))
-                        })
+                    s.cur[i + 1..].iter().fold(0u32, |n, &d| {
+                        n.wrapping_mul(10)
+                            .wrapping_sub(u32::from(b'0'))
+                            .wrapping_add(u32::from(d))
+                    })
                 });
                 Some(Val::Int(i64::from(port)))
             }
@@ -966,17 +1008,39 @@ impl Conv {
                 }
                 swap(s, Val::Str)
             }
-            Conv::HttpDate { offset, per_sec } => {
+            Conv::HttpDate {
+                offset,
+                per_sec,
+                frac,
+            } => {
                 let Val::Int(n) = v else { return None };
-                let secs = n.checked_add(*offset)?.div_euclid(*per_sec);
-                // httpdate writes four-digit years from 1970 on.
-                if !(0..253_402_300_800).contains(&secs) {
-                    return None;
-                }
-                let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+                // As HAProxy 2.6: truncating division, the fraction as a
+                // plain `%d` (".42", "-7") when a unit other than `s` is
+                // named, and the seconds masked to 55 bits.
+                let n = n.wrapping_add(*offset);
+                let sec_frac = n % per_sec;
+                let secs = (n / per_sec) & 0x007f_ffff_ffff_ffff;
+                let (days, rem) = (secs / 86_400, secs % 86_400);
+                let (y, m, d) = super::logline::civil_from_days(days);
+                const DAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+                const MON: [&str; 12] = [
+                    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                    "Dec",
+                ];
                 s.cur.clear();
-                s.cur
-                    .extend_from_slice(httpdate::fmt_http_date(t).as_bytes());
+                let _ = write!(
+                    s.cur,
+                    "{}, {d:02} {} {y:04} {:02}:{:02}:{:02}",
+                    DAY[(days % 7) as usize],
+                    MON[(m - 1) as usize],
+                    rem / 3600,
+                    rem / 60 % 60,
+                    rem % 60
+                );
+                if *frac {
+                    let _ = write!(s.cur, ".{sec_frac}");
+                }
+                s.cur.extend_from_slice(b" GMT");
                 Some(Val::Str)
             }
             Conv::Iif(t, f) => {
@@ -1017,8 +1081,9 @@ impl Conv {
                 for &c in &s.cur {
                     s.tmp.push(match c {
                         b'-' => b'+',
-                        b'_' => b'/',
-                        b'+' | b'/' | b'=' => return None,
+                        // HAProxy 2.6's table reads `=` as 63, as `_`.
+                        b'_' | b'=' => b'/',
+                        b'+' | b'/' => return None,
                         c => c,
                     });
                 }

@@ -224,9 +224,10 @@ fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), 
     Ok(())
 }
 
+/// An integer argument: digits with an optional sign, nothing around
+/// (HAProxy's `read_int64` on the whole argument).
 fn int_arg(what: &str, a: &str) -> Result<i64, String> {
-    a.trim()
-        .parse::<i64>()
+    a.parse::<i64>()
         .map_err(|_| format!("{what}: '{a}' is not an integer"))
 }
 
@@ -313,9 +314,11 @@ impl Fetch {
             "url_param" | "urlp" => {
                 arg_count(name, args, 0, 2)?;
                 // The byte the parameters come after (HAProxy's
-                // `http_find_param_list`): `?`, or the one given.
+                // `http_find_param_list`): `?`, or the one given; an empty
+                // one is HAProxy's NUL, never found in a target.
                 let delim = match args.get(1).map(String::as_bytes) {
-                    None | Some(b"") => b'?',
+                    None => b'?',
+                    Some(b"") => 0,
                     Some([d]) => *d,
                     Some(_) => {
                         return Err(format!("fetch '{name}': the delimiter is one character"))
@@ -494,9 +497,16 @@ impl Fetch {
             "capture.req.method" => none(Fetch::CaptureReq(b'm')),
             "capture.req.uri" => none(Fetch::CaptureReq(b'u')),
             "capture.req.ver" => none(Fetch::CaptureReq(b'v')),
-            "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
-                tunnel: name == "cur_tunnel_timeout",
-            }),
+            "cur_server_timeout" | "cur_tunnel_timeout" => {
+                if scope == (Scope::Request { backend: false }) {
+                    return Err(format!(
+                        "fetch '{name}' needs a backend, which is not known yet in a frontend's http-request rules"
+                    ));
+                }
+                none(Fetch::CurTimeout {
+                    tunnel: name == "cur_tunnel_timeout",
+                })
+            }
             "fe_conn" | "be_conn" | "srv_conn" | "srv_sess_rate" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
@@ -521,7 +531,17 @@ impl Fetch {
                     }
                 } else {
                     arg_count(name, args, 0, 1)?;
-                    (args.first().filter(|a| !a.is_empty()).cloned(), None)
+                    let proxy = args.first().filter(|a| !a.is_empty()).cloned();
+                    if what == super::Count::BeConn
+                        && proxy.is_none()
+                        && scope == (Scope::Request { backend: false })
+                    {
+                        return Err(
+                            "fetch 'be_conn' without a backend name needs a backend, which is not known yet in a frontend's http-request rules"
+                                .to_string(),
+                        );
+                    }
+                    (proxy, None)
                 };
                 super::note_proxy_ref(what, proxy.clone(), server.clone());
                 Ok(Fetch::Count {
@@ -834,7 +854,12 @@ impl Fetch {
                 Some(Val::Bin)
             }
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
-            Fetch::HttpAuth(l) => Some(Val::Bool(auth_user(ctx, l).is_some())),
+            Fetch::HttpAuth(l) => {
+                // HAProxy: no sample without well-formed Basic credentials.
+                let r = ctx.req?;
+                super::auth::basic(r.head.header(r.buf, "authorization")?)?;
+                Some(Val::Bool(auth_user(ctx, l).is_some()))
+            }
             Fetch::HttpAuthGroup(l) => {
                 let (list, i) = auth_user(ctx, l)?;
                 put(s, list.users[i].name.as_bytes())

@@ -55,8 +55,13 @@ pub(crate) struct Map {
 impl Map {
     pub(super) fn compile(name: &str, args: &[String]) -> Result<Map, String> {
         let rest = name.strip_prefix("map").unwrap_or("");
-        let mut parts = rest.split('_').filter(|s| !s.is_empty());
-        let how = match parts.next() {
+        // HAProxy's names: `map`, `map_<match>` and `map_<match>_<out>`
+        // with an output of int or ip (no `_str` output suffix).
+        let mut parts = rest.strip_prefix('_').unwrap_or(rest).split('_');
+        if rest == "_" || rest.starts_with("__") || (!rest.is_empty() && !rest.starts_with('_')) {
+            return Err(format!("unknown converter '{name}'"));
+        }
+        let how = match parts.next().filter(|p| !p.is_empty()) {
             None | Some("str") => Match::Str,
             Some("beg") => Match::Beg,
             Some("end") => Match::End,
@@ -70,7 +75,7 @@ impl Map {
             Some(o) => return Err(format!("unknown converter '{name}' (map match '{o}')")),
         };
         let out = match parts.next() {
-            None | Some("str") => Type::Str,
+            None => Type::Str,
             Some("int") => Type::Int,
             Some("ip") => Type::Ip,
             Some(o) => return Err(format!("unknown converter '{name}' (map output '{o}')")),
@@ -80,7 +85,7 @@ impl Map {
         }
         if how == Match::Regm && out != Type::Str {
             return Err(format!(
-                "converter '{name}': map_regm gives strings only (use map_regm or map_regm_str)"
+                "converter '{name}': map_regm gives strings only (use map_regm)"
             ));
         }
         if args.is_empty() || args.len() > 2 {
@@ -142,13 +147,25 @@ impl Map {
         self.out
     }
 
-    /// The index of the first entry `v` (bytes in `s`) matches.
+    /// The index of the entry `v` (bytes in `s`) matches: the first one
+    /// in file order, but for IP addresses the longest network of the
+    /// address's family, then of the other (HAProxy's two prefix trees),
+    /// and for `beg` the longest prefix.
     fn find(&self, snap: &Snapshot, v: Val, s: &[u8]) -> Option<usize> {
         match (self.how, v) {
-            (Match::Ip, Val::Ip(ip)) => snap
-                .nets()
-                .iter()
-                .position(|n| n.as_ref().is_some_and(|n| n.contains(ip))),
+            (Match::Ip, Val::Ip(ip)) => {
+                let mut best: Option<(usize, (bool, u8))> = None;
+                for (i, n) in snap.nets().iter().enumerate() {
+                    let Some(n) = n.as_ref().filter(|n| n.contains(ip)) else {
+                        continue;
+                    };
+                    let rank = (n.addr.is_ipv4() == ip.is_ipv4(), n.prefix);
+                    if best.is_none_or(|(_, r)| rank > r) {
+                        best = Some((i, rank));
+                    }
+                }
+                best.map(|(i, _)| i)
+            }
             (Match::Int, Val::Int(x)) => snap
                 .ints()
                 .iter()

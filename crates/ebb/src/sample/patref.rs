@@ -390,7 +390,9 @@ impl PatRef {
 }
 
 /// Matches `s` against the keys of `snap` with method `how`: the index of
-/// the first matching entry, in file order.
+/// the first matching entry, in file order; for `beg` without `-i`, the
+/// longest matching key (the first of equal ones), as HAProxy's prefix
+/// tree does.
 pub fn find_str(snap: &Snapshot, how: How, icase: bool, s: &[u8]) -> Option<usize> {
     use crate::sample::map::word;
     let eq = |a: &[u8], b: &[u8]| {
@@ -400,6 +402,16 @@ pub fn find_str(snap: &Snapshot, how: How, icase: bool, s: &[u8]) -> Option<usiz
             a == b
         }
     };
+    if how == How::Beg && !icase {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, e) in snap.entries.iter().enumerate() {
+            let p = e.key.as_bytes();
+            if s.starts_with(p) && best.is_none_or(|(_, l)| p.len() > l) {
+                best = Some((i, p.len()));
+            }
+        }
+        return best.map(|(i, _)| i);
+    }
     if how == How::Reg {
         return snap
             .regexes(icase)

@@ -396,6 +396,9 @@ impl StkConv {
             "table_gpt0" => Op::Get(Data::Gpt0),
             "table_gpc0" => Op::Get(Data::Gpc0),
             "table_gpc1" => Op::Get(Data::Gpc1),
+            // HAProxy's table_ converters name the counter itself
+            // (`table_gpc0`, not `table_get_gpc0`).
+            _ if name.starts_with("table_get_") => return None,
             _ => match op_of(name.strip_prefix("table_")?, Who::Src)? {
                 o @ (Op::Get(_) | Op::KBytes(_)) => o,
                 _ => return None,

@@ -103,7 +103,7 @@ fn hashes_match_haproxy() {
     );
     assert_eq!(
         lf("%[int(1603385472000),http_date(-1000,ms)]"),
-        "Thu, 22 Oct 2020 16:51:11 GMT"
+        "Thu, 22 Oct 2020 16:51:11.0 GMT"
     );
     assert_eq!(lf("%[str(abc),xxh64]"), "4952883123889572249");
     assert_eq!(lf("%[str(abc),xxh64(5)]"), "-1753195980308443340");
@@ -178,7 +178,9 @@ fn converters_match_haproxy() {
     assert_eq!(lf("%[str(a.B:x),host_only]"), "a.b");
     assert_eq!(
         lf("%[str(a:8080),port_only]|%[str(a:80x),port_only]|%[str([::1]),port_only]|%[str(a:),port_only]"),
-        "8080|80|0|0"
+        // HAProxy 2.6.12: every byte after the colon is a digit to
+        // strl2ui (`x` is 72).
+        "8080|872|0|0"
     );
     assert_eq!(lf("%[int(5),div(0)]"), "9223372036854775807");
     assert_eq!(lf("%[int(-7),div(2)]"), "-3");
@@ -756,7 +758,7 @@ fn converters_of_haproxy_s_reg_tests() {
     assert_eq!(lf("%[str(a),add_item(',',,'s,x')]"), "a,s,x");
     assert_eq!(lf("%[str(),add_item(',',,_suff_)]"), "_suff_");
     assert!(err("%[str(a),add_item(-)]", RQ).contains("expects 2 to 3"));
-    assert!(err("%[str(a),be2dec(:,9)]", RQ).contains("out of range"));
+    assert!(err("%[str(a),be2dec(:,9)]", RQ).contains("out of [1..8] range"));
     assert!(err("%[str(a),sha2(224)]", RQ).contains("256, 384 and 512"));
     assert!(err("%[bin(abc)]", RQ).contains("hex digits"));
 }
@@ -864,4 +866,126 @@ fn connection_variables_are_pooled_only_when_nothing_lasts() {
     named.get_mut().so_name = Some("b1".into());
     named.park(peer, None, |b, _| pool.push(b));
     assert!(!named.parked() && pool.is_empty());
+}
+
+/// tests/samples/run.py's findings, HAProxy 2.6.12's outputs on the same
+/// expressions.
+#[test]
+fn converters_as_haproxy_26() {
+    // http_date: the fraction as `%d` after a named ms/us unit, negative
+    // and huge dates masked to 55 bits.
+    assert_eq!(
+        lf("%[int(42),http_date(0,ms)]"),
+        "Thu, 01 Jan 1970 00:00:00.42 GMT"
+    );
+    assert_eq!(
+        lf("%[int(7),http_date(0,us)]"),
+        "Thu, 01 Jan 1970 00:00:00.7 GMT"
+    );
+    assert_eq!(
+        lf("%[int(-7),http_date]"),
+        "Sun, 13 Jun 1141709097 06:26:01 GMT"
+    );
+    assert_eq!(
+        lf("%[int(3),http_date(0,s)]"),
+        "Thu, 01 Jan 1970 00:00:03 GMT"
+    );
+    // neg caps LLONG_MIN.
+    assert_eq!(
+        lf("%[str(-9223372036854775808),neg]"),
+        "9223372036854775807"
+    );
+    // regsub: an empty match right after a match counts.
+    assert_eq!(
+        lf("%[str(Hello World),regsub(o*,-,g)]"),
+        "-H-e-l-l-- -W--r-l-d-"
+    );
+    assert_eq!(lf("%[str(Hello),regsub(o*,-)]"), "-Hello");
+    assert_eq!(lf("%[str(abc),regsub(x*,-,g)]"), "-a-b-c-");
+    assert_eq!(lf("%[str(),regsub(x*,-,g)]"), "-");
+    assert_eq!(lf("%[str(aaa),regsub(a,b,g)]"), "bbb");
+    assert_eq!(lf("%[str(/a/b),regsub(^/,X,g)]"), "Xa/b");
+    // port_only: strl2ui over the bytes after the colon.
+    assert_eq!(lf("%[str(ab:c),port_only]"), "51");
+    assert_eq!(lf("%[str(x:12abc),port_only]"), "17451");
+    assert_eq!(lf("%[str(a:-5),port_only]"), "4294967271");
+    assert_eq!(lf("%[str(a),port_only]"), "0");
+    // ub64dec: `=` is 63 in HAProxy 2.6's table.
+    assert_eq!(lf("%[str(n=9),ub64dec,hex]"), "9FFF");
+    // be2hex: the whole input as one chunk without separator.
+    assert_eq!(lf("%[str(abc),be2hex]"), "616263");
+    assert_eq!(lf("%[str(abc),be2hex(,0)]"), "616263");
+}
+
+#[test]
+fn arguments_refused_as_haproxy_26() {
+    for (e, msg) in [
+        ("%[int( 3)]", "is not an integer"),
+        ("%[str(a),add( 3)]", "expects an integer"),
+        ("%[str(abc),be2hex(:)]", "chunk_size needs to be positive"),
+        ("%[str(abc),be2hex(:,0)]", "chunk_size needs to be positive"),
+        ("%[str(abc),be2hex(,1,2)]", "unsupported truncate value"),
+        ("%[str(abc),be2dec(:,0)]", "out of [1..8] range"),
+        ("%[str(abc),be2dec(:,9)]", "out of [1..8] range"),
+        ("%[str(a),map_str_str(/x)]", "unknown converter"),
+        ("%[str(a),map__str(/x)]", "unknown converter"),
+        ("%[str(a),map_beg_str(/x)]", "unknown converter"),
+        ("%[str(a),map_(/x)]", "unknown converter"),
+        ("%[src,table_get_gpc0(t)]", "unknown converter"),
+        ("%[src,table_inc_gpc0(t)]", "unknown converter"),
+    ] {
+        let m = err(e, RQ);
+        assert!(m.contains(msg), "{e}: {m}");
+    }
+    let fe = Scope::Request { backend: false };
+    for e in [
+        "%[cur_server_timeout]",
+        "%[cur_tunnel_timeout]",
+        "%[be_conn]",
+    ] {
+        assert!(err(e, fe).contains("needs a backend"), "{e}");
+    }
+    assert_eq!(LogFormat::parse("%[be_conn(b)]", fe).map(|_| ()), Ok(()));
+}
+
+#[test]
+fn fetches_as_haproxy_26() {
+    // An empty delimiter is HAProxy's NUL: never found.
+    assert_eq!(lf("%[urlp(x,)]"), "");
+    assert_eq!(lf("%[urlp(x)]"), "1");
+    // http_auth: no sample without Basic credentials.
+    assert_eq!(lf("%[http_auth(nolist)]"), "");
+}
+
+#[test]
+fn maps_longest_match() {
+    let dir = std::env::temp_dir().join(format!("ebb-map-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = dir.join("beg.map");
+    std::fs::write(&b, "/p beg1\n/ root\n/p/q beg2\n").unwrap();
+    let n = dir.join("nets.map");
+    std::fs::write(
+        &n,
+        "::ffff:127.0.0.0/104 mapped\n0.0.0.0/0 all\n127.0.0.0/8 loop\n",
+    )
+    .unwrap();
+    // HAProxy's prefix trees: the longest key, the address's own family
+    // first.
+    assert_eq!(lf(&format!("%[path,map_beg({})]", b.display())), "beg2");
+    assert_eq!(lf(&format!("%[src,map_ip({})]", n.display())), "loop");
+    assert_eq!(
+        lf(&format!(
+            "%[ipv6(::ffff:127.0.0.1),map_ip({})]",
+            n.display()
+        )),
+        "mapped"
+    );
+    assert_eq!(
+        lf(&format!(
+            "%[ipv6(2001:db8::1),map_ip({},none)]",
+            n.display()
+        )),
+        "none"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

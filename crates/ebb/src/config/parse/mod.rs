@@ -643,8 +643,24 @@ impl<'e> Parser<'e> {
             _ => None,
         };
         let in_defaults = matches!(self.section, Section::Defaults { .. });
+        let frontend_only = match self.section {
+            Section::Proxy(i) => self.proxies.get(i).is_some_and(|p| !p.kind.is_backend()),
+            _ => false,
+        };
         let mut result = result;
         for (what, proxy, server) in crate::sample::take_proxy_refs() {
+            if frontend_only
+                && what == crate::sample::Count::BeConn
+                && proxy.is_none()
+                && result.is_ok()
+            {
+                // HAProxy resolves it against the proxy, which must be a
+                // backend (in any rule of a frontend).
+                result = Err(format!(
+                    "proxy '{}', referenced by fetch 'be_conn' without a backend name, has no backend capability",
+                    own.as_deref().unwrap_or_default()
+                ));
+            }
             if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
                 // HAProxy: a server argument must name its backend there.
                 let f = if what == crate::sample::Count::SrvSessRate {
