@@ -395,14 +395,7 @@ fn http_encode(out: &mut Vec<u8>, start: usize) {
         return;
     }
     let tail = out.split_off(start);
-    for c in tail {
-        if enc(c) {
-            const HEX: &[u8; 16] = b"0123456789ABCDEF";
-            out.extend_from_slice(&[b'%', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
-        } else {
-            out.push(c);
-        }
-    }
+    super::logline::hex_escape_into(out, &tail, b'%', enc);
 }
 
 /// The exchange's accept date (`%t`...), or its request's date (`%tr`...),

@@ -447,11 +447,19 @@ pub(super) fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
 
 /// [`escape`], appended to `out` (no vector of its own).
 pub(super) fn escape_into(out: &mut Vec<u8>, v: &[u8], esc: impl Fn(u8) -> bool) {
+    hex_escape_into(out, v, b'#', esc);
+}
+
+/// Appends `v` to `out`, each byte `esc` selects written as `prefix` and
+/// its two upper-case hex digits: `#XX` in log lines (HAProxy's
+/// encode_string), `%XX` in the HTTP strings of an `lf-string`
+/// (`logfmt::http_encode`).
+pub(super) fn hex_escape_into(out: &mut Vec<u8>, v: &[u8], prefix: u8, esc: impl Fn(u8) -> bool) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     out.reserve(v.len());
     for &c in v {
         if esc(c) {
-            out.extend_from_slice(&[b'#', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
+            out.extend_from_slice(&[prefix, HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
         } else {
             out.push(c);
         }

@@ -1,0 +1,126 @@
+//! `bind` lines: addresses or sockets, their options, and their TLS
+//! settings (`ssl crt ...`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::loc::Loc;
+
+/// `bind ADDR:PORT[,ADDR:PORT...] [name N] [ssl crt F ...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    /// All addresses of the line (comma lists and port ranges expanded).
+    /// `:80` and `*:80` are `0.0.0.0:80`; `:::80` is `[::]:80`.
+    pub addrs: Vec<SocketAddr>,
+    pub name: Option<String>,
+    /// `nice N` (-1024..1024): the scheduling priority of this listener's
+    /// connections; negative runs sooner.
+    pub nice: i32,
+    /// `v6only` (true) / `v4v6` (false); `None`: the system default.
+    pub v6only: Option<bool>,
+    pub ssl: Option<BindSsl>,
+    pub loc: Loc,
+    /// Listening sockets other than TCP addresses: `fd@N`, `unix@PATH` (or
+    /// a path), `abns@NAME`. A bind line has either `addrs` or one of these.
+    pub sockets: Vec<SockSpec>,
+    /// `mode OCTAL` for a UNIX socket path.
+    pub unix_mode: Option<u32>,
+    /// `user`/`uid` and `group`/`gid` owning a UNIX socket path.
+    pub unix_owner: (Option<u32>, Option<u32>),
+    /// `backlog N`: the listen queue (default 1024).
+    pub backlog: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol
+    /// header (v1 or v2), whose source is then the client's address.
+    pub accept_proxy: bool,
+    /// `defer-accept`: the kernel hands over a connection only once its
+    /// first bytes arrived, or after its first retransmitted SYN-ACK
+    /// (`TCP_DEFER_ACCEPT`, one second). TCP addresses only: HAProxy
+    /// ignores it on other sockets (UNIX, `fd@`).
+    pub defer_accept: bool,
+    /// `proto h2`: connections speak HTTP/2 from their first byte
+    /// (cleartext with prior knowledge, or TLS whatever ALPN chose).
+    pub proto_h2: bool,
+    /// `proto h1`: HTTP/1 only (the HTTP/2 preface is a bad request).
+    pub proto_h1: bool,
+    /// `proto none` (a tcp frontend's): the connection never becomes
+    /// HTTP (`switch-mode http` or an HTTP backend ends it).
+    pub proto_none: bool,
+}
+
+/// A listening socket that is not a TCP address ebb binds itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SockSpec {
+    /// `fd@N`: a socket inherited already open (from VTest, systemd's
+    /// `LISTEN_FDS`, or a parent process).
+    Fd(i32),
+    /// `unix@PATH` or a path starting with `/`: a UNIX stream socket.
+    Unix(PathBuf),
+    /// `abns@NAME`: a UNIX socket in Linux's abstract namespace.
+    Abns(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+/// TLS settings of a `bind ... ssl` line. Files are not read by the parser;
+/// the TLS layer loads them and reports problems with `loc`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BindSsl {
+    /// `crt` files in order; the first is the default certificate.
+    pub crts: Vec<PathBuf>,
+    /// `key FILE` when the key is not in the `crt` file.
+    pub key: Option<PathBuf>,
+    /// `alpn h2,http/1.1`: a client that picks h2 is served HTTP/2.
+    pub alpn: Vec<String>,
+    pub min_ver: Option<TlsVersion>,
+    /// `strict-sni`: refuse a handshake whose SNI names no certificate
+    /// (and one without SNI) instead of using the default certificate.
+    pub strict_sni: bool,
+    /// `no-tls-tickets`: no session tickets (resumption only through the
+    /// session-ID cache, if any).
+    pub no_tls_tickets: bool,
+    /// Session-ID cache entries (`tune.ssl.cachesize`, from `global`; set
+    /// by the server at start; `None`: the TLS layer's default).
+    pub cache_size: Option<u32>,
+    /// `crt-list FILE`s, each with the number of `crt` entries before it
+    /// on the line (certificates load in line order; the first is the
+    /// default).
+    pub crt_lists: Vec<(usize, PathBuf)>,
+    /// `ciphers` (OpenSSL string for TLS 1.2), checked by the parser;
+    /// `None`: every suite ebb has.
+    pub ciphers: Option<String>,
+    /// `ciphersuites` (TLS 1.3 list), checked by the parser.
+    pub ciphersuites: Option<String>,
+    /// `curves` (OpenSSL group names), checked by the parser.
+    pub curves: Option<String>,
+    /// `ssl-max-ver`.
+    pub max_ver: Option<TlsVersion>,
+    /// `no-tlsv12` / `no-tlsv13`.
+    pub no_tls12: bool,
+    pub no_tls13: bool,
+    /// `prefer-client-ciphers`: the client's cipher order instead of the
+    /// server's.
+    pub prefer_client_ciphers: bool,
+    /// Where relative certificate paths inside a `crt-list` point
+    /// (`crt-base`, resolved like every config path).
+    pub crt_base: PathBuf,
+}
+
+impl BindSsl {
+    /// The TLS versions this line allows, lowest first (empty: none; the
+    /// parser refuses that).
+    pub fn versions(&self) -> Vec<TlsVersion> {
+        [TlsVersion::Tls12, TlsVersion::Tls13]
+            .into_iter()
+            .filter(|v| self.min_ver.is_none_or(|m| *v >= m))
+            .filter(|v| self.max_ver.is_none_or(|m| *v <= m))
+            .filter(|v| match v {
+                TlsVersion::Tls12 => !self.no_tls12,
+                TlsVersion::Tls13 => !self.no_tls13,
+            })
+            .collect()
+    }
+}
