@@ -1145,6 +1145,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
+                            if let Some(e) = self.early_body_error() {
+                                self.bad_request(ctx, e);
+                                return true;
+                            }
                             self.unpark();
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
@@ -1166,6 +1170,28 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 }
             }
         }
+    }
+
+    /// A chunked body broken in the bytes that came with its head. HAProxy
+    /// 2.6's HTTP/1 layer reads those before any stream starts, so there
+    /// the request is a bad one (raw 400, `PR`, no server
+    /// asked), as a bad head; a chunk that breaks later fails the exchange
+    /// (`PH`/`PD`, [`crate::backend::error::ExchangeError::bad_request_body`]).
+    /// One decoder pass over those bytes, for chunked requests only.
+    fn early_body_error(&self) -> Option<HttpError> {
+        if self.lane_of.is_some() || self.head.framing != crate::http1::BodyFraming::Chunked {
+            return None;
+        }
+        let mut rest = self.rbuf.get(self.rstart + self.head.head_len..self.rend)?;
+        let mut d = crate::http1::ChunkedDecoder::default();
+        while !rest.is_empty() {
+            match d.decode(rest) {
+                Err(e) => return Some(e),
+                Ok(x) if x.done || x.consumed == 0 => break,
+                Ok(x) => rest = rest.get(x.consumed..).unwrap_or_default(),
+            }
+        }
+        None
     }
 
     /// Scheme-based normalization of an absolute-form request (see
@@ -1242,7 +1268,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let status = e.status();
         self.count_failed_request(status);
         let start = self.wbuf.len();
-        self.error_response(status, false, Version::Http11, false, &[]);
+        self.parse_error_response(status);
         let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
         let end = self.rbuf[self.rstart..self.rend]
             .iter()
@@ -1480,6 +1506,24 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.w.error_fields.set(fields);
     }
 
+    /// The answer to a request that could not be read (400, 408): HAProxy
+    /// 2.6's raw page there ([`crate::http1::write_parse_error`]), or the
+    /// frontend's errorfile; the connection ends after it.
+    fn parse_error_response(&mut self, status: u16) {
+        let native = self.native.as_deref().is_some_and(|n| n.armed);
+        if native || self.fe.errorfile(status).is_some() {
+            self.error_response(status, false, Version::Http11, false, &[]);
+            return;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        let at = self.wbuf.len();
+        crate::http1::write_parse_error(&mut self.wbuf, status, &date);
+        if let Some(m) = &self.fe.h1_case {
+            m.adjust_head(self.wbuf.get_mut(at..).unwrap_or(&mut []));
+        }
+        self.closing = true;
+    }
+
     /// The connection's timer fired: 408 for a head that did not arrive in
     /// time, a plain close for an idle or stalled connection.
     /// Whether a keep-alive connection found past its idle timeout has the
@@ -1573,7 +1617,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.wbuf = self.w.get_wbuf();
         }
         self.count_failed_request(status);
-        self.error_response(status, false, Version::Http11, false, &[]);
+        self.parse_error_response(status);
         // To a client that closed only its sending side, the answer gets
         // through; to one gone, the write fails, as HAProxy's.
         let _ = self.flush();
