@@ -712,7 +712,9 @@ impl Stream {
             }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
-                let host = r.head.host.map(|h| h.get(r.buf));
+                // The Host field as it came (HAProxy's `redirect scheme`),
+                // not an absolute target's authority.
+                let host = r.head.header(r.buf, "host");
                 let cx = crate::sample::Ctx {
                     req: Some(r),
                     ..*base
