@@ -748,15 +748,15 @@ resp_case("rs19_chunked_to_http10", "a chunked answer to an HTTP/1.0 client is d
 
 # --- chunked request bodies ---
 CH = "POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
-refuse("ck01_size_not_hex", "chunk size that is not hex", 400, [R(CH + "5g\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck02_size_17_digits", "chunk size of 17 hex digits", 400, [R(CH + "00000000000000005\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck03_size_overflow", "chunk size beyond 64 bits", 400, [R(CH + "10000000000000005\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck04_size_negative", "negative chunk size", 400, [R(CH + "-5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck05_size_0x", "chunk size with a 0x prefix", 400, [R(CH + "0x5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck06_size_leading_space", "chunk size after a space", 400, [R(CH + " 5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck08_extension_too_long", "chunk extension over 1 KiB", 400, [R(CH + "5;${string,repeat,2000,a}\\r\\nhello\\r\\n0\\r\\n\\r\\n")], empty_conn=True)
-refuse("ck09_extension_bare_lf", "chunk extension ended by a bare LF", 400, [R(CH + "5;a=b\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)], empty_conn=True)
-refuse("ck10_bare_lf_chunk_lines", "chunk lines ended by bare LF", 400, [R(CH + "5\\nhello\\n0\\n\\n" + SMUG)], empty_conn=True)
+refuse("ck01_size_not_hex", "chunk size that is not hex", 400, [R(CH + "5g\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck02_size_17_digits", "chunk size of 17 hex digits", 400, [R(CH + "00000000000000005\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck03_size_overflow", "chunk size beyond 64 bits", 400, [R(CH + "10000000000000005\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck04_size_negative", "negative chunk size", 400, [R(CH + "-5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck05_size_0x", "chunk size with a 0x prefix", 400, [R(CH + "0x5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck06_size_leading_space", "chunk size after a space", 400, [R(CH + " 5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck08_extension_too_long", "chunk extension over 1 KiB", 400, [R(CH + "5;${string,repeat,2000,a}\\r\\nhello\\r\\n0\\r\\n\\r\\n")])
+refuse("ck09_extension_bare_lf", "chunk extension ended by a bare LF", 400, [R(CH + "5;a=b\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck10_bare_lf_chunk_lines", "chunk lines ended by bare LF", 400, [R(CH + "5\\nhello\\n0\\n\\n" + SMUG)])
 w("ck12_bad_chunk_after_forwarding", "a bad chunk size arriving after the head was forwarded: the origin connection is cut, the client gets 400 and a close", '''
 server s1 {
     rxreqhdrs
@@ -785,34 +785,11 @@ client c2 -connect ${lbsock} {
 server s1 -wait
 ''')
 
-def late(name, desc, body, n):
-    w(name, desc + " (400; the origin gets the head and the valid chunk, re-framed, then a close)", '''
-server s1 {
-    rxreqhdrs
-    expect req.url == "/a"
-    expect req.http.transfer-encoding == "chunked"
-    recv %d
-    expect_close
-    accept
-    rxreq
-    expect req.url == "/canary"
-    txresp
-} -start
-''' % n + lb() + '''client c1 -connect ${lbsock} {
-    send "%s"
-    rxresp
-    expect resp.status == 400
-    expect_close
-} -run
-client c2 -connect ${lbsock} {
-    txreq -url /canary
-    rxresp
-    expect resp.status == 200
-} -run
-server s1 -wait
-''' % (CH + body + SMUG))
-late("ck07_data_longer_than_size", "chunk data longer than its size (no CRLF where due)", "5\\r\\nhelloXX\\r\\n0\\r\\n\\r\\n", 10)
-late("ck11_trailer_content_length", "Content-Length in the trailer section", "5\\r\\nhello\\r\\n0\\r\\nContent-Length: 50\\r\\n\\r\\n", 10)
+# A body broken in the bytes that came with its head is a bad request
+# before any server is asked, as HAProxy 2.6 reads it (its HTTP/1 layer
+# parses those bytes with the head); `ck12` breaks later.
+refuse("ck07_data_longer_than_size", "chunk data longer than its size (no CRLF where due)", 400, [R(CH + "5\\r\\nhelloXX\\r\\n0\\r\\n\\r\\n" + SMUG)])
+refuse("ck11_trailer_content_length", "Content-Length in the trailer section", 400, [R(CH + "5\\r\\nhello\\r\\n0\\r\\nContent-Length: 50\\r\\n\\r\\n" + SMUG)])
 
 close_after("sm01_cl_te", "CL.TE: Content-Length and Transfer-Encoding together",
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 6\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n" + SMUG)])

@@ -28,14 +28,19 @@
 //! on `;`: `show proc`, `reload`, `help`, `@N CMD` / `@!PID CMD` (CMD sent
 //! to a worker's CLI: `@1` the current worker, `@2`... older ones; `@0` or
 //! `@master` the master). Each worker gets a private CLI socket (level
-//! admin) in a 0700 directory for this.
+//! admin) in a 0700 directory for this. The master's loop polls its CLI
+//! connections with the rest: each is read and answered without blocking
+//! (5 s to send its line and 5 s to take its answer, lines up to 64 KiB,
+//! 64 connections at once, more wait in the listen queue), so a silent
+//! client delays neither a reload nor another client. A command sent to
+//! a worker (`@N`) waits for that worker's answer (up to 10 s).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use socket2::Socket;
 
@@ -103,6 +108,8 @@ struct Master {
     opts: MasterOptions,
     sigfd: OwnedFd,
     mcli: Vec<Socket>,
+    /// Master CLI connections being read or answered.
+    conns: Vec<CliConn>,
     workers: Vec<Worker>,
     reloads: u32,
     failed: u32,
@@ -276,6 +283,7 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
         opts,
         sigfd,
         mcli: Vec::new(),
+        conns: Vec::new(),
         workers: Vec::new(),
         reloads: 0,
         failed: 0,
@@ -516,6 +524,7 @@ impl Master {
             None => {
                 // The worker: none of the master's own descriptors.
                 self.mcli.clear();
+                self.conns.clear();
                 for w in &mut self.workers {
                     w.ready = None;
                 }
@@ -576,18 +585,35 @@ impl Master {
                     return self.leave(code);
                 }
             }
-            let mut fds: Vec<RawFd> = vec![self.sigfd.as_raw_fd()];
-            fds.extend(self.mcli.iter().map(|s| s.as_raw_fd()));
+            let now = Instant::now();
+            // A client silent or not reading past its deadline is closed.
+            self.conns.retain(|c| c.deadline > now);
+            let mut fds: Vec<(RawFd, bool)> = vec![(self.sigfd.as_raw_fd(), false)];
+            // At the bound, new clients wait in the listen queue.
+            if self.conns.len() < MCLI_MAX_CONNS {
+                fds.extend(self.mcli.iter().map(|s| (s.as_raw_fd(), false)));
+            }
             let nm = fds.len();
             // By pid: a signal handled below may reap workers first.
             let mut starting = Vec::new();
             for w in &self.workers {
                 if let Some(r) = &w.ready {
-                    fds.push(r.as_raw_fd());
+                    fds.push((r.as_raw_fd(), false));
                     starting.push(w.pid);
                 }
             }
-            let ready = match crate::sys::poll_readable(&fds, 1000) {
+            let nc = fds.len();
+            fds.extend(
+                self.conns
+                    .iter()
+                    .map(|c| (c.s.as_raw_fd(), c.out.is_some())),
+            );
+            let wait = self
+                .conns
+                .iter()
+                .map(|c| c.deadline.saturating_duration_since(now).as_millis() as i32 + 1)
+                .fold(1000, i32::min);
+            let ready = match crate::sys::poll_fds(&fds, wait) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("ebb: master: poll: {e}");
@@ -605,8 +631,21 @@ impl Master {
                     self.on_ready(pid);
                 }
             }
+            let mut reload = false;
+            for k in (0..ready.len() - nc).filter(|&k| ready[nc + k]) {
+                reload |= self.on_cli(k);
+            }
+            self.conns.retain(|c| !c.done);
             for (i, _) in ready[1..nm].iter().enumerate().filter(|x| *x.1) {
                 self.accept_cli(i);
+            }
+            if reload {
+                // The answers before it go out as far as the sockets
+                // take them now: the re-exec closes every connection.
+                for c in &mut self.conns {
+                    c.flush();
+                }
+                self.reload();
             }
             self.reap();
             self.backstop();
@@ -802,22 +841,72 @@ impl Master {
         self.failed += 1;
     }
 
+    /// Accepts the clients waiting on master CLI socket `i`, up to the
+    /// bound on connections.
     fn accept_cli(&mut self, i: usize) {
-        let Ok((s, _)) = self.mcli[i].accept() else {
-            return;
-        };
-        let mut s = s;
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut line = Vec::new();
+        while self.conns.len() < MCLI_MAX_CONNS {
+            let Ok((s, _)) = self.mcli[i].accept() else {
+                return;
+            };
+            if s.set_nonblocking(true).is_err() {
+                continue;
+            }
+            self.conns.push(CliConn {
+                s,
+                inp: Vec::new(),
+                out: None,
+                deadline: Instant::now() + MCLI_TIMEOUT,
+                done: false,
+            });
+            // Its line may be there already.
+            let k = self.conns.len() - 1;
+            if self.on_cli(k) {
+                for c in &mut self.conns {
+                    c.flush();
+                }
+                self.reload();
+            }
+            self.conns.retain(|c| !c.done);
+        }
+    }
+
+    /// Master CLI connection `k` is ready: reads its line and answers it,
+    /// or sends more of its answer. True: a `reload` was asked for (done
+    /// by the caller once the answers are out).
+    fn on_cli(&mut self, k: usize) -> bool {
+        let c = &mut self.conns[k];
+        if c.out.is_some() {
+            c.flush();
+            return false;
+        }
         let mut b = [0u8; 4096];
-        while !line.contains(&b'\n') && line.len() < 64 * 1024 {
-            match s.read(&mut b) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => line.extend_from_slice(&b[..n]),
+        let mut eof = false;
+        while !c.inp.contains(&b'\n') {
+            match (&c.s).read(&mut b) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.inp.extend_from_slice(&b[..n]);
+                    if c.inp.len() > MCLI_MAX_LINE {
+                        // No line in 64 KiB: closed unanswered.
+                        c.done = true;
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    c.done = true;
+                    return false;
+                }
             }
         }
-        let text = String::from_utf8_lossy(&line);
+        if !eof && !c.inp.contains(&b'\n') {
+            return false;
+        }
+        let text = String::from_utf8_lossy(&c.inp);
         let text = text.lines().next().unwrap_or("").to_string();
         let mut out = String::new();
         let mut reload = false;
@@ -832,11 +921,12 @@ impl Master {
                 None => break,
             }
         }
-        let _ = s.write_all(out.as_bytes());
-        drop(s);
-        if reload {
-            self.reload();
-        }
+        let c = &mut self.conns[k];
+        c.inp = Vec::new();
+        c.out = Some((out.into_bytes(), 0));
+        c.deadline = Instant::now() + MCLI_TIMEOUT;
+        c.flush();
+        reload
     }
 
     /// Runs one master CLI command; `Some(true)`: reload after answering;
@@ -941,6 +1031,45 @@ impl Master {
         o.push_str(&crate::program::show(&self.programs, &up));
         o.push('\n');
         o
+    }
+}
+
+/// How long a master CLI client has to send its line, then to take its
+/// answer.
+const MCLI_TIMEOUT: Duration = Duration::from_secs(5);
+/// Master CLI connections served at once; more wait in the listen queue.
+const MCLI_MAX_CONNS: usize = 64;
+/// The longest command line the master CLI reads.
+const MCLI_MAX_LINE: usize = 64 * 1024;
+
+/// One master CLI connection: its line being read, then its answer being
+/// written, never blocking the master's loop.
+struct CliConn {
+    s: Socket,
+    inp: Vec<u8>,
+    /// The answer and how much of it is sent.
+    out: Option<(Vec<u8>, usize)>,
+    deadline: Instant,
+    /// Answered in full, or failed: to be closed.
+    done: bool,
+}
+
+impl CliConn {
+    /// Writes what the socket takes of the answer; `done` once all is.
+    fn flush(&mut self) {
+        let Some((out, sent)) = &mut self.out else {
+            return;
+        };
+        while *sent < out.len() {
+            match (&self.s).write(&out[*sent..]) {
+                Ok(0) => break,
+                Ok(n) => *sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => break,
+            }
+        }
+        self.done = true;
     }
 }
 

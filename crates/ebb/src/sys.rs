@@ -511,11 +511,19 @@ pub fn read_signal(fd: RawFd) -> io::Result<Option<i32>> {
 /// Waits until one of `fds` is readable (or hung up), at most `timeout_ms`
 /// (-1: no limit). Returns which are.
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let fds: Vec<(RawFd, bool)> = fds.iter().map(|&fd| (fd, false)).collect();
+    poll_fds(&fds, timeout_ms)
+}
+
+/// Waits until one of `fds` is ready, at most `timeout_ms` (-1: no
+/// limit): each `(fd, write)` waits to be writable when `write`, readable
+/// otherwise (a hang-up or an error counts as ready). Returns which are.
+pub fn poll_fds(fds: &[(RawFd, bool)], timeout_ms: i32) -> io::Result<Vec<bool>> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
-        .map(|&fd| libc::pollfd {
+        .map(|&(fd, write)| libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events: if write { libc::POLLOUT } else { libc::POLLIN },
             revents: 0,
         })
         .collect();

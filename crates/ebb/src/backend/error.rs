@@ -36,8 +36,6 @@ pub enum Side {
 /// How far the exchange had come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading the request (its body).
-    Request,
     /// Waiting for a server slot.
     Queue,
     /// Connecting to the server.
@@ -87,14 +85,16 @@ impl ExchangeError {
         Self::new(Side::Server, Phase::Queue, true, Some(503))
     }
 
-    /// A broken request body: 400 if no answer started, else a cut.
+    /// A broken request body (a bad chunk size, say) once its head went
+    /// to the server: 400 if no answer started, else a cut; the proxy's
+    /// refusal while it waited for the answer's head or sent its data
+    /// (`PH`, `PD`), as HAProxy 2.6 logs it.
     pub const fn bad_request_body(answered: bool) -> Self {
-        Self::new(
-            Side::Client,
-            Phase::Request,
-            false,
-            if answered { None } else { Some(400) },
-        )
+        if answered {
+            Self::new(Side::Proxy, Phase::Data, false, None)
+        } else {
+            Self::new(Side::Proxy, Phase::Head, false, Some(400))
+        }
     }
 
     /// The server closed before a complete response head; `retryable`
@@ -150,7 +150,7 @@ impl ExchangeError {
     /// the answer, a cut after.
     pub const fn server_shutdown(up: bool, phase: Phase) -> Self {
         let status = match phase {
-            Phase::Request | Phase::Queue | Phase::Connect => Some(503),
+            Phase::Queue | Phase::Connect => Some(503),
             Phase::Head => Some(502),
             Phase::Data => None,
         };
@@ -162,7 +162,7 @@ impl ExchangeError {
     /// server has the request, a cut after the answer started.
     pub const fn killed(phase: Phase) -> Self {
         let status = match phase {
-            Phase::Request | Phase::Queue | Phase::Connect => Some(503),
+            Phase::Queue | Phase::Connect => Some(503),
             Phase::Head => Some(502),
             Phase::Data => None,
         };
@@ -191,42 +191,34 @@ impl ExchangeError {
     pub fn term(&self) -> &'static str {
         use Phase::*;
         match (self.side, self.timeout, self.phase) {
-            (Side::Client, false, Request) => "CR",
             (Side::Client, false, Queue) => "CQ",
             (Side::Client, false, Connect) => "CC",
             (Side::Client, false, Head) => "CH",
             (Side::Client, false, Data) => "CD",
-            (Side::Client, true, Request) => "cR",
             (Side::Client, true, Queue) => "cQ",
             (Side::Client, true, Connect) => "cC",
             (Side::Client, true, Head) => "cH",
             (Side::Client, true, Data) => "cD",
-            (Side::Server, false, Request) => "SR",
             (Side::Server, false, Queue) => "SQ",
             (Side::Server, false, Connect) => "SC",
             (Side::Server, false, Head) => "SH",
             (Side::Server, false, Data) => "SD",
-            (Side::Server, true, Request) => "sR",
             (Side::Server, true, Queue) => "sQ",
             (Side::Server, true, Connect) => "sC",
             (Side::Server, true, Head) => "sH",
             (Side::Server, true, Data) => "sD",
-            (Side::Down, _, Request) => "DR",
             (Side::Down, _, Queue) => "DQ",
             (Side::Down, _, Connect) => "DC",
             (Side::Down, _, Head) => "DH",
             (Side::Down, _, Data) => "DD",
-            (Side::Killed, _, Request) => "KR",
             (Side::Killed, _, Queue) => "KQ",
             (Side::Killed, _, Connect) => "KC",
             (Side::Killed, _, Head) => "KH",
             (Side::Killed, _, Data) => "KD",
-            (Side::Up, _, Request) => "UR",
             (Side::Up, _, Queue) => "UQ",
             (Side::Up, _, Connect) => "UC",
             (Side::Up, _, Head) => "UH",
             (Side::Up, _, Data) => "UD",
-            (Side::Proxy, _, Request) => "PR",
             (Side::Proxy, _, Queue) => "PQ",
             (Side::Proxy, _, Connect) => "PC",
             (Side::Proxy, _, Head) => "PH",
@@ -245,7 +237,8 @@ mod tests {
         assert_eq!(ExchangeError::connect(false).term(), "SC");
         assert_eq!(ExchangeError::connect(true).term(), "sC");
         assert_eq!(ExchangeError::queue_timeout().term(), "sQ");
-        assert_eq!(ExchangeError::bad_request_body(false).term(), "CR");
+        assert_eq!(ExchangeError::bad_request_body(false).term(), "PH");
+        assert_eq!(ExchangeError::bad_request_body(true).term(), "PD");
         assert_eq!(ExchangeError::closed_before_head(false).term(), "SH");
         assert_eq!(ExchangeError::bad_response_head().term(), "PH");
         assert_eq!(ExchangeError::body_cut().term(), "SD");

@@ -2300,7 +2300,9 @@ fn http_request_other_actions() {
             fmt: None,
             code: 301,
             drop_query: false,
-            append_slash: false
+            append_slash: false,
+            cookie: None,
+            late: false,
         })
     );
     let HttpRequestAction::Redirect(rd) = r[4] else {
@@ -2349,6 +2351,31 @@ fn http_request_other_actions() {
 }
 
 #[test]
+fn redirect_cookies_take_haproxys_attributes() {
+    let c = ok(&fe("    redirect location /a set-cookie S=1
+    http-request redirect prefix /p clear-cookie U= code 301
+    redirect location /c set-cookie A=1 clear-cookie B"));
+    let cookies: Vec<Option<&str>> = proxy(&c, "f")
+        .http_request
+        .iter()
+        .map(|r| match &r.action {
+            HttpRequestAction::Redirect(rd) => rd.cookie.as_deref(),
+            _ => None,
+        })
+        .collect();
+    // HAProxy 2.6's: the last of the two options wins.
+    assert_eq!(
+        cookies,
+        [
+            // The `http-request` rule before the `redirect` lines.
+            Some("U=; path=/; Max-Age=0;"),
+            Some("S=1; path=/;"),
+            Some("B; path=/; Max-Age=0;")
+        ]
+    );
+}
+
+#[test]
 fn http_request_errors() {
     let r = |l: &str| fe(&format!("    http-request {l}"));
     err1(&r(""), "t.cfg:3: ", "expects an argument");
@@ -2388,7 +2415,17 @@ fn http_request_errors() {
         "invalid redirect code",
     );
     err1(
-        &r("redirect location /x set-cookie a=b"),
+        &r("redirect location /x set-cookie"),
+        "t.cfg:3: ",
+        "'set-cookie' expects an argument",
+    );
+    err1(
+        &r("redirect location /x clear-cookie \"\""),
+        "t.cfg:3: ",
+        "'clear-cookie' expects an argument",
+    );
+    err1(
+        &r("redirect location /x set-cookies a=b"),
         "t.cfg:3: ",
         "unknown redirect option",
     );
@@ -2868,9 +2905,11 @@ fn rules_after_an_unconditional_final_rule_are_warnings() {
     );
     assert!(w[1].starts_with("t.cfg:5: "), "{w:?}");
     let c = ok(&fe(
-        "    http-request redirect scheme https\n    redirect prefix /x",
+        "    http-request redirect scheme https\n    redirect prefix /x\n    redirect prefix /y",
     ));
-    assert_eq!(unreachable_rules(&c.proxies[0]).len(), 1);
+    // `redirect` lines are another list, run after the `http-request`
+    // rules: HAProxy 2.6.12 warns of none of them.
+    assert!(unreachable_rules(&c.proxies[0]).is_empty());
     // Header rules do not end the evaluation; conditional rules neither.
     let c = ok(&fe("    http-request set-header X-A b
     http-request deny if { path /x }

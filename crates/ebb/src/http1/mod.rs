@@ -130,6 +130,6 @@ pub(crate) use request::{target_byte, valid_target_bytes};
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;
 pub use writer::{
-    error_page, error_reason, push_decimal, reason_phrase, write_error_response, DateCache, Fields,
-    ResponseWriter, DATE_LEN, SERVER,
+    error_page, error_reason, push_decimal, reason_phrase, write_error_response, write_parse_error,
+    DateCache, Fields, ResponseWriter, DATE_LEN, SERVER,
 };

@@ -464,6 +464,26 @@ pub fn error_page(status: u16) -> (&'static str, &'static str) {
     }
 }
 
+/// Writes the answer to a request that could not be read (a malformed
+/// head, 400; a head not whole in time, 408), as HAProxy 2.6 sends its
+/// raw `http_err_msgs` there: `Connection: close` before `Content-Type`
+/// (its other answers, [`write_error_response`], put `Connection` last).
+pub fn write_parse_error(out: &mut Vec<u8>, status: u16, date: &[u8]) {
+    let (pre, post) = error_page(status);
+    let reason = error_reason(status);
+    let len = pre.len() + reason.len() + post.len();
+    let mut w = ResponseWriter::with_reason(out, status, reason.as_bytes(), date);
+    let _ = w.header_u64(b"Content-Length", len as u64);
+    let _ = w.header(b"Cache-Control", b"no-cache");
+    let _ = w.header(b"Connection", b"close");
+    let _ = w.header(b"Content-Type", b"text/html");
+    // Kept alive as HTTP/1.1 says nothing more: the close is written.
+    w.finish(BodyFraming::None, true, Version::Http11);
+    out.extend_from_slice(pre.as_bytes());
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(post.as_bytes());
+}
+
 /// Writes a complete error response: the head (`Content-Length`,
 /// `Cache-Control: no-cache`, `Content-Type: text/html`, as HAProxy's,
 /// `Connection: close` unless `keep_alive`) and a short HTML page naming the status. `extra` fields

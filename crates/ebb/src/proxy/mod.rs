@@ -58,6 +58,8 @@ mod tests {
             code: 302,
             drop_query,
             append_slash,
+            cookie: None,
+            late: false,
         }
     }
 

@@ -712,13 +712,20 @@ impl Stream {
             }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
-                let host = r.head.host.map(|h| h.get(r.buf));
+                // The Host field as it came (HAProxy's `redirect scheme`),
+                // not an absolute target's authority.
+                let host = r.head.header(r.buf, "host");
                 let cx = crate::sample::Ctx {
                     req: Some(r),
                     ..*base
                 };
                 let loc = redirect_location(rd, r.head.target.get(r.buf), host, Some(&cx));
-                Act::Redirect(loc, rd.code, rules.get(i).map(|r| r.loc.clone()))
+                Act::Redirect(
+                    loc,
+                    rd.code,
+                    rules.get(i).map(|r| r.loc.clone()),
+                    rd.cookie.clone(),
+                )
             }
             HttpRequestAction::Deny { status } => Act::Deny(be, *status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(be, *status),
@@ -1206,7 +1213,7 @@ impl Stream {
                 c.error_response(405, keep_alive, version, head_req, allow);
                 self.finish_request(c, ctx, 405, None, 0);
             }
-            Act::Redirect(loc, code, rule) => {
+            Act::Redirect(loc, code, rule, cookie) => {
                 self.late_rule = rule;
                 // HAProxy 2.6 closes after a redirect answering a request
                 // with a body (its rules run before the body is read:
@@ -1216,7 +1223,7 @@ impl Stream {
                     c.closing = true;
                 }
                 self.fields.clear();
-                let (f, n) = redirect_fields(code, &loc);
+                let (f, n) = redirect_fields(code, &loc, cookie.as_deref());
                 self.reply_at(c, code, &f[..n], b"", Some(0));
                 self.local_term = Some("LR");
                 self.finish_request(c, ctx, code, None, 0);
@@ -2022,7 +2029,7 @@ impl Stream {
                 c.closing = true;
             }
             self.fields.clear();
-            let (f, n) = redirect_fields(rd.code, loc);
+            let (f, n) = redirect_fields(rd.code, loc, rd.cookie.as_deref());
             self.reply_at(c, rd.code, &f[..n], b"", Some(0));
             return rd.code;
         }
@@ -2179,7 +2186,8 @@ enum Act {
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
     /// A redirect: the location, the code, and the rule (where it is
     /// written).
-    Redirect(Vec<u8>, u16, Option<crate::config::Loc>),
+    /// The location, the code, the rule, its `Set-Cookie` value.
+    Redirect(Vec<u8>, u16, Option<crate::config::Loc>, Option<String>),
     /// `http-request deny` (the rule's backend, `None` for the
     /// frontend's; the status).
     Deny(Option<usize>, u16),
@@ -2286,16 +2294,23 @@ type Field<'a> = (&'a [u8], &'a [u8]);
 
 /// A redirect's fields, as HAProxy 2.6's http_apply_redirect_rule: the
 /// location, and `Cache-Control: no-cache` for the codes a cache may not
-/// keep on their own (302, 303, 307; not 301 nor 308).
+/// keep on their own (302, 303, 307; not 301 nor 308), then the rule's
+/// `Set-Cookie` (`set-cookie`, `clear-cookie`).
 /// Returns the fields and how many of them go.
-fn redirect_fields(code: u16, loc: &[u8]) -> ([Field<'_>; 2], usize) {
-    let f: [Field<'_>; 2] = [(b"Location", loc), (b"Cache-Control", b"no-cache")];
-    (
-        f,
-        if matches!(code, 302 | 303 | 307) {
-            2
-        } else {
-            1
-        },
-    )
+fn redirect_fields<'a>(
+    code: u16,
+    loc: &'a [u8],
+    cookie: Option<&'a str>,
+) -> ([Field<'a>; 3], usize) {
+    let mut f: [Field<'a>; 3] = [(b"Location", loc), (b"", b""), (b"", b"")];
+    let mut n = 1;
+    if matches!(code, 302 | 303 | 307) {
+        f[n] = (b"Cache-Control", b"no-cache");
+        n += 1;
+    }
+    if let Some(c) = cookie {
+        f[n] = (b"Set-Cookie", c.as_bytes());
+        n += 1;
+    }
+    (f, n)
 }

@@ -285,12 +285,20 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "http-request" => {
             ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
-            px.http_request.push(rule);
+            // Before the `redirect` lines: HAProxy runs every
+            // `http-request` rule first (and warns of one placed after).
+            let at = px
+                .http_request
+                .iter()
+                .position(|r| matches!(&r.action, HttpRequestAction::Redirect(rd) if rd.late))
+                .unwrap_or(px.http_request.len());
+            px.http_request.insert(at, rule);
         }
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
             let (args, c) = split_cond(&w[1..]);
-            let r = parse_redirect(args, request_scope(px))?;
+            let mut r = parse_redirect(args, request_scope(px))?;
+            r.late = true;
             let cond = cond_of(c, px, loc)?;
             px.http_request.push(HttpRequestRule {
                 action: HttpRequestAction::Redirect(r),
@@ -1012,12 +1020,16 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::NormalizeUri(_)
             )
     };
-    let Some(first) = px.http_request.iter().position(is_final) else {
+    // `redirect` lines are a list of their own in HAProxy, run after.
+    let late =
+        |r: &HttpRequestRule| matches!(&r.action, HttpRequestAction::Redirect(rd) if rd.late);
+    let Some(first) = px.http_request.iter().position(|r| !late(r) && is_final(r)) else {
         return Vec::new();
     };
     let f = &px.http_request[first];
     px.http_request[first + 1..]
         .iter()
+        .filter(|r| !late(r))
         .map(|r| {
             format!(
                 "{}: previous 'http-request' action at {} is final and has no condition attached, further entries are NOOP",

@@ -105,6 +105,8 @@ pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, 
         code: 302,
         drop_query: false,
         append_slash: false,
+        cookie: None,
+        late: false,
     };
     let mut i = 2;
     while i < args.len() {
@@ -129,9 +131,23 @@ pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, 
                 r.append_slash = true;
                 i += 1;
             }
+            // HAProxy 2.6's: the last of the two wins; the value as
+            // written, then its fixed attributes.
+            o @ ("set-cookie" | "clear-cookie") => {
+                let c = header_value(arg(args, i + 1, o)?)?;
+                if c.is_empty() {
+                    return Err(format!("'{o}' expects an argument"));
+                }
+                r.cookie = Some(if o == "set-cookie" {
+                    format!("{c}; path=/;")
+                } else {
+                    format!("{c}; path=/; Max-Age=0;")
+                });
+                i += 2;
+            }
             o => {
                 return Err(format!(
-                    "unknown redirect option '{o}' (supported: code, drop-query, append-slash)"
+                    "unknown redirect option '{o}' (supported: code, drop-query, append-slash, set-cookie, clear-cookie)"
                 ))
             }
         }

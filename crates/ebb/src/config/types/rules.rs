@@ -194,6 +194,14 @@ pub struct Redirect {
     pub code: u16,
     pub drop_query: bool,
     pub append_slash: bool,
+    /// `set-cookie NAME[=VALUE]` or `clear-cookie NAME[=]`: the
+    /// `Set-Cookie` value of the answer, as HAProxy 2.6 makes it
+    /// (`NAME=VALUE; path=/;`, or `NAME=; path=/; Max-Age=0;`).
+    pub cookie: Option<String>,
+    /// A `redirect` line (not `http-request redirect`): HAProxy 2.6 runs
+    /// those after every `http-request` rule of their proxy, wherever
+    /// they stand, so they stay at the end of its list.
+    pub late: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -178,6 +178,24 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             .with_case(self.fe.h1_case.as_deref())
     }
 
+    /// The answer to a request that could not be read (400, 408): HAProxy
+    /// 2.6's raw page there ([`crate::http1::write_parse_error`]), or the
+    /// frontend's errorfile; the connection ends after it.
+    pub(super) fn parse_error_response(&mut self, status: u16) {
+        let native = self.native.as_deref().is_some_and(|n| n.armed);
+        if native || self.fe.errorfile(status).is_some() {
+            self.error_response(status, false, Version::Http11, false, &[]);
+            return;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        let at = self.wbuf.len();
+        crate::http1::write_parse_error(&mut self.wbuf, status, &date);
+        if let Some(m) = &self.fe.h1_case {
+            m.adjust_head(self.wbuf.get_mut(at..).unwrap_or(&mut []));
+        }
+        self.closing = true;
+    }
+
     /// Writes ebb's error answer for `status` (or the frontend's errorfile
     /// for it): an HTML page naming the status, `Content-Type: text/html`,
     /// `Cache-Control: no-cache`, then `extra` (`Allow` for 405, say).

@@ -7,7 +7,7 @@
 use sched::Ctx;
 
 use crate::http1::{
-    parse_request_into, scheme_normalized, DrainStep, HttpError, Status as PStatus, Version,
+    parse_request_into, scheme_normalized, DrainStep, HttpError, Status as PStatus,
 };
 
 use super::{Conn, Exchange, In, LogFacts, H2_PREFACE};
@@ -80,6 +80,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
+                            if let Some(e) = self.early_body_error() {
+                                self.bad_request(ctx, e);
+                                return true;
+                            }
                             self.unpark();
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
@@ -101,6 +105,28 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 }
             }
         }
+    }
+
+    /// A chunked body broken in the bytes that came with its head. HAProxy
+    /// 2.6's HTTP/1 layer reads those before any stream starts, so there
+    /// the request is a bad one (raw 400, `PR`, no server
+    /// asked), as a bad head; a chunk that breaks later fails the exchange
+    /// (`PH`/`PD`, [`crate::backend::error::ExchangeError::bad_request_body`]).
+    /// One decoder pass over those bytes, for chunked requests only.
+    fn early_body_error(&self) -> Option<HttpError> {
+        if self.lane_of.is_some() || self.head.framing != crate::http1::BodyFraming::Chunked {
+            return None;
+        }
+        let mut rest = self.rbuf.get(self.rstart + self.head.head_len..self.rend)?;
+        let mut d = crate::http1::ChunkedDecoder::default();
+        while !rest.is_empty() {
+            match d.decode(rest) {
+                Err(e) => return Some(e),
+                Ok(x) if x.done || x.consumed == 0 => break,
+                Ok(x) => rest = rest.get(x.consumed..).unwrap_or_default(),
+            }
+        }
+        None
     }
 
     /// Scheme-based normalization of an absolute-form request (see
@@ -177,7 +203,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let status = e.status();
         self.count_failed_request(status);
         let start = self.wbuf.len();
-        self.error_response(status, false, Version::Http11, false, &[]);
+        self.parse_error_response(status);
         let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
         let end = self.rbuf[self.rstart..self.rend]
             .iter()

@@ -7,8 +7,6 @@
 
 use sched::{ticks, Ctx, Status, Tick};
 
-use crate::http1::Version;
-
 use super::{Conn, Exchange, In, LogFacts};
 
 impl<S: Exchange + Default + 'static> Conn<S> {
@@ -105,7 +103,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.wbuf = self.w.get_wbuf();
         }
         self.count_failed_request(status);
-        self.error_response(status, false, Version::Http11, false, &[]);
+        self.parse_error_response(status);
         // To a client that closed only its sending side, the answer gets
         // through; to one gone, the write fails, as HAProxy's.
         let _ = self.flush();

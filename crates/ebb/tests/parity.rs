@@ -1,0 +1,427 @@
+//! HAProxy 2.6 parity of the master CLI, the answers to requests that
+//! could not be read, the log line of a broken request body, and the
+//! redirect cookies. Real binary on loopback, real clients; haproxy run
+//! beside ebb where it is installed.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{haproxy_beside, scratch, wait_until, Ebb, Syslog};
+
+fn mcli(path: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn reloads(show: &str) -> Option<String> {
+    show.lines()
+        .find(|l| l.contains("master"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .map(str::to_string)
+}
+
+/// A master (`-W -S`) serving a fixed answer: the process and its master
+/// CLI socket.
+fn master(name: &str) -> (Ebb, std::path::PathBuf) {
+    let dir = scratch(name);
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        "defaults\n    mode http\n    timeout client 5s\n\
+         frontend f\n    bind 127.0.0.1:0\n    http-request return status 200\n",
+    )
+    .unwrap();
+    let sock = dir.join("master.sock");
+    let args = [
+        "-W",
+        "-S",
+        sock.to_str().unwrap(),
+        "-f",
+        cfg.to_str().unwrap(),
+    ];
+    (Ebb::start_args(&args, dir.clone()), sock)
+}
+
+/// Silent master CLI clients (connected, nothing sent; one with half a
+/// line) no longer hold the master: `show proc` and `reload` from another
+/// client are answered while they wait, a SIGUSR2 reload goes through,
+/// and the silent ones are closed at their deadline. Before, the master
+/// read each connection blocking for up to 5 s: ten silent clients held
+/// it 50 s.
+#[test]
+fn a_silent_master_cli_client_delays_nothing() {
+    let (e, sock) = master("mcli-silent");
+    let mut silent: Vec<UnixStream> = (0..10)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    silent[0].write_all(b"show pr").unwrap();
+    // Answered well before the first silent client's 5 s are up, let
+    // alone ten of them.
+    let t = Instant::now();
+    let show = mcli(&sock, "show proc");
+    assert!(show.contains("# workers"), "{show}");
+    assert_eq!(reloads(&show).as_deref(), Some("0"), "{show}");
+    mcli(&sock, "reload");
+    wait_until("the CLI reload", || {
+        reloads(&mcli(&sock, "show proc")).as_deref() == Some("1")
+    });
+    e.signal("USR2");
+    wait_until("the SIGUSR2 reload", || {
+        reloads(&mcli(&sock, "show proc")).as_deref() == Some("2")
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t.elapsed()
+    );
+    // The silent clients: closed by their deadline, or by the reloads'
+    // re-executions, unanswered.
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut b = Vec::new();
+        let _ = s.read_to_end(&mut b);
+        assert!(b.is_empty(), "{}", String::from_utf8_lossy(&b));
+    }
+    // A line sent in pieces is put together.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for part in ["sh", "ow ", "proc\n"] {
+        s.write_all(part.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.contains("# workers"), "{out}");
+}
+
+/// More master CLI clients than it serves at once: the others wait in
+/// the listen queue and are answered once a place frees.
+#[test]
+fn master_cli_connections_are_bounded() {
+    let (_e, sock) = master("mcli-bound");
+    let silent: Vec<UnixStream> = (0..64)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    // The 65th waits for a place: the silent ones leave at their 5 s.
+    let t = Instant::now();
+    let show = mcli(&sock, "show proc");
+    assert!(show.contains("# workers"), "{show}");
+    assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
+    drop(silent);
+    assert!(mcli(&sock, "show proc").contains("# workers"));
+}
+
+/// The status line and the field names in order, lower case, without
+/// ebb's own `Server` and `Date`; and the body.
+fn shape(raw: &[u8]) -> (String, Vec<String>, String) {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap_or("").to_string();
+    let names = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| format!("{}: {}", n.to_ascii_lowercase(), v.trim()))
+        .filter(|n| !n.starts_with("server:") && !n.starts_with("date:"))
+        .collect();
+    (status, names, body.to_string())
+}
+
+fn exchange(a: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// HAProxy's HTTP/1 layer answers a request it cannot parse (400) or
+/// that does not come whole in time (408) with its raw page:
+/// `Connection: close` before `Content-Type`. ebb's are the same, field
+/// for field (ebb adds its `Server` and `Date`).
+#[test]
+fn parse_error_answers_have_haproxys_field_order() {
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 10s\n    timeout http-request 1s\n\
+             frontend f\n    bind {bind}\n    http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let e = Ebb::start(
+        &cfg(Path::new("/nonexistent"), "BIND")
+            .replace("    stats socket /nonexistent level admin\n", ""),
+    );
+    let cases: [&[u8]; 2] = [
+        b"GET / HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n",
+    ];
+    let ebb: Vec<_> = cases
+        .iter()
+        .map(|r| shape(&exchange(e.addr(), r)))
+        .collect();
+    assert_eq!(ebb[0].0, "HTTP/1.1 400 Bad request");
+    assert_eq!(ebb[1].0, "HTTP/1.1 408 Request Time-out");
+    for (_, names, body) in &ebb {
+        assert_eq!(
+            names,
+            &[
+                format!("content-length: {}", body.len()),
+                "cache-control: no-cache".to_string(),
+                "connection: close".to_string(),
+                "content-type: text/html".to_string(),
+            ]
+        );
+    }
+    let Some((_h, ha)) = haproxy_beside("parse-err", cfg) else {
+        return;
+    };
+    let hap: Vec<_> = cases.iter().map(|r| shape(&exchange(ha, r))).collect();
+    assert_eq!(ebb, hap);
+}
+
+/// An origin that reads a request head, says so, answers the start of a
+/// chunked answer when `answer`, and keeps reading until the close.
+fn body_origin(answer: bool) -> (SocketAddr, std::sync::mpsc::Receiver<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut b = [0u8; 4096];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&b[..n]),
+                    }
+                }
+                if answer {
+                    let _ = c.write_all(
+                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n",
+                    );
+                }
+                let _ = tx.send(());
+                while matches!(c.read(&mut b), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (a, rx)
+}
+
+/// The log line's status and termination state (`400 PH--`): httplog's
+/// `%ST %B %CC %CS %tsc`.
+fn status_and_term(line: &str) -> (String, String) {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w
+        .iter()
+        .position(|x| x.len() == 4 && x.ends_with("--"))
+        .unwrap_or(0);
+    let status = i.checked_sub(4).and_then(|j| w.get(j)).map_or("", |x| x);
+    (status.to_string(), w.get(i).map_or("", |x| x).to_string())
+}
+
+/// A chunked request body with a bad chunk size after its head went to
+/// the server: HAProxy 2.6 answers 400 and logs `PH--` (the proxy
+/// refused while waiting for the answer's head); once the server's answer
+/// started, it cuts both sides and logs the server's status with `PD--`.
+/// ebb logged `CR--` for both. Side by side with haproxy.
+#[test]
+fn a_bad_chunk_after_the_head_is_logged_as_haproxy() {
+    for (answer, want_status, want_term) in [(false, "400", "PH--"), (true, "200", "PD--")] {
+        let (origin, heads) = body_origin(answer);
+        let log = Syslog::new();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    log {} local0\n    option httplog\n\
+                 \x20   timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+                 frontend f\n    bind {bind}\n    default_backend b\n\
+                 backend b\n    server s {origin}\n",
+                sock.display(),
+                log.addr()
+            )
+        };
+        let e = Ebb::start(
+            &cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""),
+        );
+        let hap = haproxy_beside("badchunk", cfg);
+        let mut targets = vec![("ebb", e.addr())];
+        if let Some((_, a)) = &hap {
+            targets.push(("haproxy", *a));
+        }
+        for (who, a) in targets {
+            let mut s = TcpStream::connect(a).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(
+                b"POST /bad HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
+            )
+            .unwrap();
+            heads
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the head at the origin");
+            let mut out = Vec::new();
+            if answer {
+                // The answer's start is through before the bad chunk.
+                let mut b = [0u8; 4096];
+                while !out.ends_with(b"ok\r\n") {
+                    let n = s.read(&mut b).unwrap();
+                    assert!(n > 0, "{who}: closed");
+                    out.extend_from_slice(&b[..n]);
+                }
+            }
+            s.write_all(b"zz\r\nabc\r\n0\r\n\r\n").unwrap();
+            let _ = s.read_to_end(&mut out);
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                text.starts_with(&format!("HTTP/1.1 {want_status} ")),
+                "{who}: {text}"
+            );
+            let line = log.find("the log line", |l| l.contains("/bad"));
+            assert_eq!(
+                status_and_term(&line),
+                (want_status.to_string(), want_term.to_string()),
+                "{who}: {line}"
+            );
+            assert!(line.contains(" f b/s "), "{who}: {line}");
+        }
+    }
+}
+
+/// `redirect ... set-cookie NAME[=VALUE]` and `clear-cookie NAME[=]`
+/// (the last of the two wins): a `Set-Cookie` after `Location` and
+/// `Cache-Control`, `NAME=VALUE; path=/;` or `NAME; path=/; Max-Age=0;`,
+/// as HAProxy 2.6 writes it; an empty value is refused as haproxy does.
+/// `redirect` lines run after the `http-request` rules, as HAProxy's.
+#[test]
+fn redirect_cookies_are_haproxys() {
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 10s\n\
+             frontend f\n    bind {bind}\n\
+             \x20   redirect location /x set-cookie SEEN=1 if {{ path /a }}\n\
+             \x20   redirect prefix /p code 301 clear-cookie USERID= if {{ path /b }}\n\
+             \x20   redirect location /y set-cookie A=1 clear-cookie B if {{ path /c }}\n\
+             \x20   http-request redirect location /z code 308 set-cookie NOEQ if {{ path /d }}\n\
+             \x20   redirect location /late if {{ path /order }}\n\
+             \x20   http-request return status 200 if {{ path /order }}\n",
+            sock.display()
+        )
+    };
+    let e =
+        Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
+    let paths = ["/a", "/b", "/c", "/d", "/order"];
+    let run = |a: SocketAddr| -> Vec<(String, Vec<String>, String)> {
+        paths
+            .iter()
+            .map(|p| {
+                shape(&exchange(
+                    a,
+                    format!("GET {p} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes(),
+                ))
+            })
+            .collect()
+    };
+    let ebb = run(e.addr());
+    let cookie = |i: usize| {
+        ebb[i]
+            .1
+            .iter()
+            .find_map(|f| f.strip_prefix("set-cookie: "))
+            .map(str::to_string)
+    };
+    assert_eq!(cookie(0).as_deref(), Some("SEEN=1; path=/;"));
+    assert_eq!(cookie(1).as_deref(), Some("USERID=; path=/; Max-Age=0;"));
+    assert_eq!(cookie(2).as_deref(), Some("B; path=/; Max-Age=0;"));
+    assert_eq!(cookie(3).as_deref(), Some("NOEQ; path=/;"));
+    // A `redirect` line runs after every `http-request` rule, wherever it
+    // stands (HAProxy warns of an `http-request` rule placed after one).
+    assert_eq!(ebb[4].0, "HTTP/1.1 200 OK");
+    assert_eq!(
+        ebb[0].1,
+        [
+            "content-length: 0",
+            "location: /x",
+            "cache-control: no-cache",
+            "set-cookie: SEEN=1; path=/;",
+            "connection: close"
+        ]
+    );
+    let dir = scratch("rdcookie");
+    common::assert_refused(
+        &dir,
+        "e.cfg",
+        "defaults\n    mode http\nfrontend f\n    bind 127.0.0.1:0\n    redirect location /x set-cookie \"\"\n",
+        "e.cfg:5",
+        true,
+    );
+    if let Some((_h, ha)) = haproxy_beside("rdcookie", cfg) {
+        assert_eq!(ebb, run(ha));
+    }
+}
+
+/// A chunked body broken in the bytes that came with its head: HAProxy
+/// 2.6's HTTP/1 layer reads those with the head, so the request is a bad
+/// one (its raw 400, `PR--`, no server asked); ebb now reads them so
+/// too, where it connected to the server and logged `CR--`.
+#[test]
+fn a_bad_chunk_with_the_head_is_a_bad_request_as_haproxy() {
+    let (origin, heads) = body_origin(false);
+    let log = Syslog::new();
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    log {} local0\n    option httplog\n\
+             \x20   timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend f\n    bind {bind}\n    default_backend b\n\
+             backend b\n    server s {origin}\n",
+            sock.display(),
+            log.addr()
+        )
+    };
+    let e =
+        Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
+    let hap = haproxy_beside("badchunk-early", cfg);
+    let mut targets = vec![("ebb", e.addr())];
+    if let Some((_, a)) = &hap {
+        targets.push(("haproxy", *a));
+    }
+    let mut answers = Vec::new();
+    for (who, a) in targets {
+        let out = exchange(
+            a,
+            b"POST /early HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\nabc\r\n0\r\n\r\n",
+        );
+        answers.push(shape(&out));
+        let line = log.find("the log line", |l| {
+            l.contains(" PR-- ") || l.contains("/early")
+        });
+        assert_eq!(
+            status_and_term(&line),
+            ("400".to_string(), "PR--".to_string()),
+            "{who}: {line}"
+        );
+        // (HAProxy writes `<BADREQ>` for the request, ebb the line it
+        // received and the reason, as for every head it refuses.)
+        assert!(line.contains(" f f/<NOSRV> "), "{who}: {line}");
+    }
+    assert_eq!(answers[0].0, "HTTP/1.1 400 Bad request");
+    if answers.len() == 2 {
+        assert_eq!(answers[0], answers[1]);
+    }
+    assert!(heads.try_recv().is_err(), "a server was asked");
+}
