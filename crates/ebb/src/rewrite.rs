@@ -900,6 +900,19 @@ pub fn run_request(
     run_request_from(rules, m, base, st, limits, 0, &|_| true)
 }
 
+/// Whether a redirect with `ignore-empty` has a log-format location that
+/// gives nothing on this request (then the rule is skipped).
+fn redirect_is_empty<'a>(rd: &crate::config::Redirect, ctx: impl FnOnce() -> Ctx<'a>) -> bool {
+    let (true, crate::config::RedirectKind::Location, Some(f)) =
+        (rd.ignore_empty, rd.kind, &rd.fmt)
+    else {
+        return false;
+    };
+    let mut out = Vec::new();
+    f.render(&ctx(), &mut out);
+    out.is_empty()
+}
+
 /// [`run_request`] from rule `from` on (the rules before it ran already).
 /// A `wait-for-body` rule that holds stops the run (its index is
 /// returned) unless `body_ready` says the body it asks for is there.
@@ -955,6 +968,18 @@ pub fn run_request_from(
             base.note_last_rule(&rule.loc);
         }
         match &rule.action {
+            // `ignore-empty`: a location whose format gives nothing skips
+            // the rule (HAProxy 2.6's `http_apply_redirect_rule`).
+            HttpRequestAction::Redirect(rd)
+                if redirect_is_empty(rd, || {
+                    *fresh.get_or_insert_with(|| Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    })
+                }) =>
+            {
+                continue
+            }
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
             | HttpRequestAction::Redirect(_)
@@ -1339,6 +1364,9 @@ pub fn run_response_with(
                 // the last rule after the `http-after-response` rules.
                 HttpResponseAction::Redirect(rd) => {
                     let location = crate::proxy::redirect_location(rd, b"", None, Some(&ctx));
+                    if location.is_empty() && rd.ignore_empty && rd.fmt.is_some() {
+                        continue;
+                    }
                     head.denied = Some(Denied {
                         set: si,
                         rule: ri,

@@ -122,6 +122,19 @@ fn master_cli_connections_are_bounded() {
 
 /// The status line and the field names in order, lower case, without
 /// ebb's own `Server` and `Date`; and the body.
+/// `GET` of each path on a connection of its own: the answers' shapes.
+fn get_each(a: SocketAddr, paths: &[&str]) -> Vec<(String, Vec<String>, String)> {
+    paths
+        .iter()
+        .map(|p| {
+            shape(&exchange(
+                a,
+                format!("GET {p} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes(),
+            ))
+        })
+        .collect()
+}
+
 fn shape(raw: &[u8]) -> (String, Vec<String>, String) {
     let text = String::from_utf8_lossy(raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
@@ -325,17 +338,7 @@ fn redirect_cookies_are_haproxys() {
     let e =
         Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
     let paths = ["/a", "/b", "/c", "/d", "/order"];
-    let run = |a: SocketAddr| -> Vec<(String, Vec<String>, String)> {
-        paths
-            .iter()
-            .map(|p| {
-                shape(&exchange(
-                    a,
-                    format!("GET {p} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes(),
-                ))
-            })
-            .collect()
-    };
+    let run = |a: SocketAddr| get_each(a, &paths);
     let ebb = run(e.addr());
     let cookie = |i: usize| {
         ebb[i]
@@ -424,4 +427,65 @@ fn a_bad_chunk_with_the_head_is_a_bad_request_as_haproxy() {
         assert_eq!(answers[0], answers[1]);
     }
     assert!(heads.try_recv().is_err(), "a server was asked");
+}
+
+/// A redirect's words in any order (HAProxy 2.6 reads `code 301 location
+/// X` as `location X code 301`), `ignore-empty` (a location whose format
+/// gives nothing skips the rule: mass redirects through a map, as the
+/// reg-test `http-rules/map_redirect`), and a standalone `redirect` line
+/// whose target is taken as written, `%` included (HAProxy's old-style
+/// static rule), where `http-request redirect` evaluates it. Beside
+/// haproxy where it is installed.
+#[test]
+fn redirect_words_in_any_order_and_ignore_empty_as_haproxy() {
+    let dir = scratch("rdorder");
+    let map = dir.join("r.map");
+    std::fs::write(&map, "/old /new\n/gone /there\n").unwrap();
+    let map = map.display().to_string();
+    let cfg = move |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 10s\n\
+             frontend f\n    bind {bind}\n\
+             \x20   http-request redirect code 301 location %[path,map_str({map})] ignore-empty\n\
+             \x20   http-request redirect code 303 location %[path,map_str({map})] if {{ path /keep }}\n\
+             \x20   http-request redirect drop-query code 307 prefix /pre if {{ path /q }}\n\
+             \x20   http-request return status 200 if {{ path /stay }}\n\
+             \x20   redirect code 308 location /a%20b%[path] if {{ path /static }}\n",
+            sock.display()
+        )
+    };
+    let e =
+        Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
+    let paths = ["/old", "/gone?x=1", "/stay", "/keep", "/q?a=b", "/static"];
+    let run = |a: SocketAddr| get_each(a, &paths);
+    let ebb = run(e.addr());
+    let location = |i: usize| {
+        ebb[i]
+            .1
+            .iter()
+            .find_map(|f| f.strip_prefix("location: "))
+            .map(str::to_string)
+    };
+    assert_eq!(ebb[0].0, "HTTP/1.1 301 Moved Permanently");
+    assert_eq!(location(0).as_deref(), Some("/new"));
+    assert_eq!(location(1).as_deref(), Some("/there"));
+    // No map entry: the rule is skipped, the next ones run.
+    assert_eq!(ebb[2].0, "HTTP/1.1 200 OK");
+    // Without ignore-empty the rule answers, with an empty location.
+    assert_eq!(ebb[3].0, "HTTP/1.1 303 See Other");
+    assert_eq!(location(3).as_deref(), Some(""));
+    assert_eq!(ebb[4].0, "HTTP/1.1 307 Temporary Redirect");
+    assert_eq!(location(4).as_deref(), Some("/pre/q"));
+    assert_eq!(location(5).as_deref(), Some("/a%20b%[path]"));
+    common::assert_refused(
+        &dir,
+        "e.cfg",
+        "defaults\n    mode http\nfrontend f\n    bind 127.0.0.1:0\n    http-request redirect code 301\n",
+        "e.cfg:5",
+        true,
+    );
+    if let Some((_h, ha)) = haproxy_beside("rdorder", cfg) {
+        assert_eq!(ebb, run(ha));
+    }
 }

@@ -2303,6 +2303,7 @@ fn http_request_other_actions() {
             append_slash: false,
             cookie: None,
             late: false,
+            ignore_empty: false,
         })
     );
     let HttpRequestAction::Redirect(rd) = r[4] else {

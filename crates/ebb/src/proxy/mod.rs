@@ -60,6 +60,7 @@ mod tests {
             append_slash,
             cookie: None,
             late: false,
+            ignore_empty: false,
         }
     }
 

@@ -297,7 +297,7 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
             let (args, c) = split_cond(&w[1..]);
-            let mut r = parse_redirect(args, request_scope(px))?;
+            let mut r = parse_redirect(args, request_scope(px), false)?;
             r.late = true;
             let cond = cond_of(c, px, loc)?;
             px.http_request.push(HttpRequestRule {
@@ -1019,6 +1019,8 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::SetAddr(..)
                     | HttpRequestAction::NormalizeUri(_)
             )
+            // A location that may give nothing skips the rule.
+            && !matches!(&r.action, HttpRequestAction::Redirect(rd) if rd.ignore_empty && rd.fmt.is_some())
     };
     // `redirect` lines are a list of their own in HAProxy, run after.
     let late =

@@ -76,41 +76,40 @@ fn parse_normalizer(args: &[String]) -> Result<Normalizer, String> {
     Ok(n)
 }
 
-pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
-    let kind = match args.first().map(String::as_str) {
-        Some("location") => RedirectKind::Location,
-        Some("prefix") => RedirectKind::Prefix,
-        Some("scheme") => RedirectKind::Scheme,
-        Some(o) => {
-            return Err(format!(
-                "unknown redirect type '{o}' (expected location, prefix or scheme)"
-            ))
-        }
-        None => return Err("'redirect' expects location, prefix or scheme".to_string()),
-    };
-    let target = arg(args, 1, "redirect")?;
-    let target = header_value(target)?;
-    let fmt = if target.contains('%') {
-        Some(
-            crate::sample::LogFormat::parse_http(&target, scope)
-                .map_err(|e| format!("redirect target: {e}"))?,
-        )
-    } else {
-        None
-    };
+/// A redirect rule's words, in any order as HAProxy 2.6 reads them
+/// (`code 301 location /x` is `location /x code 301`; a type given twice:
+/// the last one). `use_fmt`: the target is a log-format string (the
+/// `http-request`/`http-response` actions); a standalone `redirect` line
+/// takes it as written, `%` included (HAProxy's old-style static rule).
+pub(super) fn parse_redirect(
+    args: &[String],
+    scope: Scope,
+    use_fmt: bool,
+) -> Result<Redirect, String> {
     let mut r = Redirect {
-        kind,
-        target,
-        fmt,
+        kind: RedirectKind::Location,
+        target: String::new(),
+        fmt: None,
         code: 302,
         drop_query: false,
         append_slash: false,
         cookie: None,
         late: false,
+        ignore_empty: false,
     };
-    let mut i = 2;
+    let mut kind = None;
+    let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
+            o @ ("location" | "prefix" | "scheme") => {
+                kind = Some(match o {
+                    "location" => RedirectKind::Location,
+                    "prefix" => RedirectKind::Prefix,
+                    _ => RedirectKind::Scheme,
+                });
+                r.target = header_value(arg(args, i + 1, o)?)?;
+                i += 2;
+            }
             "code" => {
                 let c = arg(args, i + 1, "code")?;
                 r.code = match c.parse::<u16>() {
@@ -131,6 +130,10 @@ pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, 
                 r.append_slash = true;
                 i += 1;
             }
+            "ignore-empty" => {
+                r.ignore_empty = true;
+                i += 1;
+            }
             // HAProxy 2.6's: the last of the two wins; the value as
             // written, then its fixed attributes.
             o @ ("set-cookie" | "clear-cookie") => {
@@ -147,10 +150,20 @@ pub(super) fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, 
             }
             o => {
                 return Err(format!(
-                    "unknown redirect option '{o}' (supported: code, drop-query, append-slash, set-cookie, clear-cookie)"
+                    "unknown redirect option '{o}' (expects location, prefix, scheme, code, drop-query, append-slash, ignore-empty, set-cookie or clear-cookie)"
                 ))
             }
         }
+    }
+    r.kind =
+        kind.ok_or_else(|| "'redirect' expects a type: location, prefix or scheme".to_string())?;
+    // HAProxy leaves `prefix /` unparsed (it inserts nothing).
+    let plain_root = r.kind == RedirectKind::Prefix && r.target == "/";
+    if use_fmt && !plain_root && r.target.contains('%') {
+        r.fmt = Some(
+            crate::sample::LogFormat::parse_http(&r.target, scope)
+                .map_err(|e| format!("redirect target: {e}"))?,
+        );
     }
     Ok(r)
 }
@@ -170,7 +183,7 @@ pub(super) fn parse_http_request(
             ctx,
             request_scope(px),
         )?)),
-        "redirect" => HttpRequestAction::Redirect(parse_redirect(args, request_scope(px))?),
+        "redirect" => HttpRequestAction::Redirect(parse_redirect(args, request_scope(px), true)?),
         "deny" => {
             let mut status = 403;
             match args {
@@ -390,7 +403,7 @@ pub(super) fn http_response_kw(
             HttpResponseAction::Deny(Box::new(r))
         }
         "redirect" if kw == "http-response" => {
-            let r = parse_redirect(args, Scope::Response)?;
+            let r = parse_redirect(args, Scope::Response, true)?;
             if r.kind != RedirectKind::Location {
                 return Err(
                     "'http-response redirect': response only supports redirect type 'location'"

@@ -202,6 +202,9 @@ pub struct Redirect {
     /// those after every `http-request` rule of their proxy, wherever
     /// they stand, so they stay at the end of its list.
     pub late: bool,
+    /// `ignore-empty`: a `location` whose log-format gives nothing skips
+    /// the rule (HAProxy 2.6; for mass redirects through a map).
+    pub ignore_empty: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
