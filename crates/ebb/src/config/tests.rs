@@ -2402,12 +2402,12 @@ fn http_request_errors() {
     err1(
         &r("redirect"),
         "t.cfg:3: ",
-        "expects location, prefix or scheme",
+        "expects a type: location, prefix or scheme",
     );
     err1(
         &r("redirect elsewhere /x"),
         "t.cfg:3: ",
-        "unknown redirect type",
+        "unknown redirect option 'elsewhere'",
     );
     err1(&r("redirect location"), "t.cfg:3: ", "expects an argument");
     err1(
