@@ -1203,7 +1203,8 @@ fn contstats_counts_a_long_transfer_as_it_flows() {
 /// (ebb took it for a refused connect now and then, retried after the
 /// 1 s turn-around and logged `Tc` 1029.) HAProxy beside, on the same
 /// origin: it loses the same race now and then (1-2 sessions in 40
-/// retried in runs by hand), so only its usual line is checked.
+/// retried in runs by hand, 20-40 % under load), so only that its usual
+/// line occurs is checked.
 #[test]
 fn a_server_that_accepts_and_resets_is_sd_not_a_failed_connect() {
     const N: usize = 30;
@@ -1265,5 +1266,9 @@ fn a_server_that_accepts_and_resets_is_sd_not_a_failed_connect() {
         .iter()
         .filter(|(tc, term, rc)| term == "SD" && rc == "0" && (0..900).contains(tc))
         .count();
-    assert!(usual * 2 > N, "haproxy: {h:?}");
+    // HAProxy loses the race often on a loaded machine (20-40 % of its
+    // sessions retried after its 1 s turn-around, timed by hand): its
+    // usual line is shown by one session, not a majority (a majority
+    // made this test fail now and then).
+    assert!(usual > 0, "haproxy: {h:?}");
 }
