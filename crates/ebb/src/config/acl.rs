@@ -166,14 +166,30 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                 "matching method must be specified first (using '-m') when using a sample fetch of this type ('{criterion}')"
             ));
         }
-        return sample_test(
-            fetch.clone(),
-            e.out_type(),
-            method,
-            ignore_case,
-            values,
-            loc,
-        );
+        // HAProxy 2.6's acl.c: a match method whose type the sample
+        // cannot be cast to is refused (`sample_casts`: a binary or a
+        // method is no integer, a boolean no address).
+        let ty = e.out_type();
+        let castable = match method {
+            // (An IPv4 address is cast to an integer; ebb's address type
+            // does not tell HAProxy's IPv4 from its other addresses.)
+            MatchMethod::Int | MatchMethod::Bool => {
+                matches!(ty, Type::Bool | Type::Int | Type::Str | Type::Ip)
+            }
+            MatchMethod::Ip => matches!(ty, Type::Int | Type::Ip | Type::Str),
+            _ => true,
+        };
+        if !castable && !e.any_type() {
+            return Err(format!(
+                "matching method '{}' cannot be used with fetch keyword '{criterion}'",
+                match method {
+                    MatchMethod::Int => "int",
+                    MatchMethod::Bool => "bool",
+                    _ => "ip",
+                }
+            ));
+        }
+        return sample_test(fetch.clone(), ty, method, ignore_case, values, loc);
     }
     if matches!(method, MatchMethod::Int | MatchMethod::Bool) {
         return Err(format!(

@@ -2050,6 +2050,25 @@ fn acl_errors() {
         "t.cfg:3: ",
         "cannot be used with",
     );
+    // A sample that cannot be cast to the method's type (HAProxy 2.6's
+    // sample_casts): a binary or a method is no integer, a boolean no
+    // address; a string is cast, a variable's type is known at run time.
+    for acl in [
+        "acl x req.hdr(x-e),b64dec -m int le 4",
+        "acl x req.hdr(x-e),b64dec -m bool",
+        "acl x req.hdr(x-e),sha1 -m ip 10.0.0.1",
+    ] {
+        err1(&a(acl), "t.cfg:3: ", "cannot be used with fetch keyword");
+    }
+    for acl in [
+        "acl x req.hdr(x-e),lower -m int le 4",
+        "acl x req.hdr(x-e),lower -m ip 10.0.0.1",
+        "acl x var(txn.v) -m int 3",
+        "acl x req.hdr(x-e),b64dec -m found",
+        "acl x src,ipmask(24) -m int 1",
+    ] {
+        assert!(parse_str("t.cfg", &a(acl)).is_ok(), "{acl}");
+    }
     err1(
         &a("acl x nope_fetch 3"),
         "t.cfg:3: ",

@@ -601,6 +601,13 @@ impl Expr {
         self.out
     }
 
+    /// Whether its type is known only at run time: a variable read as is
+    /// (converters that keep their input's type after it), HAProxy's
+    /// `SMP_T_ANY`, which any match method may read.
+    pub fn any_type(&self) -> bool {
+        matches!(self.fetch, fetch::Fetch::Var(..)) && self.convs.iter().all(|c| c.keeps_type())
+    }
+
     /// Whether an ACL on it may leave out `-m`: HAProxy picks a match
     /// by the type it produces for booleans, integers, addresses and
     /// strings; a binary, a method, or a variable's value read as is
