@@ -105,6 +105,11 @@ RES_FETCHES = [
     "res.hdr(set-cookie)", "srv_name", "srv_id", "be_name", "res.cache_hit",
     "res.cache_name", "res.body", "res.body_len", "res.body_size",
     "res.len", "res.payload(0,4)", "res.ver", "res.comp", "res.cook(sc)",
+    "scook(sc)", "res.cook", "scook", "res.cook(n)", "res.cook(q)", "res.cook(e)",
+    "res.cook(Path)", "res.cook(absent)", "res.cook_cnt(sc)", "scook_cnt(sc)",
+    "res.cook_cnt", "scook_cnt", "res.cook_cnt(e)", "res.cook_cnt(absent)",
+    "res.cook_val(sc)", "scook_val(n)", "res.cook_val", "res.cook_val(absent)",
+    "res.cook(sc),length",
     "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)",
 ]
 
@@ -270,7 +275,7 @@ REQUESTS = [
     b"X-S: 9223372036854775807\r\nX-N: 99999999999999999999\r\nX-M: 1\r\nX-M: 2\r\n\r\n",
     # negative numbers, hex
     b"GET /x?n=-0x1F HTTP/1.1\r\nHost: h\r\nX-S: -9223372036854775808\r\nX-N: -17\r\n"
-    b"X-IP: 10.0.0.1, 10.0.0.2\r\n\r\n",
+    b"X-IP: 10.0.0.1, 10.0.0.2\r\nCookie: $Version=1; a=\"x;y\", b = -2x ;c\r\n\r\n",
     # IPv6
     b"GET /v6 HTTP/1.1\r\nHost: [::1]:8080\r\nX-S: eyJhIjoiYiIsIm4iOjV9\r\nX-N: 0x10\r\n"
     b"X-IP: 2001:db8::1\r\nX-M: ::ffff:10.1.2.3\r\n\r\n",
@@ -480,7 +485,9 @@ class Origin(diff.Origin):
                             if l.split(b":", 1)[0].strip().lower() in (b"x-s", b"x-n", b"x-m"))
             body = b"hello body"
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Srv: one, Two\r\n"
-                      b"X-Srv: three\r\nSet-Cookie: sc=1; Path=/\r\nX-IP: 10.1.2.3\r\n" + copy
+                      b"X-Srv: three\r\nSet-Cookie: sc=1; Path=/\r\nSet-Cookie: n=42; sc=7\r\n"
+                      b"Set-Cookie: $v=1; sc=-5x, q=\"a;b\"; Max-Age=3\r\nSet-Cookie: e=\r\n"
+                      b"X-IP: 10.1.2.3\r\n" + copy
                       + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except OSError:
             pass
