@@ -93,6 +93,9 @@ REQ_FETCHES = [
     "base,lower", "req.cook_cnt(b)", "hdr(host,1)", "req.cook_val(absent)",
     "url,url_dec", "pathq,url_dec(1)", "query,url_dec", "str(a%2Bb+c),url_dec",
     "str(a%2Bb+c),url_dec(1)", "str(%zz%4),url_dec",
+    "hdr_val(x-n,1)", "hdr_val(x-n,-1)", "req.hdr_val(x-n,2)",
+    "hdr_val(x-s)", "hdr_val(x-m,-2)", "hdr_val(x-ip)", "hdr_val(absent)",
+    "req.hdr_val(x-n,-10)", "req.hdr_val(x-n,-11)", "hdr(x-m,-11)", "hdr_val(x-n),add(1)",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -110,6 +113,8 @@ RES_FETCHES = [
     "res.cook_cnt", "scook_cnt", "res.cook_cnt(e)", "res.cook_cnt(absent)",
     "res.cook_val(sc)", "scook_val(n)", "res.cook_val", "res.cook_val(absent)",
     "res.cook(sc),length",
+    "shdr_val(x-n)", "res.hdr_val(x-n,1)", "shdr_val(x-srv)", "res.hdr_val(x-s,-1)",
+    "res.hdr_val(absent)",
     "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)",
 ]
 
@@ -191,7 +196,8 @@ ACLS = [
     "hdr_reg(x-s) ^H.*d$", "hdr(x-m) three", "hdr_cnt(x-m) 3", "hdr_cnt(x-m) gt 1",
     "hdr_cnt(x-m) ge 3", "hdr_cnt(x-m) le 1", "hdr_cnt(x-m) lt 1",
     "hdr_cnt(x-m) eq 2", "hdr_len(x-s) 11", "hdr_val(x-n) 42", "hdr_val(x-n) -17",
-    "hdr_val(x-n) 0:50", "hdr_val(x-n) -20:-10", "hdr_ip(x-ip) 192.168.0.0/16",
+    "hdr_val(x-n) 0:50", "hdr_val(x-n) -20:-10", "hdr_val(x-m) 0", "req.hdr_val(x-n) gt 40",
+    "hdr_val(x-n,1) 42", "hdr_val(x-m,-1) 0", "hdr_ip(x-ip) 192.168.0.0/16",
     "hdr_ip(x-ip) 2001:db8::/32", "hdr_ip(x-ip) ::ffff:192.168.1.77",
     "req.hdr(x-s) -m found", "req.hdr(absent) -m found", "req.hdr(x-s) -m len 0",
     "req.hdr(x-s) -m sub -i WORLD", "req.hdr(x-n) -m int 42", "req.hdr(x-n) -m int gt 40",

@@ -71,6 +71,13 @@ pub(super) enum Fetch {
         occ: Occ,
         res: bool,
     },
+    /// `req.hdr_val`/`hdr_val`/`res.hdr_val`/`shdr_val`: a header value
+    /// as an integer (HAProxy's `strl2ic`, see `super::strl2ic`).
+    HdrVal {
+        name: String,
+        occ: Occ,
+        res: bool,
+    },
     /// `req.cook([NAME])` (`None`: the first cookie); `req.cook_cnt`,
     /// `req.cook_val` (its value as an integer); with `true`, `res.cook`,
     /// `res.cook_cnt`, `res.cook_val` (`scook`...): the response's
@@ -266,9 +273,13 @@ impl Fetch {
             arg_count(name, args, 1, 2)?;
             // HAProxy 2.6 reads an explicit 0 as no occurrence given: the
             // last in an expression, every one in an ACL.
+            // Its `val_hdr`: HAProxy keeps the last 10 occurrences' places.
             let occ = match args.get(1) {
                 Some(o) => match int_arg(&format!("fetch '{name}' occurrence"), o)? {
                     0 => Occ::Default,
+                    n if n < -10 => {
+                        return Err(format!("fetch '{name}': header occurrence must be >= -10"))
+                    }
                     n => Occ::Nth(n),
                 },
                 None => Occ::Default,
@@ -342,12 +353,18 @@ impl Fetch {
             "hdr" | "req.hdr" => req_only(hdr(false, false)?),
             "req.fhdr" => req_only(hdr(true, false)?),
             "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
-            "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" => {
-                let res = matches!(name, "res.hdr_ip" | "shdr_ip");
+            "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" | "req.hdr_val" | "hdr_val"
+            | "res.hdr_val" | "shdr_val" => {
+                let res = name.starts_with('s') || name.starts_with("res.");
+                let ip = name.ends_with("_ip");
                 let Fetch::Hdr { name, occ, .. } = hdr(false, res)? else {
                     return Err(format!("fetch '{name}': bad arguments"));
                 };
-                let f = Fetch::HdrIp { name, occ, res };
+                let f = if ip {
+                    Fetch::HdrIp { name, occ, res }
+                } else {
+                    Fetch::HdrVal { name, occ, res }
+                };
                 if res {
                     res_only(f)
                 } else {
@@ -727,9 +744,10 @@ impl Fetch {
             | Fetch::ReqBodyParam(..)
             | Fetch::HttpAuth(_)
             | Fetch::HttpAuthGroup(_) => Some(false),
-            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
-                Some(*res)
-            }
+            Fetch::Hdr { res, .. }
+            | Fetch::HdrCnt { res, .. }
+            | Fetch::HdrIp { res, .. }
+            | Fetch::HdrVal { res, .. } => Some(*res),
             Fetch::Cook(_, res) | Fetch::CookCnt(_, res) | Fetch::CookVal(_, res) => Some(*res),
             Fetch::Status
             | Fetch::SrvName
@@ -768,6 +786,7 @@ impl Fetch {
             | Fetch::CurTimeout { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
+            | Fetch::HdrVal { .. }
             | Fetch::CookCnt(..)
             | Fetch::CookVal(..)
             | Fetch::Status
@@ -971,7 +990,7 @@ impl Fetch {
                 };
                 nth_value(ctx, *res, name, *full, n, s).then_some(Val::Str)
             }
-            Fetch::HdrIp { name, occ, res } => {
+            Fetch::HdrIp { name, occ, res } | Fetch::HdrVal { name, occ, res } => {
                 let n = match occ {
                     Occ::Default => -1,
                     Occ::Nth(n) => *n,
@@ -979,7 +998,7 @@ impl Fetch {
                 if !nth_value(ctx, *res, name, false, n, s) {
                     return None;
                 }
-                header_ip(&s.cur).map(Val::Ip)
+                typed_value(self, &s.cur)
             }
             Fetch::HdrCnt { name, full, res } => {
                 let mut c = 0;
@@ -1350,11 +1369,16 @@ impl Fetch {
                 name,
                 occ: Occ::Default,
                 res,
+            }
+            | Fetch::HdrVal {
+                name,
+                occ: Occ::Default,
+                res,
             } => {
                 let mut hit = false;
                 values(ctx, *res, name, false, &mut |v| {
-                    if let Some(ip) = header_ip(v) {
-                        hit = f(Val::Ip(ip), s);
+                    if let Some(v) = typed_value(self, v) {
+                        hit = f(v, s);
                     }
                     hit
                 });
@@ -1394,6 +1418,15 @@ impl Fetch {
             }
             _ => None,
         }
+    }
+}
+
+/// A header value as `hdr_ip` (an address, none when it is not one) or
+/// `hdr_val` (an integer) reads it.
+fn typed_value(f: &Fetch, v: &[u8]) -> Option<Val> {
+    match f {
+        Fetch::HdrIp { .. } => header_ip(v).map(Val::Ip),
+        _ => Some(Val::Int(super::strl2ic(v))),
     }
 }
 

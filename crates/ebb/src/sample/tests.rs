@@ -824,6 +824,31 @@ fn set_cookie_fetches_as_haproxy() {
     assert_eq!(g("%[req.cook]"), "\"x;y\"");
 }
 
+/// `hdr_val`: a header value as HAProxy's strl2ic reads it, with the
+/// occurrence rules of `hdr` (the last by default, -10 the furthest back).
+#[test]
+fn header_values_as_integers_as_haproxy() {
+    let raw = "GET / HTTP/1.1\r\nHost: h\r\nX-N: 12abc, -7\r\nX-N: 4294967297\r\nX-E:\r\n\r\n";
+    let f = |x: &str| lf_on(raw, x);
+    assert_eq!(f("%[req.hdr_val(x-n)]"), "1");
+    assert_eq!(f("%[hdr_val(x-n,1)]"), "12");
+    assert_eq!(f("%[hdr_val(X-N,2)]"), "-7");
+    assert_eq!(f("%[hdr_val(x-n,-2)]"), "-7");
+    assert_eq!(f("%[hdr_val(x-n,4)]"), "");
+    assert_eq!(f("%[hdr_val(x-e)]"), "0");
+    assert_eq!(f("%[hdr_val(absent)]"), "");
+    assert_eq!(f("%[hdr_val(x-n,1),add(1)]"), "13");
+    let res = "HTTP/1.1 200 OK\r\nX-N: 5, 08\r\nContent-Length: 0\r\n\r\n";
+    let r = |x: &str| lf_scope(x, Scope::Response, Some(res));
+    assert_eq!(r("%[res.hdr_val(x-n)]"), "8");
+    assert_eq!(r("%[shdr_val(x-n,1)]"), "5");
+    assert!(err("%[res.hdr_val(x-n)]", RQ).contains("reads the response"));
+    assert!(err("%[hdr_val(x-n)]", Scope::Response).contains("reads the request"));
+    assert!(err("%[hdr_val(x-n,-11)]", RQ).contains("must be >= -10"));
+    assert!(err("%[hdr(x-n,-11)]", RQ).contains("must be >= -10"));
+    assert_eq!(f("%[hdr(x-n,-10)]"), "");
+}
+
 /// A connection's variables go to the thread's pool between two
 /// exchanges only when nothing in them lasts, and come back cleared, with
 /// the request count, the last log's date and the addresses kept.
