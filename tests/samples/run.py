@@ -114,7 +114,7 @@ RES_FETCHES = [
     "res.cook_val(sc)", "scook_val(n)", "res.cook_val", "res.cook_val(absent)",
     "res.cook(sc),length",
     "shdr_val(x-n)", "res.hdr_val(x-n,1)", "shdr_val(x-srv)", "res.hdr_val(x-s,-1)",
-    "res.hdr_val(absent)",
+    "res.hdr_val(absent)", "resp_ver", "res.ver,length",
     "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)",
 ]
 

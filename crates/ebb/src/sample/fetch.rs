@@ -51,6 +51,9 @@ pub(super) enum Fetch {
     },
     Base,
     ReqVer,
+    /// `res.ver`, `resp_ver`: the response's version (`1.1`; `2.0` from
+    /// an HTTP/2 server).
+    ResVer,
     /// `hdr`/`req.hdr`/`res.hdr` (comma-split values) or `req.fhdr`/
     /// `res.fhdr` (full lines); lower-case name; response side.
     Hdr {
@@ -350,6 +353,7 @@ impl Fetch {
             "url" => req_only(none(Fetch::Url)?),
             "base" => req_only(none(Fetch::Base)?),
             "req.ver" | "req_ver" => req_only(none(Fetch::ReqVer)?),
+            "res.ver" | "resp_ver" => res_only(none(Fetch::ResVer)?),
             "hdr" | "req.hdr" => req_only(hdr(false, false)?),
             "req.fhdr" => req_only(hdr(true, false)?),
             "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
@@ -750,6 +754,7 @@ impl Fetch {
             | Fetch::HdrVal { res, .. } => Some(*res),
             Fetch::Cook(_, res) | Fetch::CookCnt(_, res) | Fetch::CookVal(_, res) => Some(*res),
             Fetch::Status
+            | Fetch::ResVer
             | Fetch::SrvName
             | Fetch::SrvId
             | Fetch::CacheHit
@@ -1045,6 +1050,20 @@ impl Fetch {
                     return None;
                 }
                 put(s, ctx.sni?.as_bytes())
+            }
+            Fetch::ResVer => {
+                let v: &[u8] = match ctx.res? {
+                    _ if ctx
+                        .vars
+                        .is_some_and(|v| v.try_borrow().is_ok_and(|v| v.info.srv_h2)) =>
+                    {
+                        b"2.0"
+                    }
+                    Res::H1 { head, .. } if head.version == Version::Http10 => b"1.0",
+                    // An answer ebb makes is HTTP/1.1, as HAProxy's.
+                    _ => b"1.1",
+                };
+                put(s, v)
             }
             Fetch::Status => Some(Val::Int(match ctx.res? {
                 Res::H1 { head, .. } => head.status as i64,

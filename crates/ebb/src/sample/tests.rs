@@ -309,6 +309,12 @@ fn response_fetches() {
     assert_eq!(lf_scope("%[res.hdr_cnt(vary)]", r, Some(res)), "2");
     assert_eq!(lf_scope("%[res.fhdr(vary)]", r, Some(res)), "a, b");
     assert_eq!(lf_scope("%s %b %[srv_name]", r, Some(res)), "s1 b s1");
+    // res.ver: the version of the status line, without `HTTP/`.
+    assert_eq!(lf_scope("%[res.ver]", r, Some(res)), "1.1");
+    let old = "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(lf_scope("%[resp_ver]", r, Some(old)), "1.0");
+    assert_eq!(lf_scope("[%[res.ver]]", r, None), "[]");
+    assert!(err("%[res.ver]", RQ).contains("reads the response"));
 }
 
 #[test]
