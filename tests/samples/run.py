@@ -93,6 +93,9 @@ REQ_FETCHES = [
     "base,lower", "req.cook_cnt(b)", "hdr(host,1)", "req.cook_val(absent)",
     "url,url_dec", "pathq,url_dec(1)", "query,url_dec", "str(a%2Bb+c),url_dec",
     "str(a%2Bb+c),url_dec(1)", "str(%zz%4),url_dec",
+    "hdr_val(x-n,1)", "hdr_val(x-n,-1)", "req.hdr_val(x-n,2)",
+    "hdr_val(x-s)", "hdr_val(x-m,-2)", "hdr_val(x-ip)", "hdr_val(absent)",
+    "req.hdr_val(x-n,-10)", "req.hdr_val(x-n,-11)", "hdr(x-m,-11)", "hdr_val(x-n),add(1)",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -105,6 +108,13 @@ RES_FETCHES = [
     "res.hdr(set-cookie)", "srv_name", "srv_id", "be_name", "res.cache_hit",
     "res.cache_name", "res.body", "res.body_len", "res.body_size",
     "res.len", "res.payload(0,4)", "res.ver", "res.comp", "res.cook(sc)",
+    "scook(sc)", "res.cook", "scook", "res.cook(n)", "res.cook(q)", "res.cook(e)",
+    "res.cook(Path)", "res.cook(absent)", "res.cook_cnt(sc)", "scook_cnt(sc)",
+    "res.cook_cnt", "scook_cnt", "res.cook_cnt(e)", "res.cook_cnt(absent)",
+    "res.cook_val(sc)", "scook_val(n)", "res.cook_val", "res.cook_val(absent)",
+    "res.cook(sc),length",
+    "shdr_val(x-n)", "res.hdr_val(x-n,1)", "shdr_val(x-srv)", "res.hdr_val(x-s,-1)",
+    "res.hdr_val(absent)", "resp_ver", "res.ver,length",
     "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)",
 ]
 
@@ -186,7 +196,8 @@ ACLS = [
     "hdr_reg(x-s) ^H.*d$", "hdr(x-m) three", "hdr_cnt(x-m) 3", "hdr_cnt(x-m) gt 1",
     "hdr_cnt(x-m) ge 3", "hdr_cnt(x-m) le 1", "hdr_cnt(x-m) lt 1",
     "hdr_cnt(x-m) eq 2", "hdr_len(x-s) 11", "hdr_val(x-n) 42", "hdr_val(x-n) -17",
-    "hdr_val(x-n) 0:50", "hdr_val(x-n) -20:-10", "hdr_ip(x-ip) 192.168.0.0/16",
+    "hdr_val(x-n) 0:50", "hdr_val(x-n) -20:-10", "hdr_val(x-m) 0", "req.hdr_val(x-n) gt 40",
+    "hdr_val(x-n,1) 42", "hdr_val(x-m,-1) 0", "hdr_ip(x-ip) 192.168.0.0/16",
     "hdr_ip(x-ip) 2001:db8::/32", "hdr_ip(x-ip) ::ffff:192.168.1.77",
     "req.hdr(x-s) -m found", "req.hdr(absent) -m found", "req.hdr(x-s) -m len 0",
     "req.hdr(x-s) -m sub -i WORLD", "req.hdr(x-n) -m int 42", "req.hdr(x-n) -m int gt 40",
@@ -270,7 +281,7 @@ REQUESTS = [
     b"X-S: 9223372036854775807\r\nX-N: 99999999999999999999\r\nX-M: 1\r\nX-M: 2\r\n\r\n",
     # negative numbers, hex
     b"GET /x?n=-0x1F HTTP/1.1\r\nHost: h\r\nX-S: -9223372036854775808\r\nX-N: -17\r\n"
-    b"X-IP: 10.0.0.1, 10.0.0.2\r\n\r\n",
+    b"X-IP: 10.0.0.1, 10.0.0.2\r\nCookie: $Version=1; a=\"x;y\", b = -2x ;c\r\n\r\n",
     # IPv6
     b"GET /v6 HTTP/1.1\r\nHost: [::1]:8080\r\nX-S: eyJhIjoiYiIsIm4iOjV9\r\nX-N: 0x10\r\n"
     b"X-IP: 2001:db8::1\r\nX-M: ::ffff:10.1.2.3\r\n\r\n",
@@ -480,7 +491,9 @@ class Origin(diff.Origin):
                             if l.split(b":", 1)[0].strip().lower() in (b"x-s", b"x-n", b"x-m"))
             body = b"hello body"
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Srv: one, Two\r\n"
-                      b"X-Srv: three\r\nSet-Cookie: sc=1; Path=/\r\nX-IP: 10.1.2.3\r\n" + copy
+                      b"X-Srv: three\r\nSet-Cookie: sc=1; Path=/\r\nSet-Cookie: n=42; sc=7\r\n"
+                      b"Set-Cookie: $v=1; sc=-5x, q=\"a;b\"; Max-Age=3\r\nSet-Cookie: e=\r\n"
+                      b"X-IP: 10.1.2.3\r\n" + copy
                       + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except OSError:
             pass

@@ -802,6 +802,11 @@ mod tests {
         assert!(check(" acl n req.hdr_cnt(x-n) le 2", "n", get));
         assert!(!check(" acl n req.hdr_cnt(x-n) lt 2", "n", get));
         assert!(check(" acl n req.hdr_cnt(x-n) 5 2", "n", get));
+        // hdr_val: each value as an integer.
+        assert!(check(" acl n hdr_val(x-n) 1", "n", get));
+        assert!(check(" acl n req.hdr_val(x-n) gt 1", "n", get));
+        assert!(!check(" acl n hdr_val(x-n) gt 2", "n", get));
+        assert!(!check(" acl n hdr_val(x-n,2) 1", "n", get));
         // Booleans.
         assert!(!check(" acl t ssl_fc", "t", get));
         assert!(check(" acl t ssl_fc", "!t", get));

@@ -113,7 +113,9 @@ fn http1_and_http2_clients_reach_an_http2_server() {
     let dir = scratch("h2server");
     let echo = Origin::start("echo", Mode::Echo);
     let (_hap, a) = h2_origin(&dir, &echo);
-    let e = ebb_to(a, "", "");
+    // res.ver: the HTTP/2 server's version, as HAProxy's h2 mux writes it
+    // in its start line ("HTTP/2.0").
+    let e = ebb_to(a, "", "    http-response set-header x-res-ver %[res.ver]\n");
     let h1 = e.addrs[0];
     let h2c = e.addrs[1];
 
@@ -136,6 +138,10 @@ fn http1_and_http2_clients_reach_an_http2_server() {
     assert!(ok, "{err}");
     assert!(hdrs.starts_with("HTTP/1.1 200"), "{hdrs}");
     assert!(hdrs.to_ascii_lowercase().contains("x-ver: 2.0"), "{hdrs}");
+    assert!(
+        hdrs.to_ascii_lowercase().contains("x-res-ver: 2.0"),
+        "{hdrs}"
+    );
     assert!(std::fs::read(&out_f).unwrap() == body, "3 MiB echo differs");
 
     // A chunked upload (no length): DATA frames, END_STREAM at its end.

@@ -343,6 +343,43 @@ fn stick_store_response_then_match() {
     }
 }
 
+/// The usual application-session persistence: the server's Set-Cookie
+/// value stored by `stick store-response res.cook(NAME)`, the client's
+/// Cookie matched by `stick match req.cook(NAME)`.
+#[test]
+fn stick_store_response_of_a_set_cookie() {
+    use common::origin::{Mode, Origin};
+    let o1 = Origin::start(
+        "s1",
+        Mode::Canned(b"HTTP/1.1 200 OK\r\nSet-Cookie: JSESSIONID=one1; Path=/\r\nContent-Length: 3\r\n\r\ns1 "),
+    );
+    let o2 = Origin::start(
+        "s2",
+        Mode::Canned(b"HTTP/1.1 200 OK\r\nSet-Cookie: JSESSIONID=two2; Path=/\r\nContent-Length: 3\r\n\r\ns2 "),
+    );
+    let dir = scratch("stick-cook");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    balance roundrobin\n    stick-table type string len 32 size 1k expire 1m\n    stick store-response res.cook(JSESSIONID)\n    stick match req.cook(JSESSIONID)\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    // Round robin gives each server one exchange: both keys are stored.
+    let a = answered_by(e.addr(), "/", "");
+    let b = answered_by(e.addr(), "/", "");
+    assert_ne!(a, b);
+    wait_until("both sessions are stored", || {
+        let t = cli_cmd(&sock, "show table be");
+        t.contains("key=one1 ") && t.contains("key=two2 ")
+    });
+    // Each session stays on its server, where round robin would alternate.
+    for (id, srv) in [("one1", "s1"), ("two2", "s2"), ("one1", "s1")] {
+        let h = format!("Cookie: x=1; JSESSIONID={id}\r\n");
+        for _ in 0..3 {
+            assert_eq!(answered_by(e.addr(), "/", &h), srv);
+        }
+    }
+}
+
 /// HAProxy on `cfg` (its `BIND` replaced by a free port): the process,
 /// its frontend's address and its admin socket; None when haproxy is not
 /// installed.

@@ -214,4 +214,8 @@ impl Read for H2Wire {
     }
 }
 
-impl Wire for H2Wire {}
+impl Wire for H2Wire {
+    fn h2(&self) -> bool {
+        true
+    }
+}

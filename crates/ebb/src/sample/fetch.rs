@@ -51,6 +51,9 @@ pub(super) enum Fetch {
     },
     Base,
     ReqVer,
+    /// `res.ver`, `resp_ver`: the response's version (`1.1`; `2.0` from
+    /// an HTTP/2 server).
+    ResVer,
     /// `hdr`/`req.hdr`/`res.hdr` (comma-split values) or `req.fhdr`/
     /// `res.fhdr` (full lines); lower-case name; response side.
     Hdr {
@@ -71,11 +74,20 @@ pub(super) enum Fetch {
         occ: Occ,
         res: bool,
     },
+    /// `req.hdr_val`/`hdr_val`/`res.hdr_val`/`shdr_val`: a header value
+    /// as an integer (HAProxy's `strl2ic`, see `super::strl2ic`).
+    HdrVal {
+        name: String,
+        occ: Occ,
+        res: bool,
+    },
     /// `req.cook([NAME])` (`None`: the first cookie); `req.cook_cnt`,
-    /// `req.cook_val` (its value as an integer).
-    Cook(Option<String>),
-    CookCnt(Option<String>),
-    CookVal(Option<String>),
+    /// `req.cook_val` (its value as an integer); with `true`, `res.cook`,
+    /// `res.cook_cnt`, `res.cook_val` (`scook`...): the response's
+    /// Set-Cookie fields, one cookie each.
+    Cook(Option<String>, bool),
+    CookCnt(Option<String>, bool),
+    CookVal(Option<String>, bool),
     SslFc,
     SslFcSni,
     Status,
@@ -264,9 +276,13 @@ impl Fetch {
             arg_count(name, args, 1, 2)?;
             // HAProxy 2.6 reads an explicit 0 as no occurrence given: the
             // last in an expression, every one in an ACL.
+            // Its `val_hdr`: HAProxy keeps the last 10 occurrences' places.
             let occ = match args.get(1) {
                 Some(o) => match int_arg(&format!("fetch '{name}' occurrence"), o)? {
                     0 => Occ::Default,
+                    n if n < -10 => {
+                        return Err(format!("fetch '{name}': header occurrence must be >= -10"))
+                    }
                     n => Occ::Nth(n),
                 },
                 None => Occ::Default,
@@ -337,15 +353,22 @@ impl Fetch {
             "url" => req_only(none(Fetch::Url)?),
             "base" => req_only(none(Fetch::Base)?),
             "req.ver" | "req_ver" => req_only(none(Fetch::ReqVer)?),
+            "res.ver" | "resp_ver" => res_only(none(Fetch::ResVer)?),
             "hdr" | "req.hdr" => req_only(hdr(false, false)?),
             "req.fhdr" => req_only(hdr(true, false)?),
             "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
-            "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" => {
-                let res = matches!(name, "res.hdr_ip" | "shdr_ip");
+            "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" | "req.hdr_val" | "hdr_val"
+            | "res.hdr_val" | "shdr_val" => {
+                let res = name.starts_with('s') || name.starts_with("res.");
+                let ip = name.ends_with("_ip");
                 let Fetch::Hdr { name, occ, .. } = hdr(false, res)? else {
                     return Err(format!("fetch '{name}': bad arguments"));
                 };
-                let f = Fetch::HdrIp { name, occ, res };
+                let f = if ip {
+                    Fetch::HdrIp { name, occ, res }
+                } else {
+                    Fetch::HdrVal { name, occ, res }
+                };
                 if res {
                     res_only(f)
                 } else {
@@ -357,16 +380,24 @@ impl Fetch {
             "res.fhdr" => res_only(hdr(true, true)?),
             "res.hdr_cnt" | "shdr_cnt" => res_only(cnt(false, true)?),
             "res.fhdr_cnt" => res_only(cnt(true, true)?),
-            "req.cook" | "cook" | "req.cook_cnt" | "cook_cnt" | "req.cook_val" | "cook_val" => {
+            "req.cook" | "cook" | "req.cook_cnt" | "cook_cnt" | "req.cook_val" | "cook_val"
+            | "res.cook" | "scook" | "res.cook_cnt" | "scook_cnt" | "res.cook_val"
+            | "scook_val" => {
                 arg_count(name, args, 0, 1)?;
                 let n = args.first().filter(|a| !a.is_empty()).cloned();
-                req_only(if name.ends_with("_cnt") {
-                    Fetch::CookCnt(n)
+                let res = name.starts_with('s') || name.starts_with("res.");
+                let f = if name.ends_with("_cnt") {
+                    Fetch::CookCnt(n, res)
                 } else if name.ends_with("_val") {
-                    Fetch::CookVal(n)
+                    Fetch::CookVal(n, res)
                 } else {
-                    Fetch::Cook(n)
-                })
+                    Fetch::Cook(n, res)
+                };
+                if res {
+                    res_only(f)
+                } else {
+                    req_only(f)
+                }
             }
             "status" => res_only(none(Fetch::Status)?),
             "res.cache_hit" => res_only(none(Fetch::CacheHit)?),
@@ -711,19 +742,19 @@ impl Fetch {
             | Fetch::Base
             | Fetch::ReqVer
             | Fetch::UrlParam { .. }
-            | Fetch::Cook(_)
-            | Fetch::CookCnt(_)
-            | Fetch::CookVal(_)
             | Fetch::ReqBody
             | Fetch::ReqBodyLen
             | Fetch::ReqBodySize
             | Fetch::ReqBodyParam(..)
             | Fetch::HttpAuth(_)
             | Fetch::HttpAuthGroup(_) => Some(false),
-            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
-                Some(*res)
-            }
+            Fetch::Hdr { res, .. }
+            | Fetch::HdrCnt { res, .. }
+            | Fetch::HdrIp { res, .. }
+            | Fetch::HdrVal { res, .. } => Some(*res),
+            Fetch::Cook(_, res) | Fetch::CookCnt(_, res) | Fetch::CookVal(_, res) => Some(*res),
             Fetch::Status
+            | Fetch::ResVer
             | Fetch::SrvName
             | Fetch::SrvId
             | Fetch::CacheHit
@@ -760,8 +791,9 @@ impl Fetch {
             | Fetch::CurTimeout { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
-            | Fetch::CookCnt(_)
-            | Fetch::CookVal(_)
+            | Fetch::HdrVal { .. }
+            | Fetch::CookCnt(..)
+            | Fetch::CookVal(..)
             | Fetch::Status
             | Fetch::SrvId
             | Fetch::Int(_)
@@ -963,7 +995,7 @@ impl Fetch {
                 };
                 nth_value(ctx, *res, name, *full, n, s).then_some(Val::Str)
             }
-            Fetch::HdrIp { name, occ, res } => {
+            Fetch::HdrIp { name, occ, res } | Fetch::HdrVal { name, occ, res } => {
                 let n = match occ {
                     Occ::Default => -1,
                     Occ::Nth(n) => *n,
@@ -971,7 +1003,7 @@ impl Fetch {
                 if !nth_value(ctx, *res, name, false, n, s) {
                     return None;
                 }
-                header_ip(&s.cur).map(Val::Ip)
+                typed_value(self, &s.cur)
             }
             Fetch::HdrCnt { name, full, res } => {
                 let mut c = 0;
@@ -983,12 +1015,12 @@ impl Fetch {
                 }
                 Some(Val::Int(c))
             }
-            Fetch::Cook(name) | Fetch::CookVal(name) => {
+            Fetch::Cook(name, res) | Fetch::CookVal(name, res) => {
                 // The last occurrence, as HAProxy's req.cook in a sample
                 // (without a name: the first cookie).
                 let mut found = false;
                 s.cur.clear();
-                cookies(ctx, name.as_deref(), &mut |v| {
+                cookies(ctx, *res, name.as_deref(), &mut |v| {
                     s.cur.clear();
                     s.cur.extend_from_slice(v);
                     found = true;
@@ -998,16 +1030,18 @@ impl Fetch {
                     return None;
                 }
                 match self {
-                    Fetch::CookVal(_) => Some(Val::Int(super::strl2ic(&s.cur))),
+                    Fetch::CookVal(..) => Some(Val::Int(super::strl2ic(&s.cur))),
                     _ => Some(Val::Str),
                 }
             }
-            Fetch::CookCnt(name) => {
+            Fetch::CookCnt(name, res) => {
                 let mut n = 0;
-                cookies(ctx, name.as_deref(), &mut |_| {
+                if !cookies(ctx, *res, name.as_deref(), &mut |_| {
                     n += 1;
                     false
-                });
+                }) {
+                    return None;
+                }
                 Some(Val::Int(n))
             }
             Fetch::SslFc => Some(Val::Bool(ctx.tls)),
@@ -1016,6 +1050,20 @@ impl Fetch {
                     return None;
                 }
                 put(s, ctx.sni?.as_bytes())
+            }
+            Fetch::ResVer => {
+                let v: &[u8] = match ctx.res? {
+                    _ if ctx
+                        .vars
+                        .is_some_and(|v| v.try_borrow().is_ok_and(|v| v.info.srv_h2)) =>
+                    {
+                        b"2.0"
+                    }
+                    Res::H1 { head, .. } if head.version == Version::Http10 => b"1.0",
+                    // An answer ebb makes is HTTP/1.1, as HAProxy's.
+                    _ => b"1.1",
+                };
+                put(s, v)
             }
             Fetch::Status => Some(Val::Int(match ctx.res? {
                 Res::H1 { head, .. } => head.status as i64,
@@ -1340,11 +1388,16 @@ impl Fetch {
                 name,
                 occ: Occ::Default,
                 res,
+            }
+            | Fetch::HdrVal {
+                name,
+                occ: Occ::Default,
+                res,
             } => {
                 let mut hit = false;
                 values(ctx, *res, name, false, &mut |v| {
-                    if let Some(ip) = header_ip(v) {
-                        hit = f(Val::Ip(ip), s);
+                    if let Some(v) = typed_value(self, v) {
+                        hit = f(v, s);
                     }
                     hit
                 });
@@ -1365,18 +1418,34 @@ impl Fetch {
                 };
                 Some(each_param(body, name.as_deref(), b'&', s, f))
             }
-            Fetch::Cook(name) => {
+            // In an ACL: each value, as HAProxy iterates on them (`_val`:
+            // each as an integer).
+            Fetch::Cook(name, res) | Fetch::CookVal(name, res) => {
+                let int = matches!(self, Fetch::CookVal(..));
                 let mut hit = false;
-                cookies(ctx, name.as_deref(), &mut |v| {
-                    s.cur.clear();
-                    s.cur.extend_from_slice(v);
-                    hit = f(Val::Str, s);
+                cookies(ctx, *res, name.as_deref(), &mut |v| {
+                    hit = if int {
+                        f(Val::Int(super::strl2ic(v)), s)
+                    } else {
+                        s.cur.clear();
+                        s.cur.extend_from_slice(v);
+                        f(Val::Str, s)
+                    };
                     hit
                 });
                 Some(hit)
             }
             _ => None,
         }
+    }
+}
+
+/// A header value as `hdr_ip` (an address, none when it is not one) or
+/// `hdr_val` (an integer) reads it.
+fn typed_value(f: &Fetch, v: &[u8]) -> Option<Val> {
+    match f {
+        Fetch::HdrIp { .. } => header_ip(v).map(Val::Ip),
+        _ => Some(Val::Int(super::strl2ic(v))),
     }
 }
 
@@ -1589,26 +1658,111 @@ fn values(
     })
 }
 
-/// Calls `f` on each value of cookie `name` in the request's Cookie
-/// fields (`a=1; b=2`), or of every cookie without a name; `f` returns
-/// `true` to stop.
-fn cookies(ctx: &Ctx<'_>, name: Option<&str>, f: &mut dyn FnMut(&[u8]) -> bool) {
-    each_field(ctx, false, &mut |n, v| {
-        if !n.eq_ignore_ascii_case(b"cookie") {
+/// Calls `f` on each value of cookie `name` (every cookie without a
+/// name; `f` returns `true` to stop) in the request's Cookie fields, or
+/// with `res` in the response's Set-Cookie fields, as HAProxy 2.6 reads
+/// them: each comma-separated value of the field (`http_find_header`),
+/// skipped when shorter than the name and one byte, then its cookies
+/// (`http_extract_cookie_value`, a list of them in a request; a response's
+/// field names one, in its first `name=value`). Returns whether the
+/// message exists.
+fn cookies(ctx: &Ctx<'_>, res: bool, name: Option<&str>, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+    let field = if res { "set-cookie" } else { "cookie" };
+    let name = name.map_or(&b""[..], str::as_bytes);
+    values(ctx, res, field, false, &mut |v| {
+        if v.len() < name.len() + 1 {
             return false;
         }
-        for pair in v.split(|&c| c == b';') {
-            let pair = pair.trim_ascii();
-            let (k, val) = match pair.iter().position(|&c| c == b'=') {
-                Some(i) => (&pair[..i], &pair[i + 1..]),
-                None => continue,
-            };
-            if name.is_none_or(|n| k.trim_ascii() == n.as_bytes()) && f(val.trim_ascii()) {
+        let mut at = 0;
+        while let Some((a, b, next)) = extract_cookie(v, at, name, !res) {
+            if f(&v[a..b]) {
                 return true;
             }
+            at = next;
         }
         false
-    });
+    })
+}
+
+/// The next value of cookie `name` (any cookie when empty) in the field
+/// value `v` from `at`: where it starts and ends, and where to look on
+/// from. A request's field (`list`) holds cookies separated by `;` or
+/// `,`; a response's looks no further than the first `name=value` (past
+/// the attributes `$...` and the words without `=` before it). Values
+/// may be quoted (`;` and `,` inside do not end them).
+fn extract_cookie(
+    v: &[u8],
+    mut at: usize,
+    name: &[u8],
+    list: bool,
+) -> Option<(usize, usize, usize)> {
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    while at + name.len() + 1 < v.len() {
+        while at < v.len() && sp(v[at]) {
+            at += 1;
+        }
+        // The name ends before the spaces in front of `=` or a separator.
+        let (mut eq, mut name_end) = (at, at);
+        while eq < v.len() {
+            let c = v[eq];
+            if c == b'=' || c == b';' || (list && c == b',') {
+                break;
+            }
+            eq += 1;
+            if !sp(c) {
+                name_end = eq;
+            }
+        }
+        let (a, b, next) = if v.get(eq) == Some(&b'=') {
+            let mut a = eq + 1;
+            while a < v.len() && sp(v[a]) {
+                a += 1;
+            }
+            let next = cookie_value_end(v, a);
+            let mut b = next;
+            while b > a && sp(v[b - 1]) {
+                b -= 1;
+            }
+            (a, b, next)
+        } else {
+            (eq, eq, eq)
+        };
+        // `$Path`... attributes and words without `=` are passed over.
+        if v.get(at) == Some(&b'$') || eq == next {
+            at = next + 1;
+            continue;
+        }
+        if name.is_empty() || &v[at..name_end] == name {
+            return Some((a, b, next + 1));
+        }
+        if !list {
+            return None;
+        }
+        at = next + 1;
+    }
+    None
+}
+
+/// Where a cookie value starting at `a` ends: at the first `;` or `,`
+/// outside a quoted string (`\` escapes a byte inside one).
+fn cookie_value_end(v: &[u8], a: usize) -> usize {
+    let (mut quoted, mut pair) = (false, false);
+    for (i, &c) in v.iter().enumerate().skip(a) {
+        if pair {
+            pair = false;
+        } else if quoted {
+            if c == b'\\' {
+                pair = true;
+            } else if c == b'"' {
+                quoted = false;
+            }
+        } else if c == b'"' {
+            quoted = true;
+        } else if c == b',' || c == b';' {
+            return i;
+        }
+    }
+    v.len()
 }
 
 thread_local! {

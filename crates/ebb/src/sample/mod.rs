@@ -465,7 +465,7 @@ pub fn str_to_int(b: &[u8]) -> Option<i64> {
     })
 }
 
-/// HAProxy's `strl2ic`, the integer of `req.cook_val`: digits read in a
+/// HAProxy's `strl2ic`, the integer of `cook_val` and `hdr_val`: digits read in a
 /// 32-bit integer after an optional `-`, up to the first byte above `9`;
 /// a byte below `0` is not refused but counted as its (negative) distance
 /// from `0` (`"q"` gives -14), and a value with no digit gives 0.

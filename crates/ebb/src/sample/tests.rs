@@ -309,6 +309,12 @@ fn response_fetches() {
     assert_eq!(lf_scope("%[res.hdr_cnt(vary)]", r, Some(res)), "2");
     assert_eq!(lf_scope("%[res.fhdr(vary)]", r, Some(res)), "a, b");
     assert_eq!(lf_scope("%s %b %[srv_name]", r, Some(res)), "s1 b s1");
+    // res.ver: the version of the status line, without `HTTP/`.
+    assert_eq!(lf_scope("%[res.ver]", r, Some(res)), "1.1");
+    let old = "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(lf_scope("%[resp_ver]", r, Some(old)), "1.0");
+    assert_eq!(lf_scope("[%[res.ver]]", r, None), "[]");
+    assert!(err("%[res.ver]", RQ).contains("reads the response"));
 }
 
 #[test]
@@ -763,23 +769,90 @@ fn converters_of_haproxy_s_reg_tests() {
     assert!(err("%[bin(abc)]", RQ).contains("hex digits"));
 }
 
+/// `fmt` rendered on request `raw` in a request rule.
+fn lf_on(raw: &str, fmt: &str) -> String {
+    let l = LogFormat::parse(fmt, RQ).unwrap();
+    with_ctx(raw, None, |c| {
+        let mut out = Vec::new();
+        l.render(c, &mut out);
+        String::from_utf8(out).unwrap()
+    })
+}
+
 #[test]
 fn cookie_fetches_without_a_name() {
-    let f = |x: &str| -> String {
-        let l = LogFormat::parse(x, RQ).unwrap();
-        let raw = "GET / HTTP/1.1\r\nHost: h\r\nCookie: cook1=0; cook2=123; cook3=22\r\n\r\n";
-        with_ctx(raw, None, |c| {
-            let mut out = Vec::new();
-            l.render(c, &mut out);
-            String::from_utf8(out).unwrap()
-        })
-    };
+    let raw = "GET / HTTP/1.1\r\nHost: h\r\nCookie: cook1=0; cook2=123; cook3=22\r\n\r\n";
+    let f = |x: &str| lf_on(raw, x);
     // sample_fetches/cook.
     assert_eq!(f("%[req.cook_cnt()]"), "3");
     assert_eq!(f("%[req.cook_val()]"), "0");
     assert_eq!(f("%[req.cook_val(cook2)]"), "123");
     assert_eq!(f("%[req.cook_cnt(cook3)]"), "1");
     assert_eq!(f("%[req.cook()]"), "0");
+}
+
+/// The response's cookies: one per Set-Cookie value, in its first
+/// `name=value` past `$` attributes and words without `=`; each comma
+/// starts a value (HAProxy 2.6's http_find_header and
+/// http_extract_cookie_value in the response direction).
+#[test]
+fn set_cookie_fetches_as_haproxy() {
+    let res = "HTTP/1.1 200 OK\r\nSet-Cookie: sc=1; Path=/\r\nSet-Cookie: n=42; sc=7\r\n\
+               Set-Cookie: $v=1; sc=-5x, q=\"a;b\"; Max-Age=3\r\nContent-Length: 0\r\n\r\n";
+    let f = |x: &str| lf_scope(x, Scope::Response, Some(res));
+    assert_eq!(f("%[res.cook(sc)]"), "-5x");
+    assert_eq!(f("%[scook(n)]"), "42");
+    assert_eq!(f("%[res.cook(q)]"), "\"a;b\"");
+    assert_eq!(f("%[res.cook]"), "1");
+    assert_eq!(f("%[res.cook(Max-Age)]"), "");
+    assert_eq!(f("%[res.cook_cnt(sc)]"), "2");
+    assert_eq!(f("%[scook_cnt]"), "7");
+    assert_eq!(f("%[res.cook_val(sc)]"), "-5");
+    assert_eq!(f("%[scook_val(n)]"), "42");
+    assert_eq!(f("%[res.cook_cnt(absent)]"), "0");
+    // A cookie is looked for only where the name, `=` and a byte more
+    // fit: an empty value at the end is not found.
+    let short = "HTTP/1.1 200 OK\r\nSet-Cookie: abc\r\nSet-Cookie: a=\r\nSet-Cookie: a=1\r\n\r\n";
+    assert_eq!(
+        lf_scope("%[res.cook_cnt(a)]", Scope::Response, Some(short)),
+        "1"
+    );
+    // Read in a response, refused in a request rule and the reverse.
+    assert!(err("%[res.cook(sc)]", RQ).contains("reads the response"));
+    assert!(err("%[req.cook(sc)]", Scope::Response).contains("reads the request"));
+    // A request's Cookie value holds a list: `,` separates cookies too,
+    // quotes keep `;`, `$` attributes are passed over.
+    let raw = "GET / HTTP/1.1\r\nHost: h\r\nCookie: $Version=1; a=\"x;y\", b = 2 ;c\r\n\r\n";
+    let g = |x: &str| lf_on(raw, x);
+    assert_eq!(g("%[req.cook(a)]"), "\"x;y\"");
+    assert_eq!(g("%[req.cook(b)]"), "2");
+    assert_eq!(g("%[req.cook_cnt]"), "2");
+    assert_eq!(g("%[req.cook]"), "\"x;y\"");
+}
+
+/// `hdr_val`: a header value as HAProxy's strl2ic reads it, with the
+/// occurrence rules of `hdr` (the last by default, -10 the furthest back).
+#[test]
+fn header_values_as_integers_as_haproxy() {
+    let raw = "GET / HTTP/1.1\r\nHost: h\r\nX-N: 12abc, -7\r\nX-N: 4294967297\r\nX-E:\r\n\r\n";
+    let f = |x: &str| lf_on(raw, x);
+    assert_eq!(f("%[req.hdr_val(x-n)]"), "1");
+    assert_eq!(f("%[hdr_val(x-n,1)]"), "12");
+    assert_eq!(f("%[hdr_val(X-N,2)]"), "-7");
+    assert_eq!(f("%[hdr_val(x-n,-2)]"), "-7");
+    assert_eq!(f("%[hdr_val(x-n,4)]"), "");
+    assert_eq!(f("%[hdr_val(x-e)]"), "0");
+    assert_eq!(f("%[hdr_val(absent)]"), "");
+    assert_eq!(f("%[hdr_val(x-n,1),add(1)]"), "13");
+    let res = "HTTP/1.1 200 OK\r\nX-N: 5, 08\r\nContent-Length: 0\r\n\r\n";
+    let r = |x: &str| lf_scope(x, Scope::Response, Some(res));
+    assert_eq!(r("%[res.hdr_val(x-n)]"), "8");
+    assert_eq!(r("%[shdr_val(x-n,1)]"), "5");
+    assert!(err("%[res.hdr_val(x-n)]", RQ).contains("reads the response"));
+    assert!(err("%[hdr_val(x-n)]", Scope::Response).contains("reads the request"));
+    assert!(err("%[hdr_val(x-n,-11)]", RQ).contains("must be >= -10"));
+    assert!(err("%[hdr(x-n,-11)]", RQ).contains("must be >= -10"));
+    assert_eq!(f("%[hdr(x-n,-10)]"), "");
 }
 
 /// A connection's variables go to the thread's pool between two

@@ -407,6 +407,8 @@ pub struct TxnInfo {
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
+    /// The server's answer came over HTTP/2 (`res.ver` says 2.0).
+    pub srv_h2: bool,
     /// The stream's destination as `http-request set-dst`/`set-dst-port`
     /// left it (`None`: the connection's); the next request starts from
     /// the connection's again, as HAProxy's streams do.

@@ -15,6 +15,10 @@ pub(in crate::backend) trait Wire: Read + Write {
     fn alpn(&self) -> Option<&[u8]> {
         None
     }
+    /// The answers come over HTTP/2 (`res.ver` says 2.0).
+    fn h2(&self) -> bool {
+        false
+    }
 }
 impl Wire for TcpStream {}
 

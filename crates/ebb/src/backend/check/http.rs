@@ -795,6 +795,7 @@ pub(in crate::backend) fn run_steps(
                         return v;
                     }
                     have = true;
+                    vars.borrow_mut().info.srv_h2 = c.h2();
                 }
                 let render = |f: &crate::sample::LogFormat| {
                     let mut out = Vec::new();

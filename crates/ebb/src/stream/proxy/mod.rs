@@ -1148,6 +1148,10 @@ impl Stream {
                             self.fail(c, ctx, ExchangeError::bad_response_head());
                             return true;
                         }
+                        if sd.h2.is_some() {
+                            // Its lane's HTTP/1.1 head stands for it.
+                            c.vars.get_mut().info.srv_h2 = true;
+                        }
                         if !response_body_ready(c, ctx.now(), &mut up, &sd) {
                             drop(sd);
                             self.up = Some(up);
