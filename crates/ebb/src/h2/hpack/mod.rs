@@ -523,14 +523,17 @@ impl Indexing {
     /// `date` is indexed: it is the same for every answer of a second, so
     /// all but the first of them send one byte for it (a Huffman-coded
     /// literal each time cost more than the rest of a small answer's
-    /// head).
+    /// head). `content-length`, `etag` and `last-modified` are indexed
+    /// too (as h2o does): a file asked again on the connection, or files
+    /// of one size or one deployment, then cost a byte each instead of
+    /// ~40 bytes of literals per answer; a value that never comes back
+    /// costs one table entry, evicted oldest first.
     pub fn for_name(name: &[u8]) -> Indexing {
         match name {
             b"set-cookie" | b"authorization" | b"proxy-authorization" | b"cookie" => {
                 Indexing::Never
             }
-            b"content-length" | b"etag" | b"last-modified" | b"location" | b"content-range"
-            | b"age" | b"expires" | b":path" => Indexing::No,
+            b"location" | b"content-range" | b"age" | b"expires" | b":path" => Indexing::No,
             _ => Indexing::Incremental,
         }
     }
