@@ -236,8 +236,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 break;
             }
         }
-        if self.eof && self.st.as_ref().is_some_and(|s| s.reading_request()) {
-            // The client left before its request was all sent.
+        if self.eof
+            && self.rstart == self.rend
+            && self.st.as_ref().is_some_and(|s| s.reading_request())
+        {
+            // The client left before its request was all sent. (Bytes it
+            // sent before its close and not yet taken, a body waiting for
+            // the server's connect, may still complete the request: they
+            // are forwarded first, the close is judged once they are.)
             return self.close(ctx);
         }
         let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
