@@ -409,9 +409,9 @@ pub fn complete_request_into(
     Ok(Status::Complete(()))
 }
 
-/// The `Allow` value of the 405 answering a CONNECT: ebb opens no tunnel
-/// (HAProxy neither, without a configuration that routes CONNECT), and
-/// these are the methods it answers or forwards.
+/// The `Allow` value of the 405 the file server answers a CONNECT with
+/// (it opens no tunnel; a CONNECT routed to servers is forwarded): the
+/// methods ebb answers or forwards.
 pub const CONNECT_ALLOW: &[u8] = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 
 /// RFC 6455 §4.1 and §11.3: a websocket opening handshake carries exactly

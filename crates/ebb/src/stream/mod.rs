@@ -808,7 +808,9 @@ impl Stream {
         };
         let (fe_from, be_at) = match at {
             Resume::Start => {
-                if c.head.method == Method::Connect {
+                if c.head.method == Method::Connect && c.lane_of.is_some() {
+                    // An HTTP/2 client's CONNECT (RFC 9113 §8.5): its
+                    // stream would have to become the tunnel; not done yet.
                     return Act::Connect;
                 }
                 // The request as a sample context, only for a frontend
@@ -987,6 +989,10 @@ impl Stream {
             // `OPTIONS *` goes through the rules and to the servers as any
             // request (HAProxy's); ebb's file server answers it itself.
             BackendKind::Files(_) if c.head.target_form == TargetForm::Asterisk => Act::Options,
+            // A CONNECT goes through the rules to the servers as any
+            // request (HAProxy's: a 2xx answer makes the exchange a
+            // tunnel); the file server opens no tunnel.
+            BackendKind::Files(_) if c.head.method == Method::Connect => Act::Connect,
             BackendKind::Files(_) => {
                 let r = st.req();
                 if !matches!(r.head.method, Method::Get | Method::Head) {
@@ -1207,8 +1213,7 @@ impl Stream {
                 self.finish_return(c, ctx, st, be);
             }
             Act::Connect => {
-                // No tunnel can be configured: CONNECT is refused, not
-                // forwarded as an ordinary request.
+                // The file server opens no tunnel: CONNECT is refused.
                 let allow: &[(&[u8], &[u8])] = &[(b"Allow", CONNECT_ALLOW)];
                 c.error_response(405, keep_alive, version, head_req, allow);
                 self.finish_request(c, ctx, 405, None, 0);
@@ -2176,7 +2181,8 @@ enum Act {
     /// `monitor-uri`: whether a `monitor fail` condition holds (503).
     Monitor(bool),
     Options,
-    /// A CONNECT request: 405 (ebb has no tunnel to offer).
+    /// A CONNECT request to the file server, or from an HTTP/2 client:
+    /// 405 (no tunnel opened).
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).

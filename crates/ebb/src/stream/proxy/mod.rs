@@ -232,6 +232,10 @@ pub(super) struct Upstream {
     /// The request asked for an upgrade (its `Upgrade` went to the
     /// server): a 101 answering any other is invalid (502, as HAProxy).
     upgrade: bool,
+    /// A tunnel's half-closes passed on: the server's sending side shut
+    /// after the client's close, the client's after the server's.
+    shut_server: bool,
+    shut_client: bool,
     /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
     /// the head written is in origin form.
     scheme: Option<&'static [u8]>,
@@ -411,6 +415,8 @@ impl Upstream {
             retry_at: None,
             ws_accept: None,
             upgrade: false,
+            shut_server: false,
+            shut_client: false,
             scheme: None,
             name_at: None,
             logged: false,
@@ -574,7 +580,10 @@ impl Stream {
             _ => None,
         });
         let upgrade = view.upgrade.is_some();
-        let keep_server = !sr.server_close && !c.fe.server_close && !upgrade;
+        // A CONNECT's server connection becomes its tunnel on a 2xx: never
+        // pooled after it.
+        let keep_server =
+            !sr.server_close && !c.fe.server_close && !upgrade && h.method != Method::Connect;
         if std::mem::take(&mut self.unread_body_close) {
             // The server reads the body (an answer before all of it came
             // closes the connection: `finish_exchange`).
@@ -589,8 +598,10 @@ impl Stream {
         let tail = ReqTail {
             omit: Some(&omit),
             watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
-            // `option http-pretend-keepalive`: the server is not told.
-            keep: keep_server || sr.pretend_keepalive,
+            // `option http-pretend-keepalive`: the server is not told; nor
+            // is a CONNECT's server (its connection becomes the tunnel, or
+            // goes on after a refusal: HAProxy sends no `Connection`).
+            keep: keep_server || sr.pretend_keepalive || h.method == Method::Connect,
         };
         // The client's previous exchange's server side, if it ended well:
         // its allocation and its buffers serve this one.
@@ -722,6 +733,8 @@ impl Stream {
             retry_at,
             ws_accept: u_ws_accept,
             upgrade: u_upgrade,
+            shut_server,
+            shut_client,
             scheme: u_scheme,
             name_at: u_name_at,
             logged,
@@ -785,6 +798,8 @@ impl Stream {
         *retry_at = None;
         *u_ws_accept = ws_accept;
         *u_upgrade = upgrade;
+        *shut_server = false;
+        *shut_client = false;
         *u_scheme = scheme;
         *u_name_at = name_at;
         *logged = false;
@@ -1062,9 +1077,32 @@ impl Stream {
             }
             let server_gone = sd.eof && sd.istart == sd.iend;
             let client_gone = c.eof && c.rstart == c.rend && sd.out_pending() == 0;
+            // A side's close is passed on as a half-close (HAProxy's
+            // tunnel): the other side may still send its last bytes (a
+            // CONNECT client's FIN while its server answers). A lane or an
+            // HTTP/2 server has no half-close here: either close ends both.
+            let halves = !c.tr.is_lane() && sd.h2.is_none() && sd.sock.is_some();
+            if halves && client_gone && !server_gone && !up.shut_server {
+                if let Some(tr) = sd.sock.as_mut() {
+                    tr.close_notify();
+                    if let Ok(true) = tr.flush_pending() {
+                        let _ = tr.tcp().shutdown(std::net::Shutdown::Write);
+                        up.shut_server = true;
+                        moved = true;
+                    }
+                }
+            }
+            if halves && server_gone && !client_gone && !up.shut_client && c.pending_out() == 0 {
+                c.tr.close_notify();
+                if let Ok(true) = c.tr.flush_pending() {
+                    let _ = c.tr.tcp().shutdown(std::net::Shutdown::Write);
+                    up.shut_client = true;
+                    moved = true;
+                }
+            }
             drop(sd);
             self.up = Some(up);
-            if server_gone || client_gone {
+            if (server_gone && client_gone) || (!halves && (server_gone || client_gone)) {
                 // The tunnel's normal end: both connections close.
                 self.abort_proxy(c, ctx);
                 return true;

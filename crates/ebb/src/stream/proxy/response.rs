@@ -101,7 +101,9 @@ impl Stream {
                 .saturating_sub((b"transfer-encoding".len() + b"chunked".len()) as u64);
         }
         self.resp_start = c.wbuf.len();
-        let tunnel = r.tunnel && r.status == 101;
+        // A 101 to an upgrade, or a 2xx to a CONNECT (RFC 9110 §9.3.6):
+        // both connections carry the tunnel's bytes after this head.
+        let tunnel = r.tunnel;
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
         if c.head.expect_continue && !up.req_left.done() {
             // The server answered before the body it may never get: the
@@ -330,12 +332,14 @@ impl Stream {
         let comp_fields = comp_fields..out.len();
         let framing_start = out.len();
         let left = if tunnel {
-            let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
-            out.extend_from_slice(b"Connection: upgrade\r\n");
-            if let Some(u) = upg {
-                out.extend_from_slice(b"Upgrade: ");
-                out.extend_from_slice(&u);
-                out.extend_from_slice(b"\r\n");
+            if r.status == 101 {
+                let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
+                out.extend_from_slice(b"Connection: upgrade\r\n");
+                if let Some(u) = upg {
+                    out.extend_from_slice(b"Upgrade: ");
+                    out.extend_from_slice(&u);
+                    out.extend_from_slice(b"\r\n");
+                }
             }
             Left::Done
         } else {
