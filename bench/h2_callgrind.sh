@@ -14,6 +14,15 @@
 # connection setup and shutdown cancel out). Every request must be
 # answered 2xx, else the script fails.
 #
+# MODE=perf runs the server at its own speed instead (no tool slowing it
+# down, so how many requests a read or a write carries is what a timed run
+# sees): the server (one thread) pinned to CPU 0, h2load (one thread) to
+# CPU 1 as bench/run's configuration A, in a network namespace of its own;
+# one run of N requests after a warm-up, counted with the kernel's
+# tracepoints (`perf stat -e syscalls:sys_enter_*` on the server) and
+# `nstat`: system calls, scheduler switches and wake-ups, TCP segments, and
+# h2load's bytes (frames, HPACK headers, data) per request.
+#
 # PATHS=N (default 1): h2load gets N targets, `<path>?v=0` .. `?v=N-1`,
 # and each connection cycles through them, so no request repeats the one
 # before it (as bench/run's --h2-paths; every server answers them as the
@@ -31,12 +40,20 @@
 #   MODE=strace SERVER=haproxy CASES=fixed bench/h2_callgrind.sh
 #   ANNOTATE=1 bench/h2_callgrind.sh           # also the top functions (2N run)
 #   PATHS=4 SERVER=h2o bench/h2_callgrind.sh   # no request repeats the one before
+#   MODE=perf PATHS=4 N=200000 bench/h2_callgrind.sh
 #
 # Output: `<case>-h2c <server> instr/req` (callgrind) or, with
-# MODE=strace, one line per system call: `<case>-h2c <server> <call> <calls/req>`.
+# MODE=strace, one line per system call: `<case>-h2c <server> <call> <calls/req>`;
+# with MODE=perf, `<case>-h2c <server> <counter> <per request>` lines and
+# `bytes/req`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# MODE=perf: a network namespace of its own, so that the TCP counters are
+# the benchmark's alone.
+if [ "${MODE:-}" = perf ] && [ -z "${H2_CALLGRIND_NETNS:-}" ]; then
+    exec env H2_CALLGRIND_NETNS=1 unshare -n sh -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
+fi
 EBB=${EBB:-target/release/ebb}
 SERVER=${SERVER:-ebb}
 MODE=${MODE:-callgrind}
@@ -49,7 +66,8 @@ need=(h2load python3)
 case $MODE in
 callgrind) need+=(valgrind) ;;
 strace) need+=(strace) ;;
-*) echo "h2_callgrind.sh: MODE is callgrind or strace" >&2; exit 2 ;;
+perf) need+=(perf taskset nstat) ;;
+*) echo "h2_callgrind.sh: MODE is callgrind, strace or perf" >&2; exit 2 ;;
 esac
 case $SERVER in
 ebb) [ -x "$EBB" ] || { echo "h2_callgrind.sh: no $EBB (cargo build --release -p ebb)" >&2; exit 2; } ;;
@@ -130,6 +148,47 @@ while True:
 EOF
 }
 
+# MODE=perf: the server pinned to CPU 0 at its own speed, N requests
+# after a warm-up, counted per request.
+measure_perf() {
+    local c=$1 out=$work/perf.$1 pid res path=/
+    [ "$c" = 100b ] && path=/100b
+    taskset -c 0 "${argv[@]}" >/dev/null 2>&1 &
+    pid=$!
+    wait_port
+    local urls=("http://127.0.0.1:$PORT$path")
+    if [ "$PATHS" -gt 1 ]; then
+        urls=()
+        for ((i = 0; i < PATHS; i++)); do urls+=("http://127.0.0.1:$PORT$path?v=$i"); done
+    fi
+    taskset -c 1 h2load -t1 -c10 -m100 -n 20000 "${urls[@]}" >/dev/null
+    perf stat -x, -e 'sched:sched_switch,sched:sched_wakeup,syscalls:sys_enter_*' -p "$pid" -o "$out" &
+    local perf_pid=$!
+    sleep 1
+    nstat -asz >"$work/nstat.0"
+    res=$(taskset -c 1 h2load -t1 -c10 -m100 -n "$N" "${urls[@]}")
+    nstat -asz >"$work/nstat.1"
+    kill -INT "$perf_pid"
+    wait "$perf_pid" 2>/dev/null || true
+    kill -TERM "$pid"
+    wait "$pid" || true
+    grep -q "status codes: $N 2xx" <<<"$res" || {
+        echo "h2_callgrind.sh: not every request answered 2xx:" >&2
+        echo "$res" >&2
+        exit 1
+    }
+    awk -F, -v n="$N" -v who="$SERVER" -v c="$c-h2c" '$1 ~ /^[0-9]+$/ && $1 > 0 {
+        name = $3; sub(/^syscalls:sys_enter_/, "", name); sub(/^sched:/, "", name)
+        printf "%s %-8s %-22s %.4f\n", c, who, name, $1 / n
+    }' "$out" | sort -k4,4nr
+    awk -v n="$N" -v c="$c-h2c" -v who="$SERVER" 'FNR == NR { before[$1] = $2; next }
+        $1 ~ /^(TcpInSegs|TcpOutSegs|TcpExtDelayedACKs|TcpExtTCPPureAcks|TcpExtTCPOrigDataSent)$/ {
+        printf "%s %-8s %-22s %.4f\n", c, who, $1, ($2 - before[$1]) / n
+    }' "$work/nstat.0" "$work/nstat.1"
+    sed -n 's/^traffic: .*(\([0-9]*\)) total, .*(\([0-9]*\)) headers.*(\([0-9]*\)) data.*/\1 \2 \3/p' <<<"$res" |
+        awk -v n="$N" -v c="$c-h2c" -v who="$SERVER" '{ printf "%s %-8s bytes/req %.1f (headers %.1f, data %.1f)\n", c, who, $1 / n, $2 / n, $3 / n }'
+}
+
 # Runs the server under the tool for $2 requests of case $1; the tool's
 # report is in $work/out.$1.$2.
 measure() {
@@ -168,6 +227,10 @@ measure() {
 
 for c in $CASES; do
     if [ "$c" = 100b ] && [ "$SERVER" = haproxy ]; then
+        continue
+    fi
+    if [ "$MODE" = perf ]; then
+        measure_perf "$c"
         continue
     fi
     measure "$c" "$N"

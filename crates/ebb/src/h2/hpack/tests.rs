@@ -410,6 +410,37 @@ fn static_lookup_by_length_matches_a_full_walk() {
     assert_eq!(out[1], 17);
 }
 
+/// A file's `etag` and `last-modified` repeat on every answer of the
+/// file: the first answer adds them to the table, the next send one byte
+/// each (a `content-length` stays a literal).
+#[test]
+fn a_files_validators_and_length_are_indexed_after_the_first_answer() {
+    let mut e = Encoder::default();
+    let mut d = Decoder::new(DEFAULT_TABLE_SIZE);
+    let mut got = HeaderList::default();
+    let fields = [
+        (":status", "200"),
+        ("last-modified", "Mon, 30 Nov 2026 04:51:02 GMT"),
+        ("etag", "\"6b0d00b6-64\""),
+        ("content-length", "100"),
+    ];
+    let mut sizes = Vec::new();
+    for _ in 0..2 {
+        let mut b = Vec::new();
+        e.begin_block(&mut b);
+        for (n, v) in fields {
+            e.encode(n.as_bytes(), v.as_bytes(), &mut b);
+        }
+        d.decode(&b, usize::MAX, &mut got).unwrap();
+        assert_eq!(list(&got), pairs(&fields));
+        sizes.push(b.len());
+    }
+    // :status, the two validators and content-length one byte each.
+    assert_eq!(sizes[1], 4, "{sizes:?}");
+    assert!(sizes[0] > 30, "{sizes:?}");
+    assert_eq!(e.table().len(), 3);
+}
+
 /// A block of the fields of the one before, the table unchanged since,
 /// is copied from the memo: the same bytes as a fresh encoding, which the
 /// peer's decoder reads to the same fields; any change of the fields or
