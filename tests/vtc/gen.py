@@ -191,6 +191,8 @@ refuse("au05_unknown_scheme", "absolute-form target with scheme ftp", 400,
        [R("GET ftp://a.example/a HTTP/1.1\\r\\nHost: a.example\\r\\n\\r\\n")])
 refuse("au06_fragment", "target with a fragment", 400,
        [R("GET /a#frag HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")])
+refuse("au07_host_port_not_digits", "Host with an empty host and a port that is not digits", 400,
+       [R("GET /a HTTP/1.1\\r\\nHost: :8443example.org\\r\\n\\r\\n")])
 
 # --- header size limits ---
 refuse("hl01_head_too_large", "request head larger than the buffer allows", 431,

@@ -185,8 +185,11 @@ fn malformed_requests_are_refused_and_closed() {
     let mut c = Client::connect(e.addr());
     let _ = c.s.write_all(huge.as_bytes());
     assert_eq!(c.read_resp().status, 431);
-    // Each refusal was logged (to stderr, as no log target is set).
-    assert!(e.wait_stderr("\" (", Duration::from_secs(30)).is_some());
+    // Each refusal was logged (to stderr, as no log target is set), as
+    // HAProxy's `<BADREQ>` line.
+    assert!(e
+        .wait_stderr("\"<BADREQ>\"", Duration::from_secs(30))
+        .is_some());
 }
 
 #[test]

@@ -203,6 +203,23 @@ fn parse_error_answers_have_haproxys_field_order() {
     assert_eq!(ebb, hap);
 }
 
+/// ebb on `cfg` (its `stats socket` line left out) and, where it is
+/// installed, haproxy beside it: the processes, kept while they serve,
+/// and the addresses to try, ebb's first.
+fn ebb_and_haproxy(
+    name: &str,
+    cfg: impl Fn(&Path, &str) -> String,
+) -> (Ebb, Option<common::Hap>, Vec<(&'static str, SocketAddr)>) {
+    let e =
+        Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
+    let mut targets = vec![("ebb", e.addr())];
+    let hap = haproxy_beside(name, cfg).map(|(h, a)| {
+        targets.push(("haproxy", a));
+        h
+    });
+    (e, hap, targets)
+}
+
 /// An origin that reads a request head, says so, answers the start of a
 /// chunked answer when `answer`, and keeps reading until the close.
 fn body_origin(answer: bool) -> (SocketAddr, std::sync::mpsc::Receiver<()>) {
@@ -268,14 +285,7 @@ fn a_bad_chunk_after_the_head_is_logged_as_haproxy() {
                 log.addr()
             )
         };
-        let e = Ebb::start(
-            &cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""),
-        );
-        let hap = haproxy_beside("badchunk", cfg);
-        let mut targets = vec![("ebb", e.addr())];
-        if let Some((_, a)) = &hap {
-            targets.push(("haproxy", *a));
-        }
+        let (_e, _hap, targets) = ebb_and_haproxy("badchunk", cfg);
         for (who, a) in targets {
             let mut s = TcpStream::connect(a).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -396,13 +406,7 @@ fn a_bad_chunk_with_the_head_is_a_bad_request_as_haproxy() {
             log.addr()
         )
     };
-    let e =
-        Ebb::start(&cfg(Path::new("/x"), "BIND").replace("    stats socket /x level admin\n", ""));
-    let hap = haproxy_beside("badchunk-early", cfg);
-    let mut targets = vec![("ebb", e.addr())];
-    if let Some((_, a)) = &hap {
-        targets.push(("haproxy", *a));
-    }
+    let (_e, _hap, targets) = ebb_and_haproxy("badchunk-early", cfg);
     let mut answers = Vec::new();
     for (who, a) in targets {
         let out = exchange(
@@ -418,8 +422,9 @@ fn a_bad_chunk_with_the_head_is_a_bad_request_as_haproxy() {
             ("400".to_string(), "PR--".to_string()),
             "{who}: {line}"
         );
-        // (HAProxy writes `<BADREQ>` for the request, ebb the line it
-        // received and the reason, as for every head it refuses.)
+        // (Both write `<BADREQ>` for the request, as for every head
+        // they refuse.)
+        assert!(line.trim_end().ends_with("\"<BADREQ>\""), "{who}: {line}");
         assert!(line.contains(" f f/<NOSRV> "), "{who}: {line}");
     }
     assert_eq!(answers[0].0, "HTTP/1.1 400 Bad request");
@@ -487,5 +492,103 @@ fn redirect_words_in_any_order_and_ignore_empty_as_haproxy() {
     );
     if let Some((_h, ha)) = haproxy_beside("rdorder", cfg) {
         assert_eq!(ebb, run(ha));
+    }
+}
+
+/// The log line of a request head refused before any request was taken
+/// (malformed, a framing HAProxy's HTTP/1 layer refuses, too large, late)
+/// is HAProxy 2.6's `<BADREQ>` line: `%r` `<BADREQ>`, `%Tq` and `%TR` -1
+/// even after the connection idled (ebb wrote 0, or the idle time), `%B`
+/// and `%U` 0 (ebb counted its error page), `PR--` (`cR--` at `timeout
+/// http-request`), in the default `option httplog` line as in a
+/// `log-format`. Before, ebb wrote the request line it received and the
+/// reason. Side by side with haproxy, by syslog capture.
+#[test]
+fn a_refused_head_is_logged_as_haproxys_badreq_line() {
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    // (request, idle first, ebb's status, haproxy's status, state)
+    let cases: [(&[u8], bool, &str, &str, &str); 5] = [
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n",
+            true,
+            "400",
+            "400",
+            "PR--",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\nabcde",
+            false,
+            "400",
+            "400",
+            "PR--",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            false,
+            "422",
+            "422",
+            "PR--",
+        ),
+        // ebb answers 431 (RFC 6585) where HAProxy says 400.
+        (big.as_bytes(), false, "431", "400", "PR--"),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\n",
+            false,
+            "408",
+            "408",
+            "cR--",
+        ),
+    ];
+    let custom = "    log-format \"%r Tq=%Tq TR=%TR B=%B U=%U ST=%ST %tsc\"\n";
+    for fmt in ["    option httplog\n", custom] {
+        let log = Syslog::new();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    log {} local0\n{fmt}\
+                 \x20   timeout client 10s\n    timeout http-request 1s\n\
+                 frontend f\n    bind {bind}\n    http-request return status 200\n",
+                sock.display(),
+                log.addr()
+            )
+        };
+        let (_e, _hap, targets) = ebb_and_haproxy("badreq-log", cfg);
+        for (who, a) in targets {
+            for (req, idle, ebb_st, hap_st, tsc) in cases {
+                let st = if who == "ebb" { ebb_st } else { hap_st };
+                let mut s = TcpStream::connect(a).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                if idle {
+                    // Idle first: HAProxy's `%Tq` stays -1 all the same.
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                let _ = s.write_all(req);
+                let mut out = Vec::new();
+                let _ = s.read_to_end(&mut out);
+                let text = String::from_utf8_lossy(&out);
+                assert!(
+                    text.starts_with(&format!("HTTP/1.1 {st} ")),
+                    "{who}: {text}"
+                );
+                let line = log.find("the <BADREQ> line", |l| l.contains("<BADREQ>"));
+                let line = line.trim_end();
+                if fmt == custom {
+                    assert!(
+                        line.ends_with(&format!("]: <BADREQ> Tq=-1 TR=-1 B=0 U=0 ST={st} {tsc}")),
+                        "{who}: {line}"
+                    );
+                } else {
+                    let w: Vec<&str> = line.split_whitespace().collect();
+                    let at = w.iter().position(|x| *x == "f/<NOSRV>").unwrap_or(0);
+                    assert!(w[at + 1].starts_with("-1/-1/-1/-1/"), "{who}: {line}");
+                    assert_eq!(&w[at + 2..at + 6], [st, "0", "-", "-"], "{who}: {line}");
+                    assert_eq!(w[at + 6], tsc, "{who}: {line}");
+                    assert_eq!(w.last(), Some(&"\"<BADREQ>\""), "{who}: {line}");
+                }
+            }
+        }
     }
 }

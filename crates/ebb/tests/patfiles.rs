@@ -180,3 +180,65 @@ fn srv_id_and_lf_file_answers() {
         .collect();
     assert_eq!(ids, ["1".to_string(), "2".to_string()].into());
 }
+
+/// `add map MAP <<` with its entries as a payload (a `KEY VALUE` per
+/// line, the value the rest of the line, up to an empty line): HAProxy
+/// 2.6's CLI framing, used by the reg-test `http-rules/map_redirect`.
+/// ebb answered that it took no payload. The same answers and entries
+/// as haproxy's (the entries' ids aside), beside it.
+#[test]
+fn add_map_takes_a_payload_as_haproxy() {
+    let run = |who: &str| {
+        let d = scratch(&format!("mappayload-{who}"));
+        let map = d.join("m.map");
+        std::fs::write(&map, "/a va\n").unwrap();
+        let rest = format!(
+            "defaults\n mode http\n timeout client 10s\nfrontend fe\n bind 127.0.0.1:{}\n http-request return status 200 content-type text/plain lf-string \"%[path,map({},none)]\"\n",
+            common::free_port(),
+            map.display()
+        );
+        let (_keep, sock): (Box<dyn std::any::Any>, std::path::PathBuf) = if who == "ebb" {
+            let sock = d.join("admin.sock");
+            let e = Ebb::start(&format!(
+                "global\n stats socket {} level admin\n{rest}",
+                sock.display()
+            ));
+            (Box::new(e), sock)
+        } else {
+            let h = common::haproxy_with("mappayload", &rest)?;
+            let sock = h.sock.clone();
+            (Box::new(h), sock)
+        };
+        let m = map.display();
+        // (cli_cmd ends the last line: the `\n` here is the empty line.)
+        let mut answers = vec![
+            cli_cmd(
+                &sock,
+                &format!("add map {m} <<\n/b vb\n/c two  words\t x\n"),
+            ),
+            cli_cmd(&sock, &format!("add map {m} <<\n/d vd\n/e\n")),
+            cli_cmd(&sock, "add map <<\n/f vf\n"),
+        ];
+        // The entries, without their ids.
+        answers.push(
+            cli_cmd(&sock, &format!("show map {m}"))
+                .lines()
+                .map(|l| l.split_once(' ').map_or(l, |x| x.1).to_string() + "\n")
+                .collect(),
+        );
+        Some(answers)
+    };
+    let ebb = run("ebb").unwrap();
+    assert_eq!(
+        ebb,
+        [
+            "\n",
+            "Missing value for key '/e'.\n\n",
+            "'add map' expects three parameters (map identifier, key and value) or one parameter (map identifier) and a payload\n\n",
+            "/a va\n/b vb\n/c two  words\t x\n/d vd\n\n",
+        ]
+    );
+    if let Some(hap) = run("haproxy") {
+        assert_eq!(hap, ebb, "haproxy");
+    }
+}

@@ -202,12 +202,9 @@ fn no_ss() -> bool {
     no
 }
 
-#[test]
-fn tcpka_sets_keepalive_on_both_sides_of_a_tcp_listen() {
-    if no_ss() {
-        return;
-    }
-    let cfg = "\
+/// A tcp `listen` with keep-alive on both sides, each parameter given
+/// but the server side's interval.
+const TCPKA_LISTEN: &str = "\
 defaults
     mode tcp
     timeout client 30s
@@ -220,9 +217,16 @@ listen l
     clitcpka-intvl 10
     clitcpka-cnt 4
     srvtcpka-idle 2400
+    srvtcpka-cnt 3
     server s ORIGIN0
 ";
-    let (ebb, hap) = run_both("tcpka-tcp", cfg, 1);
+
+#[test]
+fn tcpka_sets_keepalive_on_both_sides_of_a_tcp_listen() {
+    if no_ss() {
+        return;
+    }
+    let (ebb, hap) = run_both("tcpka-tcp", TCPKA_LISTEN, 1);
     assert!(near(ebb[0].client, 3000), "{ebb:?}");
     assert!(near(ebb[0].server, 2400), "{ebb:?}");
     if let Some(h) = hap {
@@ -1470,5 +1474,104 @@ backend b
     // its figures are printed, not compared.
     if let Some(h) = run(vec![format!("127.0.0.1:{}", common::free_port())], true) {
         println!("haproxy: segments into the origin per connection {h:?}");
+    }
+}
+
+/// Reads, through `pidfd_getfd` (Linux 5.6, root or ptrace rights), the
+/// keep-alive options of process `pid`'s IPv4 TCP sockets: one line each,
+/// `LOCAL PEER SO_KEEPALIVE TCP_KEEPIDLE TCP_KEEPINTVL TCP_KEEPCNT`.
+const KA_OPTS: &str = r#"
+import ctypes, os, socket, sys
+pid = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(pid)
+for fd in os.listdir("/proc/%d/fd" % pid):
+    try:
+        if not os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+            continue
+    except OSError:
+        continue
+    n = libc.syscall(438, pidfd, int(fd), 0)
+    if n < 0:
+        sys.exit("pidfd_getfd: errno %d" % ctypes.get_errno())
+    s = socket.socket(fileno=n)
+    try:
+        if s.family != socket.AF_INET or s.type != socket.SOCK_STREAM:
+            continue
+        l, p = s.getsockname(), s.getpeername()
+        o = [s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)]
+        o += [s.getsockopt(socket.IPPROTO_TCP, k) for k in
+              (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)]
+        print("%s:%d %s:%d %s" % (l + p + (" ".join(map(str, o)),)))
+    except OSError:
+        pass
+    finally:
+        s.close()
+"#;
+
+/// The keep-alive options `(on, idle, intvl, cnt)` of process `pid`'s
+/// sockets whose peer is `peer` (one expected); None when they cannot be
+/// read (no pidfd_getfd rights).
+fn ka_opts(pid: u32, peer: SocketAddr) -> Option<(u32, u32, u32, u32)> {
+    let out = Command::new("python3")
+        .args(["-c", KA_OPTS, &pid.to_string()])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        println!(
+            "keep-alive options unread: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let l = text
+        .lines()
+        .find(|l| l.split(' ').nth(1) == Some(&peer.to_string()))
+        .unwrap_or_else(|| panic!("no socket to {peer}: {text}"));
+    let v: Vec<u32> = l.split(' ').skip(2).map(|x| x.parse().unwrap()).collect();
+    Some((v[0], v[1], v[2], v[3]))
+}
+
+/// `clitcpka-idle/-intvl/-cnt` and `srvtcpka-idle/-cnt` as the
+/// sockets hold them (`getsockopt` on the proxy's own descriptors): each
+/// set where given, the kernel's default (`net.ipv4.tcp_keepalive_*`)
+/// where not, the same in ebb as in haproxy.
+#[test]
+fn tcpka_counts_and_intervals_are_set_as_haproxy_sets_them() {
+    let sysctl = |k: &str| -> u32 {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_keepalive_{k}"))
+            .map_or(0, |v| v.trim().parse().unwrap_or(0))
+    };
+    let run = |hap: bool| {
+        let o = Origin::start("ka", Mode::Ok);
+        let bind = if hap {
+            format!("127.0.0.1:{}", common::free_port())
+        } else {
+            "BIND".to_string()
+        };
+        let text = fill(TCPKA_LISTEN, std::slice::from_ref(&bind), &[o.addr]);
+        let (pid, front, _keep): (u32, SocketAddr, Box<dyn std::any::Any>) = if hap {
+            let h = haproxy_with("tcpka-opts", &text)?;
+            (h.pid(), bind.parse().unwrap(), Box::new(h))
+        } else {
+            let e = Ebb::start(&text);
+            (e.pid(), e.addr(), Box::new(e))
+        };
+        let mut c = Client::connect(front);
+        c.send(b"GET /ka HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_resp().status, 200);
+        let me = c.s.local_addr().unwrap();
+        Some((ka_opts(pid, me)?, ka_opts(pid, o.addr)?))
+    };
+    let Some(ebb) = run(false) else { return };
+    // The server side's interval is not given: the kernel's.
+    assert_eq!(
+        ebb,
+        ((1, 3000, 10, 4), (1, 2400, sysctl("intvl"), 3)),
+        "ebb"
+    );
+    if let Some(h) = run(true) {
+        assert_eq!(h, ebb, "haproxy");
     }
 }

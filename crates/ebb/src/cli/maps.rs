@@ -111,11 +111,10 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             r.add(key, "").map_err(|e| format!("{e}\n"))?;
             Ok(String::new())
         }
-        ("add", _) if maps => Err(
-            "'add map' expects three parameters (map identifier, key and value); ebb does not take a payload ('<<') yet\n"
-                .to_string(),
-        ),
-        ("add", _) => Err("'add acl' expects two parameters: ACL identifier and pattern.\n".to_string()),
+        ("add", _) if maps => Err(ADD_MAP_ARGS.to_string()),
+        ("add", _) => {
+            Err("'add acl' expects two parameters: ACL identifier and pattern.\n".to_string())
+        }
         ("set", [name, key, value]) if maps => {
             let r = find(name, maps)?;
             r.check(key, Some(value)).map_err(|e| format!("{e}\n"))?;
@@ -133,7 +132,9 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             })?;
             Ok(String::new())
         }
-        ("set", _) if maps => Err("'set map' expects three parameters: map identifier, key and value.\n".to_string()),
+        ("set", _) if maps => {
+            Err("'set map' expects three parameters: map identifier, key and value.\n".to_string())
+        }
         ("del", [name, key]) => {
             let r = find(name, maps)?;
             r.update(|es| {
@@ -147,7 +148,9 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             })?;
             Ok(String::new())
         }
-        ("del", _) => Err(format!("This command expects two parameters: {kind} identifier and key.\n")),
+        ("del", _) => Err(format!(
+            "This command expects two parameters: {kind} identifier and key.\n"
+        )),
         ("clear", [name]) => {
             let r = find(name, maps)?;
             r.update(|es| {
@@ -159,6 +162,38 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
         ("clear", _) => Err(format!("'clear {kind}' expects a {kind} identifier.\n")),
         _ => Err(format!("unknown command '{verb} {kind}'\n")),
     }
+}
+
+const ADD_MAP_ARGS: &str = "'add map' expects three parameters (map identifier, key and value) or one parameter (map identifier) and a payload\n";
+
+/// Runs `cmd` when it takes a payload: `add map MAP` with one `KEY VALUE`
+/// per payload line (the key up to the first blank, the value the rest
+/// of the line after the blanks, as HAProxy 2.6 reads them); the entries
+/// before a bad line stay added, as there (`None`: no such command).
+pub fn execute_payload(
+    level: CliLevel,
+    cmd: &str,
+    payload: &str,
+) -> Option<Result<String, String>> {
+    let w = words(cmd);
+    let w: Vec<&str> = w.iter().map(String::as_str).collect();
+    let name = match w.as_slice() {
+        ["add", "map", name] => *name,
+        ["add", "map", ..] => return Some(Err(ADD_MAP_ARGS.to_string())),
+        _ => return None,
+    };
+    Some((|| {
+        need(level, CliLevel::Operator, "add map")?;
+        let r = find(name, true)?;
+        for line in payload.lines() {
+            let Some((key, value)) = line.split_once([' ', '\t']) else {
+                return Err(format!("Missing value for key '{line}'.\n"));
+            };
+            r.add(key, value.trim_start_matches([' ', '\t']))
+                .map_err(|e| format!("{e}\n"))?;
+        }
+        Ok(String::new())
+    })())
 }
 
 /// `#0x...` names an entry by its id; else every entry with that key.

@@ -191,7 +191,7 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "add map|acl",
         "MAP|#ID KEY [VALUE]",
         CliLevel::Operator,
-        "add an entry to a map or ACL file",
+        "add an entry to a map or ACL file (a map: payload supported instead of KEY VALUE)",
     ),
     (
         "set map",
@@ -408,6 +408,21 @@ pub fn execute_line(
         r.text.push_str(&out);
     }
     r
+}
+
+/// Runs a command given with a payload (`CMD <<`, then its lines up to
+/// an empty one, HAProxy's CLI framing): `add map MAP <<` with a `KEY
+/// VALUE` per line; the commands that take no payload say so.
+pub fn execute_payload(level: CliLevel, cmd: &str, payload: &str) -> Reply {
+    let mut out = match maps::execute_payload(level, cmd, payload) {
+        Some(Ok(s)) | Some(Err(s)) => s,
+        None => "This command takes no payload ('<<') in ebb.\n".to_string(),
+    };
+    out.push('\n');
+    Reply {
+        text: out,
+        ..Reply::default()
+    }
 }
 
 fn need(level: CliLevel, want: CliLevel, what: &str) -> Result<(), String> {

@@ -15,7 +15,9 @@
 //!
 //! A connection ends after its first line (non-interactive mode), on
 //! `quit`, at EOF, or after `stats timeout` (HAProxy's default: 10 s) of
-//! silence.
+//! silence. A line ending in `<<` is a command with a payload, HAProxy's
+//! framing: the lines after it, up to an empty one, are its payload (all
+//! of it within [`MAX_LINE`]), and the command runs then.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -228,6 +230,9 @@ struct CliConn {
     /// The readiness tasklet, created by the task's first run.
     io: Option<TaskletId>,
     timeout_ms: u32,
+    /// A command given with a payload (a line ending in `<<`, HAProxy's
+    /// pattern) and the payload's lines so far, until an empty line.
+    payload: Option<(String, String)>,
 }
 
 fn spawn(
@@ -256,6 +261,7 @@ fn spawn(
         full: false,
         io: None,
         timeout_ms,
+        payload: None,
     };
     let task = ctx.new_task_obj("cli_conn", conn);
     ctx.set_nice(task, nice);
@@ -337,12 +343,40 @@ impl CliConn {
                 self.closing = true;
                 return;
             }
-            let process = Arc::clone(&self.process);
-            let mut experimental = self.experimental;
-            let r = super::execute_line(&process, self.level, line, &mut experimental, &mut |f| {
-                ctx.isolate(|_| f());
-            });
-            self.experimental = experimental;
+            let r = match self.payload.take() {
+                // The payload's lines, up to the empty one that ends it.
+                Some((cmd, mut body)) if !line.is_empty() => {
+                    if cmd.len() + body.len() + line.len() >= MAX_LINE {
+                        self.out.extend_from_slice(b"Line too long.\n\n");
+                        self.closing = true;
+                        return;
+                    }
+                    body.push_str(line);
+                    body.push('\n');
+                    self.payload = Some((cmd, body));
+                    continue;
+                }
+                Some((cmd, body)) => super::execute_payload(self.level, &cmd, &body),
+                None if line.ends_with("<<") => {
+                    self.payload = Some((line[..line.len() - 2].to_string(), String::new()));
+                    continue;
+                }
+                None => {
+                    let process = Arc::clone(&self.process);
+                    let mut experimental = self.experimental;
+                    let r = super::execute_line(
+                        &process,
+                        self.level,
+                        line,
+                        &mut experimental,
+                        &mut |f| {
+                            ctx.isolate(|_| f());
+                        },
+                    );
+                    self.experimental = experimental;
+                    r
+                }
+            };
             self.out.extend_from_slice(r.text.as_bytes());
             if r.prompt_toggles % 2 == 1 {
                 self.interactive = !self.interactive;

@@ -837,11 +837,19 @@ fn http2_binds_and_tune_h2() {
     assert_eq!(c.global.h2_max_concurrent_streams, Some(0));
     assert_eq!(c.global.h2_initial_window_size, Some(1 << 20));
     assert_eq!(c.global.h2_header_table_size, Some(65536));
-    err1(
-        "global\n    tune.h2.header-table-size 65537\n",
-        "t.cfg:2: ",
-        "out of range",
-    );
+    // HAProxy 2.6's ranges: 4096 to 65536, and no more streams than its
+    // `int` holds.
+    for bad in [
+        "header-table-size 65537",
+        "header-table-size 4095",
+        "max-concurrent-streams 2147483648",
+    ] {
+        err1(
+            &format!("global\n    tune.h2.{bad}\n"),
+            "t.cfg:2: ",
+            "out of range",
+        );
+    }
     err1(
         "global\n    tune.h2.initial-window-size 2147483648\n",
         "t.cfg:2: ",

@@ -466,6 +466,9 @@ impl Connection {
         };
         c.decoder.set_max_fields(cfg.max_fields as usize);
         let mut params = match role {
+            // No limit (`tune.h2.max-concurrent-streams 0`): no setting,
+            // as HAProxy 2.6 sends none (RFC 9113 §6.5.2: unlimited).
+            Role::Server if cfg.max_concurrent_streams == u32::MAX => Vec::new(),
             Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
             Role::Client => {
                 c.out.extend_from_slice(frame::PREFACE);

@@ -707,7 +707,9 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         // Handshake: ebb counts a TLS handshake in the idle time.
         Var::Th => num(out, 0, quote),
         Var::Ti => num(out, ti, quote),
-        Var::Tq => num(out, ti + e.tq, quote),
+        // No request taken (a `<BADREQ>` line): HAProxy's -1, whatever
+        // the idle time.
+        Var::Tq => num(out, if e.tq < 0 { -1 } else { ti + e.tq }, quote),
         Var::Tt => {
             asap(out, e);
             num(out, ti + e.tt, quote)

@@ -477,15 +477,17 @@ impl Parser<'_> {
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }
+            // HAProxy 2.6 refuses what its `int` reads as negative.
             "tune.h2.max-concurrent-streams" => {
-                g.h2_max_concurrent_streams = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?)
+                g.h2_max_concurrent_streams = Some(parse_u32_range(kw, &one(w)?, 0, (1 << 31) - 1)?)
             }
             // RFC 9113 §6.5.2: at most 2^31-1.
             "tune.h2.initial-window-size" => {
                 g.h2_initial_window_size = Some(parse_u32_range(kw, &one(w)?, 0, (1 << 31) - 1)?)
             }
+            // HAProxy 2.6's range: below the RFC's 4096 is refused.
             "tune.h2.header-table-size" => {
-                g.h2_header_table_size = Some(parse_u32_range(kw, &one(w)?, 0, 65536)?)
+                g.h2_header_table_size = Some(parse_u32_range(kw, &one(w)?, 4096, 65536)?)
             }
             // RFC 9113 §6.5.2, and HAProxy's check.
             "tune.h2.max-frame-size" => {

@@ -199,32 +199,32 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     }
 
     /// A request that could not be parsed: its status, a log line, close.
+    /// The line is HAProxy 2.6's for a request its HTTP/1 layer refuses
+    /// (`<BADREQ>`, the timers -1 but `%Ta`/`%Tt`, `%B` and `%U` 0,
+    /// `PR--`): no request was taken, so none is written (HAProxy keeps
+    /// the bytes for its `show errors`, which ebb does not have).
     pub(super) fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
         let status = e.status();
         self.count_failed_request(status);
-        let start = self.wbuf.len();
         self.parse_error_response(status);
-        let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
-        let end = self.rbuf[self.rstart..self.rend]
-            .iter()
-            .position(|&c| c == b'\r' || c == b'\n')
-            .unwrap_or((self.rend - self.rstart).min(256));
-        let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
-        let tq = self.elapsed(ctx, self.req_start);
+        let tt = self.elapsed(ctx, self.req_start.or(Some(self.idle_since)));
         self.bytes_in = 0;
         let entry = self.log_entry(LogFacts {
             backend: &self.fe.name,
             server: "<NOSRV>",
-            times: [tq, -1, -1, -1, tq],
+            times: [-1, -1, -1, -1, tt],
             status,
-            bytes,
+            bytes: 0,
             term: "PR",
-            request_line: &line,
+            request_line: b"<BADREQ>",
         });
-        let mut l = crate::log::format(&entry);
-        l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
         let sd = self.fe.log_sd(&entry);
-        self.w.log_fe_error_sd(&self.fe, l, sd, self.fe.err_level());
+        self.w.log_fe_error_sd(
+            &self.fe,
+            crate::log::format(&entry),
+            sd,
+            self.fe.err_level(),
+        );
         self.rstart = self.rend;
         self.closing = true;
         // The rest of what the client sent is not read.
