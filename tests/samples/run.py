@@ -4,7 +4,7 @@ HAProxy 2.6, one by one.
 
     tests/samples/run.py [--port P] [--oport P] [--keep DIR] [--only TEXT] [-v]
 
-The cases below are written from ebb's sample registry (sample/fetch.rs,
+The cases below are written from ebb's sample registry (sample/fetch/parse.rs,
 sample/conv.rs, sample/map.rs, sample/stk.rs, config/acl.rs): each fetch
 with its argument forms, each converter applied to inputs of the types it
 takes, each ACL method and flag. For every case:
