@@ -231,6 +231,20 @@ ACLS = [
     "method OPTIONS TRACE", "method -m str -i post", "method -m str POST",
     "req.ver -m beg 1.", "src ::ffff:127.0.0.1", "src 127.0.0.1/255.0.0.0",
     "dst 127.0.0.1", "dst_port 19661", "url_param(x) -m int 1", "str() -m len 0",
+    # `-m len` and the derived `_len` ACLs; the derived families read
+    # through their sample; string criteria cast to int, ip and bool
+    "base_len 16", "base_len gt 5", "cook_len(a) 1", "cook_len(a) 0", "urlp_len(x) 1",
+    "urlp_len(x) 0", "url_len ge 20", "hdr_len(x-m) 3", "hdr_len(x-m) le 3",
+    "path_len lt 3", "path -m len ge 5", "req.hdr(x-n) -m len 2", "method -m len 3",
+    "req.body -m len 14", "int(12345) -m len 5", "src,ipmask(8) -m len 9",
+    "str(abc) -m len 1:3", "cook_beg(a) 1", "cook_end(a) 2", "cook_sub(b) q",
+    "cook_reg(a) ^[0-9]$", "cook_dom(a) x", "cook_dir(a) 1", "base example.com/a/b/c.html",
+    "base_beg example", "base_end .html", "base_sub com/a", "base_dom com",
+    "base_dir a", "base_reg ^e.*l$", "urlp_beg(x) 1", "urlp_end(y) 2", "urlp_sub(y) a",
+    "urlp_reg(x) ^%", "urlp(y) 2", "urlp_dom(x) 1", "urlp_dir(x) 1",
+    "hdr(x-n) -m int gt 10", "hdr(x-n) -m bool", "hdr(x-ip) -m ip 10.0.0.0/8",
+    "url -m int 0", "path -m ip ::1", "req.ver -m int 1", "req.ver -m bool",
+    "hdr_beg(x-n) -m int 42", "path_len(x) 1", "hdr_len 1",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's

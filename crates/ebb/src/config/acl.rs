@@ -88,7 +88,15 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
     };
-    let (mut fetch, mut method) = match parse_criterion(criterion) {
+    let derived = derived_acl(criterion);
+    let parsed = match &derived {
+        // The derived ACLs ebb has no classic matcher for (`_len`, and the
+        // cookie, base, urlp and response families): their sample fetch
+        // with their method, as HAProxy 2.6's http_acl.c declares them.
+        Some((text, m, true)) => Ok((sample_criterion(text)?.0, *m)),
+        _ => parse_criterion(criterion),
+    };
+    let (mut fetch, mut method) = match parsed {
         Ok(x) => x,
         // Not one of the classic criteria: any sample expression, matched
         // by the type it produces (HAProxy's default match per fetch).
@@ -137,9 +145,10 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     "int" => MatchMethod::Int,
                     "bool" => MatchMethod::Bool,
                     "bin" => MatchMethod::Bin,
+                    "len" => MatchMethod::Len,
                     other => {
                         return Err(format!(
-                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool, bin)"
+                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool, bin, len)"
                         ))
                     }
                 };
@@ -158,6 +167,22 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     // -m str -i post` matches POST).
     if explicit && fetch == Fetch::Method {
         fetch = sample_criterion("method")?.0;
+    }
+    // A classic string criterion matched as an integer, an address, a
+    // boolean or a length: its sample, which HAProxy casts (`c_str2int`,
+    // `c_str2addr`) or measures.
+    if matches!(
+        method,
+        MatchMethod::Int | MatchMethod::Ip | MatchMethod::Bool | MatchMethod::Len
+    ) && matches!(
+        fetch,
+        Fetch::Path | Fetch::Url | Fetch::Hdr(_) | Fetch::ReqVer
+    ) {
+        let text = match &derived {
+            Some((text, _, _)) => text.clone(),
+            None => criterion.clone(),
+        };
+        fetch = sample_criterion(&text)?.0;
     }
     let is_ip_fetch = fetch == Fetch::Src;
     if let Fetch::Sample(e) = &fetch {
@@ -282,7 +307,7 @@ fn sample_test(
                 return Err(format!("unexpected value '{v}': this match takes no value"));
             }
         }
-        MatchMethod::Int => {
+        MatchMethod::Int | MatchMethod::Len => {
             // HAProxy 2.6's acl.c: an operator (`eq`, `ge`, `gt`, `le`,
             // `lt`) holds for every value after it; a value holding `:`
             // or `-` is a range as written, whatever the operator (`lt
@@ -342,6 +367,48 @@ fn sample_test(
         files: Vec::new(),
         loc: loc.clone(),
     })
+}
+
+/// HAProxy 2.6's derived ACL keywords (http_acl.c): `FAMILY[_SUFFIX][(ARGS)]`
+/// as the sample expression it reads and its match method, and whether
+/// ebb reads it through that sample (every `_len`, and the families
+/// without a classic matcher) rather than `parse_criterion`.
+fn derived_acl(c: &str) -> Option<(String, MatchMethod, bool)> {
+    let (name, args) = match c.find('(') {
+        Some(open) => (&c[..open], &c[open..]),
+        None => (c, ""),
+    };
+    let (family, suffix) = match name.rfind('_') {
+        Some(u) if !matches!(&name[u..], "_ver") => (&name[..u], &name[u..]),
+        _ => (name, ""),
+    };
+    let method = match suffix {
+        "" => MatchMethod::Str,
+        "_beg" => MatchMethod::Beg,
+        "_dir" => MatchMethod::Dir,
+        "_dom" => MatchMethod::Dom,
+        "_end" => MatchMethod::End,
+        "_len" => MatchMethod::Len,
+        "_reg" => MatchMethod::Reg,
+        "_sub" => MatchMethod::Sub,
+        _ => return None,
+    };
+    let (fetch, classic) = match family {
+        "base" => ("base", false),
+        "cook" => ("req.cook", false),
+        "hdr" => ("req.hdr", true),
+        "path" => ("path", true),
+        "scook" => ("res.cook", false),
+        "shdr" => ("res.hdr", false),
+        "url" => ("url", true),
+        "urlp" => ("urlp", false),
+        _ => return None,
+    };
+    Some((
+        format!("{fetch}{args}"),
+        method,
+        !classic || method == MatchMethod::Len,
+    ))
 }
 
 /// Maps a criterion (`path_beg`, `hdr_end(host)`, ...) to a fetch and its
