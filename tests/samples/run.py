@@ -56,7 +56,8 @@ REQ_FETCHES = [
     "query", "url", "base", "req.ver", "req_ver", "http_first_req",
     "req.proto_http", "req_proto_http",
     "url_param(x)", "url_param(n)", "urlp(y)", "url_param(x,;)", "url_param",
-    "urlp(x,)", "urlp_val(n)", "url_param(nope)",
+    "urlp(x,)", "urlp_val(n)", "url_param(nope)", "urlp_val(x)", "urlp_val(y)",
+    "urlp_val", "urlp_val(x,;)",
     "hdr(x-s)", "hdr(x-m)", "hdr(x-m,1)", "hdr(x-m,2)", "hdr(x-m,-1)",
     "hdr(x-m,-2)", "hdr(x-m,0)", "hdr(x-m,9)", "req.hdr(x-s)", "req.hdr(X-S)",
     "req.hdr(host)", "req.hdr(absent)", "req.fhdr(x-m)", "req.fhdr(x-m,-1)",
@@ -245,6 +246,7 @@ ACLS = [
     "hdr(x-n) -m int gt 10", "hdr(x-n) -m bool", "hdr(x-ip) -m ip 10.0.0.0/8",
     "url -m int 0", "path -m ip ::1", "req.ver -m int 1", "req.ver -m bool",
     "hdr_beg(x-n) -m int 42", "path_len(x) 1", "hdr_len 1",
+    "urlp_val(x) 1", "urlp_val(n) lt 0", "urlp_val(k) -m str q", "urlp_val(y) 0",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's

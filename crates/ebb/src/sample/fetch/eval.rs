@@ -77,9 +77,12 @@ impl Fetch {
                 let r = ctx.req?;
                 put(s, found_path(r.head.target.get(r.buf))?)
             }
-            Fetch::UrlParam { name, delim } => {
+            Fetch::UrlParam { name, delim, val } => {
                 let q = url_query(ctx, *delim)?;
                 let (a, b) = next_param(q, 0, name.as_deref(), *delim)?;
+                if *val {
+                    return Some(Val::Int(crate::sample::strl2ic(&q[a..b])));
+                }
                 put(s, &q[a..b])
             }
             Fetch::ReqBody => {
@@ -610,10 +613,17 @@ impl Fetch {
             // In an ACL: each parameter of that name (each value after an
             // `=` without a name), as HAProxy's fetch reports more while
             // the query goes on.
-            Fetch::UrlParam { name, delim } => {
+            Fetch::UrlParam { name, delim, val } => {
                 let Some(q) = url_query(ctx, *delim) else {
                     return Some(false);
                 };
+                if *val {
+                    let f = &mut |_: Val, s: &mut Scratch| {
+                        let i = crate::sample::strl2ic(&s.cur);
+                        f(Val::Int(i), s)
+                    };
+                    return Some(each_param(q, name.as_deref(), *delim, s, f));
+                }
                 Some(each_param(q, name.as_deref(), *delim, s, f))
             }
             Fetch::ReqBodyParam(name) => {

@@ -44,10 +44,12 @@ pub(super) enum Fetch {
     /// `http_first_req`: the first request of the connection.
     FirstReq,
     /// `url_param(NAME[,DELIM])`: a query-string parameter's value
-    /// (`None`: the value after the first `=`, see `next_param`).
+    /// (`None`: the value after the first `=`, see `next_param`);
+    /// `urlp_val` (`val`): that value as HAProxy's `strl2ic` reads it.
     UrlParam {
         name: Option<String>,
         delim: u8,
+        val: bool,
     },
     Base,
     ReqVer,
@@ -353,6 +355,7 @@ impl Fetch {
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::HdrVal { .. }
+            | Fetch::UrlParam { val: true, .. }
             | Fetch::CookCnt(..)
             | Fetch::CookVal(..)
             | Fetch::Status

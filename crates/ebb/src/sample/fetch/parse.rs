@@ -117,7 +117,7 @@ impl Fetch {
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
             "pathq" => req_only(none(Fetch::PathQ)?),
-            "url_param" | "urlp" => {
+            "url_param" | "urlp" | "urlp_val" => {
                 arg_count(name, args, 0, 2)?;
                 // The byte the parameters come after (HAProxy's
                 // `http_find_param_list`): `?`, or the one given; an empty
@@ -133,6 +133,7 @@ impl Fetch {
                 req_only(Fetch::UrlParam {
                     name: args.first().filter(|n| !n.is_empty()).cloned(),
                     delim,
+                    val: name == "urlp_val",
                 })
             }
             // The connection's count outlives the request: HAProxy's
