@@ -247,6 +247,7 @@ ACLS = [
     "url -m int 0", "path -m ip ::1", "req.ver -m int 1", "req.ver -m bool",
     "hdr_beg(x-n) -m int 42", "path_len(x) 1", "hdr_len 1",
     "urlp_val(x) 1", "urlp_val(n) lt 0", "urlp_val(k) -m str q", "urlp_val(y) 0",
+    "int(1) -i 1", "ssl_fc -i", "src,ipmask(8) -i 127.0.0.0", "hdr_cnt(x-m) -i 2",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's

@@ -232,9 +232,8 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     if is_ip_fetch && method != MatchMethod::Ip && method != MatchMethod::Found {
         return Err(format!("'{criterion}' only supports IP matching"));
     }
-    if is_ip_fetch && ignore_case {
-        return Err("flag '-i' has no meaning for an IP address".to_string());
-    }
+    // `-i` on an address is accepted and means nothing, as HAProxy's.
+    let ignore_case = ignore_case && !is_ip_fetch;
     let mut patterns = Vec::with_capacity(values.len());
     match method {
         MatchMethod::Found => {
@@ -350,14 +349,13 @@ fn sample_test(
             }
         }
     }
-    if ignore_case
-        && matches!(
+    // `-i` on an integer, a boolean or an address is accepted and means
+    // nothing, as HAProxy's.
+    let ignore_case = ignore_case
+        && !matches!(
             method,
-            MatchMethod::Int | MatchMethod::Bool | MatchMethod::Ip
-        )
-    {
-        return Err("flag '-i' has no meaning for this match".to_string());
-    }
+            MatchMethod::Int | MatchMethod::Bool | MatchMethod::Ip | MatchMethod::Len
+        );
     let _ = ty;
     Ok(AclTest {
         fetch,
@@ -493,6 +491,7 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
         loc: loc.clone(),
     };
     let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));
+    let words = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     Some(match name {
         "TRUE" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
         "HTTP" => t(
@@ -501,6 +500,10 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
             vec![],
         ),
         "FALSE" => t(Fetch::Always(false), MatchMethod::Found, vec![]),
+        "HTTP_CONTENT" => {
+            parse_test(&words(&["req.hdr_val(content-length)", "gt", "0"]), loc).ok()?
+        }
+        "REQ_CONTENT" => parse_test(&words(&["req.len", "gt", "0"]), loc).ok()?,
         "WAIT_END" => t(
             sample_criterion("wait_end").ok()?.0,
             MatchMethod::Bool,

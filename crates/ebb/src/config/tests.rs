@@ -2097,11 +2097,15 @@ fn acl_errors() {
     );
     assert!(parse_str("t.cfg", &a("acl x path -m ip 1.2.3.4")).is_ok());
     err1(&a("acl x src 1.2.3.999"), "t.cfg:3: ", "invalid IP address");
-    err1(
-        &a("acl x src -i 1.2.3.4"),
-        "t.cfg:3: ",
-        "'-i' has no meaning",
-    );
+    // `-i` on an address, an integer or a boolean means nothing (HAProxy
+    // accepts it).
+    for acl in [
+        "acl x src -i 1.2.3.4",
+        "acl x int(1) -i 1",
+        "acl x ssl_fc -i",
+    ] {
+        assert!(parse_str("t.cfg", &a(acl)).is_ok(), "{acl}");
+    }
     err1(&a("acl x src -m beg 1"), "t.cfg:3: ", "only supports IP");
     err1(&a("acl x method G(T"), "t.cfg:3: ", "invalid HTTP method");
     err1(&a("acl x path -m found /x"), "t.cfg:3: ", "takes no value");
