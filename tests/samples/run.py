@@ -309,6 +309,8 @@ REQUESTS = [
     # JSON body, base64 and URL-safe values
     b"GET /J?x=a%2Cb HTTP/1.1\r\nHost: h\r\nX-S: {\"a\":\"b\",\"n\":5,\"b\":true}\r\n"
     b"X-N: 3\r\nX-M: -_8=\r\n\r\n",
+    # absolute-form target whose authority differs from the Host field
+    b"GET http://example.org/abs/p?x=1 HTTP/1.1\r\nHost: Example.COM:80\r\nX-S: abs\r\n\r\n",
 ]
 
 MAP_FILES = {

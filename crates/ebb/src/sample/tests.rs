@@ -1072,3 +1072,27 @@ fn maps_longest_match() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `base` reads the Host field as sent, its first value, not an absolute
+/// target's authority (HAProxy 2.6's smp_fetch_base; found by tests/diff
+/// seed 7).
+#[test]
+fn base_reads_the_host_field() {
+    let on = |raw: &str| {
+        let l = LogFormat::parse("<%[base]>", RQ).unwrap();
+        with_ctx(raw, None, |c| {
+            let mut out = Vec::new();
+            l.render(c, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    assert_eq!(
+        on("GET http://example.com HTTP/1.1\r\nHost: Example.COM:80\r\n\r\n"),
+        "<Example.COM:80>"
+    );
+    assert_eq!(
+        on("GET http://a.b/x?y HTTP/1.1\r\nHost: A.B\r\n\r\n"),
+        "<A.B/x>"
+    );
+    assert_eq!(on("GET /p HTTP/1.0\r\n\r\n"), "</p>");
+}

@@ -151,15 +151,19 @@ impl Fetch {
             }
             // HAProxy's smp_fetch_base: the host, then the path without
             // its query when it starts with `/`; without a host, `path`.
+            // HAProxy's `base`: the Host field's first value as sent (not
+            // an absolute target's authority), then the path.
             Fetch::Base => {
                 let r = ctx.req?;
-                let host = r.head.host.map(|h| h.get(r.buf)).unwrap_or(b"");
                 let p = found_path(r.head.target.get(r.buf)).map(|p| split_q(p).0);
-                if host.is_empty() {
+                s.cur.clear();
+                values(ctx, false, "host", false, &mut |v| {
+                    s.cur.extend_from_slice(v);
+                    true
+                });
+                if s.cur.is_empty() {
                     return put(s, p?);
                 }
-                s.cur.clear();
-                s.cur.extend_from_slice(host);
                 s.cur
                     .extend_from_slice(p.filter(|p| p.starts_with(b"/")).unwrap_or(b""));
                 Some(Val::Str)
