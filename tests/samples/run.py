@@ -248,6 +248,7 @@ ACLS = [
     "hdr_beg(x-n) -m int 42", "path_len(x) 1", "hdr_len 1",
     "urlp_val(x) 1", "urlp_val(n) lt 0", "urlp_val(k) -m str q", "urlp_val(y) 0",
     "int(1) -i 1", "ssl_fc -i", "src,ipmask(8) -i 127.0.0.0", "hdr_cnt(x-m) -i 2",
+    "req.hdr_beg(x-s) Hel", "req.hdr_sub(x-s) lo",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's

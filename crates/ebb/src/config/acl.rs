@@ -449,6 +449,11 @@ fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
     }
     for prefix in ["req.hdr", "hdr"] {
         if let Some(rest) = name.strip_prefix(prefix) {
+            // HAProxy 2.6 has `req.hdr` but no `req.hdr_beg` and the like
+            // (unknown fetch).
+            if prefix == "req.hdr" && !rest.is_empty() {
+                continue;
+            }
             if let Some(m) = suffix_method(rest) {
                 let Some(arg) = arg else {
                     return Err(format!(

@@ -2079,6 +2079,12 @@ fn acl_errors() {
     ] {
         assert!(parse_str("t.cfg", &a(acl)).is_ok(), "{acl}");
     }
+    // HAProxy 2.6 has no `req.hdr_beg` (nor _end, _sub...).
+    err1(
+        &a("acl x req.hdr_beg(host) x"),
+        "t.cfg:3: ",
+        "unknown ACL criterion",
+    );
     err1(
         &a("acl x nope_fetch 3"),
         "t.cfg:3: ",
