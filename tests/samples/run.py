@@ -4,7 +4,7 @@ HAProxy 2.6, one by one.
 
     tests/samples/run.py [--port P] [--oport P] [--keep DIR] [--only TEXT] [-v]
 
-The cases below are written from ebb's sample registry (sample/fetch.rs,
+The cases below are written from ebb's sample registry (sample/fetch/parse.rs,
 sample/conv.rs, sample/map.rs, sample/stk.rs, config/acl.rs): each fetch
 with its argument forms, each converter applied to inputs of the types it
 takes, each ACL method and flag. For every case:
@@ -56,7 +56,8 @@ REQ_FETCHES = [
     "query", "url", "base", "req.ver", "req_ver", "http_first_req",
     "req.proto_http", "req_proto_http",
     "url_param(x)", "url_param(n)", "urlp(y)", "url_param(x,;)", "url_param",
-    "urlp(x,)", "urlp_val(n)", "url_param(nope)",
+    "urlp(x,)", "urlp_val(n)", "url_param(nope)", "urlp_val(x)", "urlp_val(y)",
+    "urlp_val", "urlp_val(x,;)",
     "hdr(x-s)", "hdr(x-m)", "hdr(x-m,1)", "hdr(x-m,2)", "hdr(x-m,-1)",
     "hdr(x-m,-2)", "hdr(x-m,0)", "hdr(x-m,9)", "req.hdr(x-s)", "req.hdr(X-S)",
     "req.hdr(host)", "req.hdr(absent)", "req.fhdr(x-m)", "req.fhdr(x-m,-1)",
@@ -231,6 +232,23 @@ ACLS = [
     "method OPTIONS TRACE", "method -m str -i post", "method -m str POST",
     "req.ver -m beg 1.", "src ::ffff:127.0.0.1", "src 127.0.0.1/255.0.0.0",
     "dst 127.0.0.1", "dst_port 19661", "url_param(x) -m int 1", "str() -m len 0",
+    # `-m len` and the derived `_len` ACLs; the derived families read
+    # through their sample; string criteria cast to int, ip and bool
+    "base_len 16", "base_len gt 5", "cook_len(a) 1", "cook_len(a) 0", "urlp_len(x) 1",
+    "urlp_len(x) 0", "url_len ge 20", "hdr_len(x-m) 3", "hdr_len(x-m) le 3",
+    "path_len lt 3", "path -m len ge 5", "req.hdr(x-n) -m len 2", "method -m len 3",
+    "req.body -m len 14", "int(12345) -m len 5", "src,ipmask(8) -m len 9",
+    "str(abc) -m len 1:3", "cook_beg(a) 1", "cook_end(a) 2", "cook_sub(b) q",
+    "cook_reg(a) ^[0-9]$", "cook_dom(a) x", "cook_dir(a) 1", "base example.com/a/b/c.html",
+    "base_beg example", "base_end .html", "base_sub com/a", "base_dom com",
+    "base_dir a", "base_reg ^e.*l$", "urlp_beg(x) 1", "urlp_end(y) 2", "urlp_sub(y) a",
+    "urlp_reg(x) ^%", "urlp(y) 2", "urlp_dom(x) 1", "urlp_dir(x) 1",
+    "hdr(x-n) -m int gt 10", "hdr(x-n) -m bool", "hdr(x-ip) -m ip 10.0.0.0/8",
+    "url -m int 0", "path -m ip ::1", "req.ver -m int 1", "req.ver -m bool",
+    "hdr_beg(x-n) -m int 42", "path_len(x) 1", "hdr_len 1",
+    "urlp_val(x) 1", "urlp_val(n) lt 0", "urlp_val(k) -m str q", "urlp_val(y) 0",
+    "int(1) -i 1", "ssl_fc -i", "src,ipmask(8) -i 127.0.0.0", "hdr_cnt(x-m) -i 2",
+    "req.hdr_beg(x-s) Hel", "req.hdr_sub(x-s) lo",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's
@@ -292,6 +310,8 @@ REQUESTS = [
     # JSON body, base64 and URL-safe values
     b"GET /J?x=a%2Cb HTTP/1.1\r\nHost: h\r\nX-S: {\"a\":\"b\",\"n\":5,\"b\":true}\r\n"
     b"X-N: 3\r\nX-M: -_8=\r\n\r\n",
+    # absolute-form target whose authority differs from the Host field
+    b"GET http://example.org/abs/p?x=1 HTTP/1.1\r\nHost: Example.COM:80\r\nX-S: abs\r\n\r\n",
 ]
 
 MAP_FILES = {

@@ -373,6 +373,7 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
             .patterns
             .iter()
             .any(|p| matches!(p, Pattern::Bin(b) if b.as_slice() == s)),
+        MatchMethod::Len => int_in(t, len_i64(s)),
         MatchMethod::Ip | MatchMethod::Int | MatchMethod::Bool => false,
         m => t.patterns.iter().any(|p| {
             let Pattern::Str(p) = p else {
@@ -525,6 +526,24 @@ fn file_ip(t: &Test, ip: std::net::IpAddr) -> bool {
     })
 }
 
+/// Whether `i` is in one of the test's integer ranges (patterns or
+/// `-f` files).
+fn int_in(t: &Test, i: i64) -> bool {
+    t.files.iter().any(|f| {
+        f.snapshot()
+            .ints()
+            .iter()
+            .any(|r| r.is_some_and(|(lo, hi)| lo <= i && i <= hi))
+    }) || t
+        .patterns
+        .iter()
+        .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
+}
+
+fn len_i64(s: &[u8]) -> i64 {
+    i64::try_from(s.len()).unwrap_or(i64::MAX)
+}
+
 /// Matches one value of a sample-expression ACL.
 fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
     match t.method {
@@ -549,16 +568,22 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
                 Val::Ip(std::net::IpAddr::V4(a)) => i64::from(u32::from(a)),
                 Val::Bin | Val::Meth | Val::Ip(_) => return false,
             };
-            t.files.iter().any(|f| {
-                f.snapshot()
-                    .ints()
-                    .iter()
-                    .any(|r| r.is_some_and(|(lo, hi)| lo <= i && i <= hi))
-            }) || t
-                .patterns
-                .iter()
-                .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
+            int_in(t, i)
         }
+        // HAProxy's `pat_match_len`: the length of the sample cast to a
+        // string (a binary value up to its first NUL, `c_bin2str`).
+        MatchMethod::Len => match v {
+            Val::Str | Val::Meth => int_in(t, len_i64(&s.cur)),
+            Val::Bin => {
+                let end = s.cur.iter().position(|&c| c == 0).unwrap_or(s.cur.len());
+                int_in(t, len_i64(&s.cur[..end]))
+            }
+            other => {
+                let mut text = Vec::new();
+                crate::sample::write_text(other, s, &mut text);
+                int_in(t, len_i64(&text))
+            }
+        },
         MatchMethod::Ip => {
             let ip = match v {
                 Val::Ip(ip) => ip,
@@ -655,6 +680,38 @@ mod tests {
                 "defaults\n mode http\nfrontend f\n bind :8080\n use_backend b if {bad}\nbackend b\n serve-files /tmp\n"
             );
             assert!(parse_str("t.cfg", &text).is_err(), "{bad}");
+        }
+    }
+
+    /// `-m len` and the derived `_len` ACLs (HAProxy's `pat_match_len`,
+    /// ranges and operators as `-m int`), the derived families read
+    /// through their sample, and string criteria cast to an integer, an
+    /// address or a boolean (`c_str2int`, `c_str2addr`).
+    #[test]
+    fn lengths_and_casts() {
+        let req = "GET /ab/c?x=12&y=a HTTP/1.1\r\nHost: h.com\r\nX-N: 42z\r\nX-IP: 10.1.2.3\r\nCookie: a=xyz\r\n\r\n";
+        for (acl, want) in [
+            ("{ path_len 5 }", true),
+            ("{ path_len lt 5 }", false),
+            ("{ path -m len 4:6 }", true),
+            ("{ url_len ge 14 }", true),
+            ("{ base_len 10 }", true),
+            ("{ hdr_len(host) 5 }", true),
+            ("{ cook_len(a) 3 }", true),
+            ("{ urlp_len(x) 2 }", true),
+            ("{ method -m len 3 }", true),
+            ("{ int(-12) -m len 3 }", true),
+            ("{ cook_beg(a) xy }", true),
+            ("{ base_end /ab/c }", true),
+            ("{ urlp_beg(y) b }", false),
+            ("{ hdr(x-n) -m int 42 }", true),
+            ("{ hdr(x-n) -m bool }", true),
+            ("{ hdr(x-ip) -m ip 10.0.0.0/8 }", true),
+            ("{ path -m ip 10.0.0.0/8 }", false),
+            // No digit: `read_int64` gives 0.
+            ("{ path -m int 0 }", true),
+        ] {
+            assert_eq!(check("", acl, req), want, "{acl}");
         }
     }
 

@@ -88,7 +88,15 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
     };
-    let (mut fetch, mut method) = match parse_criterion(criterion) {
+    let derived = derived_acl(criterion);
+    let parsed = match &derived {
+        // The derived ACLs ebb has no classic matcher for (`_len`, and the
+        // cookie, base, urlp and response families): their sample fetch
+        // with their method, as HAProxy 2.6's http_acl.c declares them.
+        Some((text, m, true)) => Ok((sample_criterion(text)?.0, *m)),
+        _ => parse_criterion(criterion),
+    };
+    let (mut fetch, mut method) = match parsed {
         Ok(x) => x,
         // Not one of the classic criteria: any sample expression, matched
         // by the type it produces (HAProxy's default match per fetch).
@@ -137,9 +145,10 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     "int" => MatchMethod::Int,
                     "bool" => MatchMethod::Bool,
                     "bin" => MatchMethod::Bin,
+                    "len" => MatchMethod::Len,
                     other => {
                         return Err(format!(
-                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool, bin)"
+                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool, bin, len)"
                         ))
                     }
                 };
@@ -158,6 +167,22 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     // -m str -i post` matches POST).
     if explicit && fetch == Fetch::Method {
         fetch = sample_criterion("method")?.0;
+    }
+    // A classic string criterion matched as an integer, an address, a
+    // boolean or a length: its sample, which HAProxy casts (`c_str2int`,
+    // `c_str2addr`) or measures.
+    if matches!(
+        method,
+        MatchMethod::Int | MatchMethod::Ip | MatchMethod::Bool | MatchMethod::Len
+    ) && matches!(
+        fetch,
+        Fetch::Path | Fetch::Url | Fetch::Hdr(_) | Fetch::ReqVer
+    ) {
+        let text = match &derived {
+            Some((text, _, _)) => text.clone(),
+            None => criterion.clone(),
+        };
+        fetch = sample_criterion(&text)?.0;
     }
     let is_ip_fetch = fetch == Fetch::Src;
     if let Fetch::Sample(e) = &fetch {
@@ -207,9 +232,8 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     if is_ip_fetch && method != MatchMethod::Ip && method != MatchMethod::Found {
         return Err(format!("'{criterion}' only supports IP matching"));
     }
-    if is_ip_fetch && ignore_case {
-        return Err("flag '-i' has no meaning for an IP address".to_string());
-    }
+    // `-i` on an address is accepted and means nothing, as HAProxy's.
+    let ignore_case = ignore_case && !is_ip_fetch;
     let mut patterns = Vec::with_capacity(values.len());
     match method {
         MatchMethod::Found => {
@@ -282,7 +306,7 @@ fn sample_test(
                 return Err(format!("unexpected value '{v}': this match takes no value"));
             }
         }
-        MatchMethod::Int => {
+        MatchMethod::Int | MatchMethod::Len => {
             // HAProxy 2.6's acl.c: an operator (`eq`, `ge`, `gt`, `le`,
             // `lt`) holds for every value after it; a value holding `:`
             // or `-` is a range as written, whatever the operator (`lt
@@ -325,14 +349,13 @@ fn sample_test(
             }
         }
     }
-    if ignore_case
-        && matches!(
+    // `-i` on an integer, a boolean or an address is accepted and means
+    // nothing, as HAProxy's.
+    let ignore_case = ignore_case
+        && !matches!(
             method,
-            MatchMethod::Int | MatchMethod::Bool | MatchMethod::Ip
-        )
-    {
-        return Err("flag '-i' has no meaning for this match".to_string());
-    }
+            MatchMethod::Int | MatchMethod::Bool | MatchMethod::Ip | MatchMethod::Len
+        );
     let _ = ty;
     Ok(AclTest {
         fetch,
@@ -342,6 +365,48 @@ fn sample_test(
         files: Vec::new(),
         loc: loc.clone(),
     })
+}
+
+/// HAProxy 2.6's derived ACL keywords (http_acl.c): `FAMILY[_SUFFIX][(ARGS)]`
+/// as the sample expression it reads and its match method, and whether
+/// ebb reads it through that sample (every `_len`, and the families
+/// without a classic matcher) rather than `parse_criterion`.
+fn derived_acl(c: &str) -> Option<(String, MatchMethod, bool)> {
+    let (name, args) = match c.find('(') {
+        Some(open) => (&c[..open], &c[open..]),
+        None => (c, ""),
+    };
+    let (family, suffix) = match name.rfind('_') {
+        Some(u) if !matches!(&name[u..], "_ver") => (&name[..u], &name[u..]),
+        _ => (name, ""),
+    };
+    let method = match suffix {
+        "" => MatchMethod::Str,
+        "_beg" => MatchMethod::Beg,
+        "_dir" => MatchMethod::Dir,
+        "_dom" => MatchMethod::Dom,
+        "_end" => MatchMethod::End,
+        "_len" => MatchMethod::Len,
+        "_reg" => MatchMethod::Reg,
+        "_sub" => MatchMethod::Sub,
+        _ => return None,
+    };
+    let (fetch, classic) = match family {
+        "base" => ("base", false),
+        "cook" => ("req.cook", false),
+        "hdr" => ("req.hdr", true),
+        "path" => ("path", true),
+        "scook" => ("res.cook", false),
+        "shdr" => ("res.hdr", false),
+        "url" => ("url", true),
+        "urlp" => ("urlp", false),
+        _ => return None,
+    };
+    Some((
+        format!("{fetch}{args}"),
+        method,
+        !classic || method == MatchMethod::Len,
+    ))
 }
 
 /// Maps a criterion (`path_beg`, `hdr_end(host)`, ...) to a fetch and its
@@ -384,6 +449,11 @@ fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
     }
     for prefix in ["req.hdr", "hdr"] {
         if let Some(rest) = name.strip_prefix(prefix) {
+            // HAProxy 2.6 has `req.hdr` but no `req.hdr_beg` and the like
+            // (unknown fetch).
+            if prefix == "req.hdr" && !rest.is_empty() {
+                continue;
+            }
             if let Some(m) = suffix_method(rest) {
                 let Some(arg) = arg else {
                     return Err(format!(
@@ -426,6 +496,7 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
         loc: loc.clone(),
     };
     let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));
+    let words = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     Some(match name {
         "TRUE" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
         "HTTP" => t(
@@ -434,6 +505,10 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
             vec![],
         ),
         "FALSE" => t(Fetch::Always(false), MatchMethod::Found, vec![]),
+        "HTTP_CONTENT" => {
+            parse_test(&words(&["req.hdr_val(content-length)", "gt", "0"]), loc).ok()?
+        }
+        "REQ_CONTENT" => parse_test(&words(&["req.len", "gt", "0"]), loc).ok()?,
         "WAIT_END" => t(
             sample_criterion("wait_end").ok()?.0,
             MatchMethod::Bool,

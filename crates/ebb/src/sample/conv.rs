@@ -102,6 +102,8 @@ pub(super) enum Conv {
     Ub64Dec,
     /// `sha1`, `sha2([224|256|384|512])`.
     Digest(&'static ring::digest::Algorithm),
+    /// `sha2(224)`: ring has no SHA-224 (`super::sha224`).
+    Sha224,
     /// `concat([start],[var],[end])`.
     Concat {
         start: Vec<u8>,
@@ -586,13 +588,14 @@ impl Conv {
                     None => 256,
                 };
                 Ok(Conv::Digest(match bits {
+                    224 => return Ok(Conv::Sha224),
                     256 => &ring::digest::SHA256,
                     384 => &ring::digest::SHA384,
                     512 => &ring::digest::SHA512,
                     o => {
                         return Err(format!(
-                        "converter 'sha2': unsupported size '{o}' (ebb computes 256, 384 and 512)"
-                    ))
+                            "converter 'sha2': unsupported size '{o}' (224, 256, 384 or 512)"
+                        ))
                     }
                 }))
             }
@@ -611,6 +614,7 @@ impl Conv {
             | Conv::Be2 { .. }
             | Conv::Ub64Enc
             | Conv::Digest(_)
+            | Conv::Sha224
             | Conv::FixIsValid
             | Conv::FixTagValue(_)
             | Conv::MqttIsValid
@@ -637,6 +641,7 @@ impl Conv {
             | Conv::Bytes { .. }
             | Conv::Ub64Dec
             | Conv::Digest(_)
+            | Conv::Sha224
             | Conv::FixTagValue(_) => Type::Bin,
             Conv::FixIsValid | Conv::MqttIsValid | Conv::IntTest(_) => Type::Bool,
             Conv::Length
@@ -1101,6 +1106,12 @@ impl Conv {
                 let d = ring::digest::digest(alg, &s.cur);
                 s.cur.clear();
                 s.cur.extend_from_slice(d.as_ref());
+                Some(Val::Bin)
+            }
+            Conv::Sha224 => {
+                let d = super::sha224::sha224(&s.cur);
+                s.cur.clear();
+                s.cur.extend_from_slice(&d);
                 Some(Val::Bin)
             }
             Conv::Concat { start, var, end } => {

@@ -32,6 +32,7 @@ pub mod logline;
 pub(crate) mod map;
 mod mqtt;
 pub mod patref;
+mod sha224;
 mod stk;
 #[cfg(test)]
 mod tests;

@@ -718,6 +718,12 @@ fn url_param_and_pathq() {
     assert_eq!(lf("<%[url_param(z)]>"), "<>");
     assert!(err("%[url_param(x,ab)]", RQ).contains("one character"));
     assert!(err("%[pathq]", Scope::Response).contains("reads the request"));
+    // urlp_val: the value as an integer (HAProxy's strl2ic); a name
+    // without a value has none.
+    assert_eq!(lf("%[urlp_val(x)]"), "1");
+    assert_eq!(lf("%[urlp_val(x),add(2)]"), "3");
+    assert_eq!(lf("<%[urlp_val(y)]>"), "<>");
+    assert!(err("%[urlp_val(x)]", Scope::Response).contains("reads the request"));
 }
 
 #[test]
@@ -765,7 +771,11 @@ fn converters_of_haproxy_s_reg_tests() {
     assert_eq!(lf("%[str(),add_item(',',,_suff_)]"), "_suff_");
     assert!(err("%[str(a),add_item(-)]", RQ).contains("expects 2 to 3"));
     assert!(err("%[str(a),be2dec(:,9)]", RQ).contains("out of [1..8] range"));
-    assert!(err("%[str(a),sha2(224)]", RQ).contains("256, 384 and 512"));
+    assert_eq!(
+        lf("%[str(a),sha2(224),hex,lower]"),
+        "abd37534c7d9a2efb9465de931cd7055ffdb8879563ae98078d6d6d5"
+    );
+    assert!(err("%[str(a),sha2(100)]", RQ).contains("224, 256, 384 or 512"));
     assert!(err("%[bin(abc)]", RQ).contains("hex digits"));
 }
 
@@ -1061,4 +1071,28 @@ fn maps_longest_match() {
         "none"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `base` reads the Host field as sent, its first value, not an absolute
+/// target's authority (HAProxy 2.6's smp_fetch_base; found by tests/diff
+/// seed 7).
+#[test]
+fn base_reads_the_host_field() {
+    let on = |raw: &str| {
+        let l = LogFormat::parse("<%[base]>", RQ).unwrap();
+        with_ctx(raw, None, |c| {
+            let mut out = Vec::new();
+            l.render(c, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    assert_eq!(
+        on("GET http://example.com HTTP/1.1\r\nHost: Example.COM:80\r\n\r\n"),
+        "<Example.COM:80>"
+    );
+    assert_eq!(
+        on("GET http://a.b/x?y HTTP/1.1\r\nHost: A.B\r\n\r\n"),
+        "<A.B/x>"
+    );
+    assert_eq!(on("GET /p HTTP/1.0\r\n\r\n"), "</p>");
 }

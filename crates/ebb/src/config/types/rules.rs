@@ -58,6 +58,9 @@ pub enum MatchMethod {
     Bin,
     /// The sample as a boolean (`-m bool`): true when non-zero.
     Bool,
+    /// The length of the sample as a string in integer ranges (`-m len`,
+    /// the `_len` ACLs; patterns as `-m int`).
+    Len,
 }
 
 impl MatchMethod {
@@ -74,7 +77,7 @@ impl MatchMethod {
             MatchMethod::Dom => How::Dom,
             MatchMethod::Reg => How::Reg,
             MatchMethod::Ip => How::Ip,
-            MatchMethod::Int => How::Int,
+            MatchMethod::Int | MatchMethod::Len => How::Int,
             MatchMethod::Found | MatchMethod::Bool | MatchMethod::Bin => return None,
         })
     }

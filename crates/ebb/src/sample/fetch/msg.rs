@@ -1,0 +1,340 @@
+//! Reading an HTTP message as HAProxy 2.6's fetches do: the query
+//! parameters (`url_param`, `req.body_param`), the values of a header
+//! (comma-separated or whole lines, by occurrence), an address in a
+//! header (`hdr_ip`), the path of a target, and cookies (`Cookie` lists,
+//! `Set-Cookie` fields).
+
+use crate::sample::{each_field, Ctx, Scratch, Val};
+
+/// The query string `url_param` reads: what follows the first `delim`
+/// of the path.
+pub(super) fn url_query<'a>(ctx: &Ctx<'a>, delim: u8) -> Option<&'a [u8]> {
+    let r = ctx.req?;
+    let pq = r.head.path.get(r.buf);
+    Some(&pq[pq.iter().position(|&c| c == delim)? + 1..])
+}
+
+/// HAProxy 2.6's http_find_next_url_param on `q` from `start`: where the
+/// next value is. Parameters are separated by `&`, `;` or `delim`
+/// (`http_is_param_delimiter`). With a name, the value after the next
+/// `NAME=` that starts a parameter (names compared byte for byte);
+/// without one (or an empty one), the value after the next `=` wherever
+/// it is (`a&b=1` gives `1`). A value ends at a separator.
+pub(super) fn next_param(
+    q: &[u8],
+    start: usize,
+    name: Option<&str>,
+    delim: u8,
+) -> Option<(usize, usize)> {
+    let sep = |c: u8| c == b'&' || c == b';' || c == delim;
+    let vstart = match name.map(str::as_bytes).filter(|n| !n.is_empty()) {
+        None => start + q.get(start..)?.iter().position(|&c| c == b'=')? + 1,
+        Some(n) => {
+            let mut pos = start;
+            loop {
+                let eq = pos + n.len();
+                if eq >= q.len() {
+                    return None;
+                }
+                if q[eq] == b'=' {
+                    if &q[pos..eq] == n {
+                        break eq + 1;
+                    }
+                    pos = eq + 1;
+                }
+                pos += q.get(pos..)?.iter().position(|&c| sep(c))? + 1;
+            }
+        }
+    };
+    let rest = q.get(vstart..)?;
+    Some((
+        vstart,
+        vstart + rest.iter().position(|&c| sep(c)).unwrap_or(rest.len()),
+    ))
+}
+
+/// Calls `f` on each value `next_param` finds in turn (HAProxy's fetch
+/// says more follow while the value ends before the text); stops at the
+/// first `true`.
+pub(super) fn each_param(
+    q: &[u8],
+    name: Option<&str>,
+    delim: u8,
+    s: &mut Scratch,
+    f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
+) -> bool {
+    let mut at = 0;
+    while let Some((a, b)) = next_param(q, at, name, delim) {
+        s.cur.clear();
+        s.cur.extend_from_slice(&q[a..b]);
+        if f(Val::Str, s) {
+            return true;
+        }
+        if b >= q.len() {
+            break;
+        }
+        at = b;
+    }
+    false
+}
+
+/// Puts occurrence `n` of header `name`'s values (comma-separated unless
+/// `full`; from the last when negative) in `s.cur`; whether it exists.
+pub(super) fn nth_value(
+    ctx: &Ctx<'_>,
+    res: bool,
+    name: &str,
+    full: bool,
+    n: i64,
+    s: &mut Scratch,
+) -> bool {
+    let want = if n < 0 {
+        let mut total = 0;
+        values(ctx, res, name, full, &mut |_| {
+            total += 1;
+            false
+        });
+        total + n + 1
+    } else {
+        n
+    };
+    if want < 1 {
+        return false;
+    }
+    let (mut i, mut found) = (0, false);
+    values(ctx, res, name, full, &mut |v| {
+        i += 1;
+        if i == want {
+            s.cur.clear();
+            s.cur.extend_from_slice(v);
+            found = true;
+        }
+        found
+    });
+    found
+}
+
+/// A header value as `hdr_ip` reads it (HAProxy's `url2ipv4`, then
+/// `inet_pton`): four dotted decimal octets (leading zeros allowed),
+/// alone or followed by `:PORT` (0 to 65535), or an IPv6 address.
+pub(super) fn header_ip(v: &[u8]) -> Option<std::net::IpAddr> {
+    header_ipv4(v).or_else(|| {
+        std::str::from_utf8(v)
+            .ok()?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(std::net::IpAddr::V6)
+    })
+}
+
+/// HAProxy's `url2ipv4` on a whole value: digits and dots up to another
+/// character, four octets; then nothing, or `:PORT`.
+pub(super) fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
+    let mut oct = [0u32; 4];
+    let (mut n, mut digit, mut end) = (0usize, false, v.len());
+    for (i, &c) in v.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if !digit {
+                n += 1;
+                if n > 4 {
+                    return None;
+                }
+                digit = true;
+            }
+            oct[n - 1] = oct[n - 1] * 10 + u32::from(c - b'0');
+            if oct[n - 1] > 255 {
+                return None;
+            }
+        } else if c == b'.' {
+            if !digit || n == 4 {
+                return None;
+            }
+            digit = false;
+        } else {
+            end = i;
+            break;
+        }
+    }
+    if n < 4 {
+        return None;
+    }
+    let port_ok = |p: &[u8]| {
+        !p.is_empty()
+            && p.iter().all(u8::is_ascii_digit)
+            && std::str::from_utf8(p)
+                .ok()
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|p| p <= 65535)
+    };
+    (end == v.len() || (v[end] == b':' && port_ok(&v[end + 1..])))
+        .then(|| std::net::IpAddr::from(oct.map(|o| o as u8)))
+}
+
+/// The path (with its query) of a request target as HAProxy's
+/// `http_parse_path` finds it (`crate::sample::target_path`): none in `*`,
+/// in an absolute URI without one (`http://h`, `http://h?q`), or in a
+/// target a rule rewrote to something else than a path or an absolute
+/// URI (`set-path a`); the user part of an authority is skipped
+/// (`http://u@h/p` gives `/p`).
+pub(super) fn found_path(t: &[u8]) -> Option<&[u8]> {
+    match crate::sample::target_path(t) {
+        [] => None,
+        p => Some(p),
+    }
+}
+
+/// Path and query (after `?`) of a path-and-query.
+pub(super) fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match p.iter().position(|&c| c == b'?') {
+        Some(i) => (&p[..i], Some(&p[i + 1..])),
+        None => (p, None),
+    }
+}
+
+/// Calls `f` on each value of header `name`: each comma-separated value
+/// (trimmed) unless `full`, where each line counts whole. `f` returns
+/// `true` to stop. Returns whether the message exists.
+pub(super) fn values(
+    ctx: &Ctx<'_>,
+    res: bool,
+    name: &str,
+    full: bool,
+    f: &mut dyn FnMut(&[u8]) -> bool,
+) -> bool {
+    let mut stop = false;
+    each_field(ctx, res, &mut |n, v| {
+        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+            return false;
+        }
+        if full {
+            // HAProxy's http_find_header: the value without the spaces
+            // around it (a rule may have set one with them).
+            let t = |c: &u8| *c != b' ' && *c != b'\t';
+            let v = match (v.iter().position(t), v.iter().rposition(t)) {
+                (Some(a), Some(b)) => &v[a..=b],
+                _ => &v[..0],
+            };
+            stop = f(v);
+            return stop;
+        }
+        for part in crate::sample::split_values(v) {
+            if f(part) {
+                stop = true;
+                return true;
+            }
+        }
+        false
+    })
+}
+
+/// Calls `f` on each value of cookie `name` (every cookie without a
+/// name; `f` returns `true` to stop) in the request's Cookie fields, or
+/// with `res` in the response's Set-Cookie fields, as HAProxy 2.6 reads
+/// them: each comma-separated value of the field (`http_find_header`),
+/// skipped when shorter than the name and one byte, then its cookies
+/// (`http_extract_cookie_value`, a list of them in a request; a response's
+/// field names one, in its first `name=value`). Returns whether the
+/// message exists.
+pub(super) fn cookies(
+    ctx: &Ctx<'_>,
+    res: bool,
+    name: Option<&str>,
+    f: &mut dyn FnMut(&[u8]) -> bool,
+) -> bool {
+    let field = if res { "set-cookie" } else { "cookie" };
+    let name = name.map_or(&b""[..], str::as_bytes);
+    values(ctx, res, field, false, &mut |v| {
+        if v.len() < name.len() + 1 {
+            return false;
+        }
+        let mut at = 0;
+        while let Some((a, b, next)) = extract_cookie(v, at, name, !res) {
+            if f(&v[a..b]) {
+                return true;
+            }
+            at = next;
+        }
+        false
+    })
+}
+
+/// The next value of cookie `name` (any cookie when empty) in the field
+/// value `v` from `at`: where it starts and ends, and where to look on
+/// from. A request's field (`list`) holds cookies separated by `;` or
+/// `,`; a response's looks no further than the first `name=value` (past
+/// the attributes `$...` and the words without `=` before it). Values
+/// may be quoted (`;` and `,` inside do not end them).
+pub(super) fn extract_cookie(
+    v: &[u8],
+    mut at: usize,
+    name: &[u8],
+    list: bool,
+) -> Option<(usize, usize, usize)> {
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    while at + name.len() + 1 < v.len() {
+        while at < v.len() && sp(v[at]) {
+            at += 1;
+        }
+        // The name ends before the spaces in front of `=` or a separator.
+        let (mut eq, mut name_end) = (at, at);
+        while eq < v.len() {
+            let c = v[eq];
+            if c == b'=' || c == b';' || (list && c == b',') {
+                break;
+            }
+            eq += 1;
+            if !sp(c) {
+                name_end = eq;
+            }
+        }
+        let (a, b, next) = if v.get(eq) == Some(&b'=') {
+            let mut a = eq + 1;
+            while a < v.len() && sp(v[a]) {
+                a += 1;
+            }
+            let next = cookie_value_end(v, a);
+            let mut b = next;
+            while b > a && sp(v[b - 1]) {
+                b -= 1;
+            }
+            (a, b, next)
+        } else {
+            (eq, eq, eq)
+        };
+        // `$Path`... attributes and words without `=` are passed over.
+        if v.get(at) == Some(&b'$') || eq == next {
+            at = next + 1;
+            continue;
+        }
+        if name.is_empty() || &v[at..name_end] == name {
+            return Some((a, b, next + 1));
+        }
+        if !list {
+            return None;
+        }
+        at = next + 1;
+    }
+    None
+}
+
+/// Where a cookie value starting at `a` ends: at the first `;` or `,`
+/// outside a quoted string (`\` escapes a byte inside one).
+pub(super) fn cookie_value_end(v: &[u8], a: usize) -> usize {
+    let (mut quoted, mut pair) = (false, false);
+    for (i, &c) in v.iter().enumerate().skip(a) {
+        if pair {
+            pair = false;
+        } else if quoted {
+            if c == b'\\' {
+                pair = true;
+            } else if c == b'"' {
+                quoted = false;
+            }
+        } else if c == b'"' {
+            quoted = true;
+        } else if c == b',' || c == b';' {
+            return i;
+        }
+    }
+    v.len()
+}
