@@ -102,7 +102,7 @@ pub(super) enum Conv {
     Ub64Dec,
     /// `sha1`, `sha2([224|256|384|512])`.
     Digest(&'static ring::digest::Algorithm),
-    /// `sha2(224)`: ring has no SHA-224 (`super::sha224`).
+    /// `sha2(224)`: ring has no SHA-224 (the `sha2` crate's).
     Sha224,
     /// `concat([start],[var],[end])`.
     Concat {
@@ -1109,7 +1109,8 @@ impl Conv {
                 Some(Val::Bin)
             }
             Conv::Sha224 => {
-                let d = super::sha224::sha224(&s.cur);
+                use sha2::Digest;
+                let d = sha2::Sha224::digest(&s.cur);
                 s.cur.clear();
                 s.cur.extend_from_slice(&d);
                 Some(Val::Bin)

@@ -32,7 +32,6 @@ pub mod logline;
 pub(crate) mod map;
 mod mqtt;
 pub mod patref;
-mod sha224;
 mod stk;
 #[cfg(test)]
 mod tests;
