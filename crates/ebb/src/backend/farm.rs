@@ -391,9 +391,37 @@ impl Farm {
     ) -> Pick {
         match prefer {
             Some(i) if avoid != Some(i) && self.servers.get(i).is_some_and(|s| s.persist_ok()) => {
-                self.enqueue_server(i, me, handle)
+                self.pick_direct(i, false, input, me, handle)
             }
             _ => self.pick(input, avoid, me, handle),
+        }
+    }
+
+    /// Server `i`, which persistence chose (a cookie, a `stick match`, a
+    /// `use-server` rule), takes the stream or queues it. When its own
+    /// queue is at its `maxqueue`, HAProxy 2.6 (srv_redispatch_connect on
+    /// SRV_STATUS_FULL in direct mode) hands the stream to the load
+    /// balancer with `option redispatch`, `i` avoided (a redispatch,
+    /// counted on `i`, which the backend's row sums), unless a `force-persist` rule held (`stay`); otherwise
+    /// it is refused (503).
+    pub(super) fn pick_direct(
+        &self,
+        i: usize,
+        stay: bool,
+        input: &LbInput<'_>,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
+        match self.try_enqueue_server(i, me, handle) {
+            Ok(p) => p,
+            Err(handle) if self.redispatch && !stay => {
+                self.servers[i]
+                    .counters
+                    .redispatches
+                    .fetch_add(1, Ordering::Relaxed);
+                self.pick(input, Some(i), me, handle)
+            }
+            Err(_) => Pick::NoServer("server queue full"),
         }
     }
 }

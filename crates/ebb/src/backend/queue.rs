@@ -124,6 +124,19 @@ impl Farm {
         me: TaskletId,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
+        self.try_enqueue_server(i, me, handle)
+            .unwrap_or(Pick::NoServer("server queue full"))
+    }
+
+    /// [`Farm::enqueue_server`], giving `handle` back when the server's
+    /// queue is at its `maxqueue` (the caller may then pick another
+    /// server: [`Farm::pick_direct`]).
+    pub(super) fn try_enqueue_server<H: FnOnce() -> RuntimeHandle>(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: H,
+    ) -> Result<Pick, H> {
         let s = &self.servers[i];
         let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
         // Counted first, then a last look for a slot (under the lock a
@@ -132,17 +145,17 @@ impl Farm {
         s.waiting.fetch_add(1, Ordering::SeqCst);
         if self.try_take(s) {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Pick::Server(Arc::clone(s));
+            return Ok(Pick::Server(Arc::clone(s)));
         }
         if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Pick::NoServer("server queue full");
+            return Err(handle);
         }
         let w = Self::waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
-        Pick::Queued(w)
+        Ok(Pick::Queued(w))
     }
 
     /// Queues on the backend: any eligible server may hand us a slot.
