@@ -7,6 +7,9 @@
 #   static  a 100-byte file through `serve-files`
 #   proxy   a keep-alive proxied request (`http-reuse always`) to an nginx
 #           origin answering 5 bytes
+#   rr3     the same through `balance roundrobin` over three servers (all
+#           on that origin): the cost of a pick among several servers
+#           (not run unless named: `bench/allocs.sh rr3`)
 #
 # Each path runs twice, N and 2N requests over one keep-alive client
 # connection, once under DHAT (heap blocks allocated) and once under
@@ -85,8 +88,14 @@ EOF
     printf 'frontend fe\n    bind 127.0.0.1:%s\n    default_backend origin\n' "$PORT"
     printf 'backend origin\n    server o1 127.0.0.1:%s\n' "$ORIGIN_PORT"
 } >"$work/proxy.cfg"
+{
+    cat "$work/common.cfg"
+    printf 'frontend fe\n    bind 127.0.0.1:%s\n    default_backend origin\n' "$PORT"
+    printf 'backend origin\n    balance roundrobin\n'
+    for s in o1 o2 o3; do printf '    server %s 127.0.0.1:%s\n' "$s" "$ORIGIN_PORT"; done
+} >"$work/rr3.cfg"
 
-declare -A URL=([fixed]=/ [static]=/f100.bin [proxy]=/hello)
+declare -A URL=([fixed]=/ [static]=/f100.bin [proxy]=/hello [rr3]=/hello)
 
 # The origin: nginx, keep-alive for as many requests as we send.
 start_origin() {

@@ -252,7 +252,7 @@ impl super::Farm {
                     && (stay || avoid != Some(i))
                     && self.servers.get(i).is_some_and(|s| s.has_addr()) =>
             {
-                self.enqueue_server(i, me, handle)
+                self.pick_direct(i, stay, input, me, handle)
             }
             _ => self.pick_sticky(prefer, input, avoid, me, handle),
         }

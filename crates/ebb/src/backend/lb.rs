@@ -409,20 +409,45 @@ fn by_weight(h: u64, elig: &[usize], weights: &[u32]) -> usize {
     elig[elig.len() - 1]
 }
 
-/// HAProxy's `static-rr` (and a keyless map-based hash): the server map
-/// walked from the shared position, a full server (or the one to avoid)
-/// passed over; the position then follows the server taken. It is reset
-/// when past the map's end (the map shrank).
-fn map_rr(
+/// A round robin on a table, the shared position walked ([`walk_rr`]):
+/// HAProxy's `static-rr` (and a keyless map-based hash) on the server
+/// map, or a keyless pick under a consistent hash (HAProxy's
+/// chash_get_next_server) on the ring (`ring`), the point after the last
+/// one taken. The position is reset when past the table's end (it
+/// shrank).
+fn table_rr(
     st: &mut State,
     elig: &[usize],
     weights: &[u32],
     room: &[bool],
     grp: Group,
     rr: &AtomicU64,
+    ring: bool,
 ) -> Choice {
-    let t = st.table(elig, weights, false);
-    let n = t.map.len();
+    let t = st.table(elig, weights, ring);
+    if ring {
+        walk_rr(t.ring.len(), |k| t.ring[k].1, elig, room, grp.avoid, rr)
+    } else {
+        walk_rr(t.map.len(), |k| t.map[k], elig, room, grp.avoid, rr)
+    }
+}
+
+/// The walk both table round robins share, over `n` entries (`server(k)`:
+/// the server at entry `k`): from the shared position `rr` (one past the
+/// entry last taken; 0, or past the end: the first entry), the first
+/// server with room that is not the one to avoid; else the last entry
+/// seen of the one to avoid, if it has room (HAProxy's map_get_server_rr
+/// and chash_get_next_server both remember the last). The position then
+/// moves one past the entry taken, unless another thread moved it first
+/// (then the walk starts again from there).
+fn walk_rr(
+    n: usize,
+    server: impl Fn(usize) -> usize,
+    elig: &[usize],
+    room: &[bool],
+    avoid: Option<usize>,
+    rr: &AtomicU64,
+) -> Choice {
     if n == 0 {
         return Choice::AllFull;
     }
@@ -434,10 +459,10 @@ fn map_rr(
         let mut avoided: Option<(usize, usize)> = None;
         let mut found: Option<(usize, usize)> = None;
         loop {
-            let i = t.map[idx];
+            let i = server(idx);
             idx += 1;
             if free(i) {
-                if Some(i) != grp.avoid {
+                if Some(i) != avoid {
                     found = Some((i, idx));
                     break;
                 }
@@ -457,51 +482,6 @@ fn map_rr(
             Ok(_) => return Choice::Server(i),
             Err(now) => at = now,
         }
-    }
-}
-
-/// A keyless pick under a consistent hash (HAProxy's
-/// chash_get_next_server): the ring's next point after the last one
-/// taken, a full server (or the one to avoid) passed over.
-fn ring_rr(
-    st: &mut State,
-    elig: &[usize],
-    weights: &[u32],
-    room: &[bool],
-    grp: Group,
-    rr: &AtomicU64,
-) -> Choice {
-    let t = st.table(elig, weights, true);
-    let n = t.ring.len();
-    if n == 0 {
-        return Choice::AllFull;
-    }
-    let free = |i: usize| elig.iter().position(|&x| x == i).is_some_and(|k| room[k]);
-    // `rr` is the last point + 1, 0 for none.
-    let last = rr.load(Ordering::Relaxed) as usize;
-    let mut idx = if last == 0 || last > n { 0 } else { last % n };
-    let stop = idx;
-    let mut avoided = None;
-    loop {
-        let i = t.ring[idx].1;
-        if free(i) {
-            if Some(i) != grp.avoid {
-                rr.store(idx as u64 + 1, Ordering::Relaxed);
-                return Choice::Server(i);
-            }
-            avoided.get_or_insert((i, idx));
-        }
-        idx = (idx + 1) % n;
-        if idx == stop {
-            break;
-        }
-    }
-    match avoided {
-        Some((i, at)) => {
-            rr.store(at as u64 + 1, Ordering::Relaxed);
-            Choice::Server(i)
-        }
-        None => Choice::AllFull,
     }
 }
 
@@ -532,11 +512,8 @@ fn keyless(
     grp: Group,
     rr: &AtomicU64,
 ) -> Choice {
-    if st.hash.consistent {
-        ring_rr(st, elig, weights, room, grp, rr)
-    } else {
-        map_rr(st, elig, weights, room, grp, rr)
-    }
+    let ring = st.hash.consistent;
+    table_rr(st, elig, weights, room, grp, rr, ring)
 }
 
 /// Picks among `elig` (server indices) given each one's weight, streams in
@@ -560,7 +537,7 @@ pub fn choose(
     let rr = &sh.rr;
     match balance {
         Balance::RoundRobin => fwrr_pick(elig, weights, room, grp, sh),
-        Balance::StaticRr => map_rr(st, elig, weights, room, grp, rr),
+        Balance::StaticRr => table_rr(st, elig, weights, room, grp, rr, false),
         Balance::LeastConn => {
             // Lowest cur/weight, compared as cur_a * w_b < cur_b * w_a.
             let n = elig.len();

@@ -4,6 +4,10 @@
 use super::*;
 use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
 use sched::{Ctx, Runtime, Status};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn farm(maxconn: &[Option<u32>], maxqueue: Option<u32>, balance: Balance) -> Farm {
     let servers = maxconn

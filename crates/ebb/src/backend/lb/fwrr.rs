@@ -135,6 +135,12 @@ pub struct Fwrr {
     groups: [Group; 2],
     stamp: u64,
     mark: u64,
+    /// The snapshot the state was last brought to (its group, eligible
+    /// servers and weights; `None` before the first): a pick given the
+    /// same one has nothing to apply ([`Fwrr::sync`]).
+    last: Option<bool>,
+    last_elig: Vec<usize>,
+    last_weights: Vec<u32>,
 }
 
 /// What a pick is given: the eligible servers (indices) with their
@@ -273,8 +279,29 @@ impl Fwrr {
         self.srv[s].eweight = ew;
     }
 
-    /// Brings the state to the snapshot's servers and weights.
+    /// Brings the state to the snapshot's servers and weights. The usual
+    /// pick sees the servers and weights of the one before: then nothing
+    /// changed and nothing is walked (only `sync_all` changes weights,
+    /// groups and the set of servers in a window, so a snapshot equal to
+    /// the last one applied would apply nothing).
     fn sync(&mut self, snap: &Snapshot<'_>) {
+        if self.last == Some(snap.backup)
+            && self.last_elig == snap.elig
+            && self.last_weights == snap.weights
+        {
+            return;
+        }
+        self.sync_all(snap);
+        self.last = Some(snap.backup);
+        self.last_elig.clear();
+        self.last_elig.extend_from_slice(snap.elig);
+        self.last_weights.clear();
+        self.last_weights.extend_from_slice(snap.weights);
+    }
+
+    /// [`Fwrr::sync`]'s work: servers gone first, then new servers and
+    /// weight changes, as HAProxy applies them.
+    fn sync_all(&mut self, snap: &Snapshot<'_>) {
         let top = snap.elig.iter().copied().max().unwrap_or(0);
         if self.srv.len() <= top {
             self.srv.resize(top + 1, Srv::new(snap.backup));

@@ -1,0 +1,378 @@
+//! Slots (`maxconn`), queues and the hand-over of a freed slot to the
+//! first waiting stream.
+//!
+//! Two kinds of queue, each a short lock taken only when a stream waits
+//! or a waiter is served:
+//!
+//! - each server's queue (streams bound to that server: hash algorithms,
+//!   persistence),
+//! - the backend's queue (streams that any server may take).
+//!
+//! **Slots.** A stream that gets a server holds one of its `maxconn` slots
+//! until its exchange ends ([`Farm::release`]). A stream that finds every
+//! eligible server full waits in a queue, FIFO, bounded by `timeout queue`
+//! (and a server's queue by its `maxqueue`; the backend's has no bound).
+//!
+//! **Hand-over.** When a stream releases a slot and somebody waits, the slot
+//! is not given back: it goes straight to the first waiter (server queue
+//! first, then the backend's queue), which is woken by an *instant* wakeup
+//! on whatever thread it lives, through that thread's inbox: no shared run
+//! queue, no thundering herd. The queue lock is held only to unlink the
+//! waiter.
+//!
+//! **No lost slot.** A stream enqueues itself under the same lock under which
+//! a releasing stream checks the queue before giving its slot back, and
+//! re-checks for a free slot before waiting; so a slot is never freed while
+//! a waiter sleeps on an empty check. When nobody waits (an atomic count
+//! of each queue's streams says so), a release takes neither lock: it
+//! checks the count, gives the slot back and checks again, while a stream
+//! about to queue counts itself before its last look for a slot; all
+//! sequentially consistent, so one of the two sees the other (the
+//! argument is at [`Farm::release`]).
+//!
+//! Lock order: a server's queue, then the backend's queue.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use sched::{RuntimeHandle, TaskletId};
+
+use super::{Farm, Pick, ServerRt};
+
+/// What a waiting stream gets.
+#[derive(Debug, Clone)]
+pub enum WaitState {
+    Waiting,
+    /// A slot of this server was handed over.
+    Assigned(Arc<ServerRt>),
+    /// The server it waited for went down or into maintenance: pick again.
+    Redispatch,
+    /// The stream gave up (timeout, client gone).
+    Cancelled,
+}
+
+/// A stream waiting for a slot.
+pub struct Waiter {
+    pub state: Mutex<WaitState>,
+    pub tasklet: TaskletId,
+    pub handle: RuntimeHandle,
+    /// Streams ahead of this one in its queue when it joined (the log's
+    /// `%sq` or `%bq`).
+    pub ahead: u32,
+    /// It waits in the backend's queue (`%bq`), not a server's (`%sq`).
+    pub on_backend: bool,
+}
+
+impl Waiter {
+    /// Hands a slot over if the waiter still waits; returns whether it did.
+    pub(super) fn assign(&self, s: &Arc<ServerRt>) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*st, WaitState::Waiting) {
+            *st = WaitState::Assigned(Arc::clone(s));
+            drop(st);
+            self.handle.wake_tasklet_instant(self.tasklet);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn redispatch(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*st, WaitState::Waiting) {
+            *st = WaitState::Redispatch;
+            drop(st);
+            self.handle.wake_tasklet_instant(self.tasklet);
+        }
+    }
+
+    /// The stream gives up waiting. Returns a slot it was given meanwhile
+    /// (which it must use or release).
+    pub fn cancel(&self) -> Option<Arc<ServerRt>> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut *st, WaitState::Cancelled) {
+            WaitState::Assigned(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn current(&self) -> WaitState {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Farm {
+    pub(super) fn waiter(
+        me: TaskletId,
+        handle: RuntimeHandle,
+        ahead: usize,
+        on_backend: bool,
+    ) -> Arc<Waiter> {
+        Arc::new(Waiter {
+            state: Mutex::new(WaitState::Waiting),
+            tasklet: me,
+            handle,
+            ahead: u32::try_from(ahead).unwrap_or(u32::MAX),
+            on_backend,
+        })
+    }
+
+    /// Queues on one server (hash algorithms bind a stream to its server).
+    pub(super) fn enqueue_server(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
+        self.try_enqueue_server(i, me, handle)
+            .unwrap_or(Pick::NoServer("server queue full"))
+    }
+
+    /// [`Farm::enqueue_server`], giving `handle` back when the server's
+    /// queue is at its `maxqueue` (the caller may then pick another
+    /// server: [`Farm::pick_direct`]).
+    pub(super) fn try_enqueue_server<H: FnOnce() -> RuntimeHandle>(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: H,
+    ) -> Result<Pick, H> {
+        let s = &self.servers[i];
+        let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+        // Counted first, then a last look for a slot (under the lock a
+        // releasing stream's slow path takes; its fast path skips the
+        // lock, see `release`).
+        s.waiting.fetch_add(1, Ordering::SeqCst);
+        if self.try_take(s) {
+            s.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Ok(Pick::Server(Arc::clone(s)));
+        }
+        if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
+            s.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(handle);
+        }
+        let w = Self::waiter(me, handle(), q.len(), false);
+        q.push_back(Arc::clone(&w));
+        s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
+        Ok(Pick::Queued(w))
+    }
+
+    /// Queues on the backend: any eligible server may hand us a slot.
+    pub(super) fn enqueue_backend(
+        &self,
+        elig: &[usize],
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        // Counted before the last look for a slot: see `release`.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        // Behind streams already waiting (FIFO, as HAProxy): no last look
+        // then; a release serves the queue's head, which every release
+        // sees (they count before it) and hands its slot to.
+        let behind = !q.is_empty();
+        for &i in elig.iter().filter(|_| !behind) {
+            if self.try_take(&self.servers[i]) {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                return Pick::Server(Arc::clone(&self.servers[i]));
+            }
+        }
+        // No bound but `timeout queue`: a server's `maxqueue` bounds only
+        // its own queue (HAProxy 2.6 queues a stream no server can take
+        // on the backend whatever the servers' maxqueue).
+        let w = Self::waiter(me, handle(), q.len(), true);
+        q.push_back(Arc::clone(&w));
+        self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .qmax
+            .fetch_max(q.len() as u64, Ordering::Relaxed);
+        Pick::Queued(w)
+    }
+
+    /// The slots `s` may hold now (0: no limit): its `maxconn`, unless
+    /// it has a `minconn` below it, then HAProxy's dynamic limit: from
+    /// `minconn` up to `maxconn` in proportion to the backend's load (the
+    /// streams it serves and those waiting) against `fullconn`, `maxconn`
+    /// from `fullconn` on; during a `slowstart` ramp (after coming UP),
+    /// that share of it, at least 1, as HAProxy counts it (whole seconds).
+    pub fn limit(&self, s: &ServerRt) -> u32 {
+        let m = s.maxconn.load(Ordering::Relaxed);
+        if m == 0 || (s.minconn == 0 && s.opts.slowstart.is_none()) {
+            return m;
+        }
+        let mut max = m;
+        if s.minconn != 0 && s.minconn < m {
+            let load = self.load();
+            if load < self.fullconn {
+                let share = u64::from(load) * u64::from(m) / u64::from(self.fullconn.max(1));
+                max = s.minconn.max(u32::try_from(share).unwrap_or(m));
+            }
+        }
+        if let Some(ss) = s.opts.slowstart {
+            let ss_s = ss.as_millis().div_ceil(1000) as u64;
+            let since = s.up_since.elapsed().as_secs();
+            if ss_s > 0 && since < ss_s {
+                let ratio = 100 * since / ss_s;
+                max = (u64::from(max) * ratio / 100).max(1) as u32;
+            }
+        }
+        max
+    }
+
+    /// The backend's load for [`Farm::limit`] (HAProxy's `beconn`): the
+    /// streams its servers serve and those waiting for one.
+    pub(super) fn load(&self) -> u32 {
+        let mut n = self.waiting.load(Ordering::Relaxed);
+        for s in self.servers.iter() {
+            n = n
+                .saturating_add(s.cur.load(Ordering::Relaxed))
+                .saturating_add(s.waiting.load(Ordering::Relaxed));
+        }
+        n
+    }
+
+    /// Whether `s` has a free slot under [`Farm::limit`].
+    pub fn has_room(&self, s: &ServerRt) -> bool {
+        s.has_room_under(self.limit(s))
+    }
+
+    /// Takes a slot of `s` if one is free under [`Farm::limit`].
+    pub fn try_take(&self, s: &ServerRt) -> bool {
+        s.try_take_under(self.limit(s))
+    }
+
+    /// Whether a stream waits (or is about to) for a slot `s` frees.
+    pub(super) fn anyone_waits(&self, s: &ServerRt) -> bool {
+        s.waiting.load(Ordering::SeqCst) != 0 || self.waiting.load(Ordering::SeqCst) != 0
+    }
+
+    /// Ends a stream's use of a slot of `s`: hands it to the first waiter,
+    /// or gives it back.
+    ///
+    /// With both queues empty the slot is given back without their locks:
+    /// check, give back, check again. A stream that queues meanwhile is
+    /// served all the same (HAProxy's pendconn pattern): it counts itself
+    /// in `waiting` *before* its last look for a free slot (`try_take`,
+    /// under its queue's lock), and all four steps are SeqCst, so of this
+    /// `cur` decrement followed by the second check, and its count
+    /// followed by its look, one sees the other: either its look finds
+    /// the slot given back, or the second check sees it and the slot is
+    /// taken again to be handed over below. If another stream took the
+    /// slot first, that one's release (whose own second check comes after
+    /// its take, so after the count) hands it over. Otherwise the locks
+    /// order a queuing stream against a releasing one.
+    pub fn release(&self, s: &Arc<ServerRt>) {
+        if !self.anyone_waits(s) {
+            s.cur.fetch_sub(1, Ordering::SeqCst);
+            if !self.anyone_waits(s) || !self.try_take(s) {
+                return;
+            }
+        }
+        let mut sq = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+        // A server out of use takes no waiter: they are redispatched.
+        let usable = s.usable();
+        // A dynamic limit (`minconn`, `slowstart`) now below the slots in
+        // use: this one goes back instead (HAProxy serves a queue only
+        // while the server is under it). One in use is always under it.
+        let m = self.limit(s);
+        if usable && m != 0 && s.cur.load(Ordering::SeqCst) > m {
+            s.cur.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if usable {
+            while let Some(w) = sq.pop_front() {
+                s.waiting.fetch_sub(1, Ordering::SeqCst);
+                if w.assign(s) {
+                    return;
+                }
+            }
+            let mut bq = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            while let Some(w) = bq.pop_front() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                if w.assign(s) {
+                    // A dynamic limit may have grown with the load: serve
+                    // the queue while there is room (HAProxy dequeues up
+                    // to the limit at each release).
+                    if (s.minconn != 0 || s.opts.slowstart.is_some()) && !bq.is_empty() {
+                        drop(bq);
+                        drop(sq);
+                        self.kick_backend_queue();
+                    }
+                    return;
+                }
+            }
+            s.cur.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        s.cur.fetch_sub(1, Ordering::SeqCst);
+        drop(sq);
+        self.kick_backend_queue();
+    }
+
+    /// A waiter gave up: take it out of whichever queue holds it.
+    pub fn unqueue(&self, w: &Arc<Waiter>) {
+        for s in &self.servers {
+            let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
+                q.remove(pos);
+                s.waiting.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+        }
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
+            q.remove(pos);
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A server went DOWN or into maintenance: its waiters pick again.
+    pub fn redispatch_queue_of(&self, s: &ServerRt) {
+        let waiters: Vec<_> = {
+            let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let n = q.len() as u32;
+            s.waiting.fetch_sub(n, Ordering::SeqCst);
+            q.drain(..).collect()
+        };
+        for w in waiters {
+            w.redispatch();
+        }
+    }
+
+    /// A server became usable, or freed a slot while unusable: let the
+    /// backend's waiters try again.
+    pub fn kick_backend_queue(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut elig = Vec::new();
+        self.eligible(&mut elig);
+        let mut unused = None;
+        while !q.is_empty() {
+            let Some(s) = elig
+                .iter()
+                .map(|&i| &self.servers[i])
+                .find(|s| self.try_take(s))
+            else {
+                break;
+            };
+            let mut given = false;
+            while let Some(w) = q.pop_front() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                if w.assign(s) {
+                    given = true;
+                    break;
+                }
+            }
+            if !given {
+                unused = Some(s);
+                break;
+            }
+        }
+        drop(q);
+        // A slot taken for waiters that had all left goes back as any
+        // release does: a stream may have queued on its server meanwhile.
+        if let Some(s) = unused {
+            self.release(s);
+        }
+    }
+}
