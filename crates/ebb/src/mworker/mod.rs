@@ -539,7 +539,7 @@ impl Master {
             }
             let now = Instant::now();
             // A client silent or not reading past its deadline is closed.
-            self.conns.retain(|c| c.deadline > now);
+            self.conns.retain(|c| !c.expired(now));
             let mut fds: Vec<(RawFd, bool)> = vec![(self.sigfd.as_raw_fd(), false)];
             // At the bound, new clients wait in the listen queue.
             if self.conns.len() < MCLI_MAX_CONNS {
@@ -555,15 +555,11 @@ impl Master {
                 }
             }
             let nc = fds.len();
-            fds.extend(
-                self.conns
-                    .iter()
-                    .map(|c| (c.s.as_raw_fd(), c.out.is_some())),
-            );
+            fds.extend(self.conns.iter().map(CliConn::poll_fd));
             let wait = self
                 .conns
                 .iter()
-                .map(|c| c.deadline.saturating_duration_since(now).as_millis() as i32 + 1)
+                .map(|c| c.wait_ms(now))
                 .fold(1000, i32::min);
             let ready = match crate::sys::poll_fds(&fds, wait) {
                 Ok(r) => r,
@@ -587,6 +583,7 @@ impl Master {
             for k in (0..ready.len() - nc).filter(|&k| ready[nc + k]) {
                 reload |= self.on_cli(k);
             }
+            reload |= self.cli_timers();
             self.conns.retain(|c| !c.done);
             for (i, _) in ready[1..nm].iter().enumerate().filter(|x| *x.1) {
                 self.accept_cli(i);
