@@ -6,11 +6,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::origin::{drain, exchange, read_head, serve_each};
 use common::{haproxy_beside, scratch, wait_until, Ebb, Syslog};
 
 fn mcli(path: &Path, cmd: &str) -> String {
@@ -231,15 +232,6 @@ fn shape(raw: &[u8]) -> (String, Vec<String>, String) {
     (status, names, body.to_string())
 }
 
-fn exchange(a: SocketAddr, req: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(a).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(req).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
-}
-
 /// HAProxy's HTTP/1 layer answers a request it cannot parse (400) or
 /// that does not come whole in time (408) with its raw page:
 /// `Connection: close` before `Content-Type`. ebb's are the same, field
@@ -289,31 +281,17 @@ fn parse_error_answers_have_haproxys_field_order() {
 /// An origin that reads a request head, says so, answers the start of a
 /// chunked answer when `answer`, and keeps reading until the close.
 fn body_origin(answer: bool) -> (SocketAddr, std::sync::mpsc::Receiver<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { return };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                let mut b = [0u8; 4096];
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&b[..n]),
-                    }
-                }
-                if answer {
-                    let _ = c.write_all(
-                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n",
-                    );
-                }
-                let _ = tx.send(());
-                while matches!(c.read(&mut b), Ok(n) if n > 0) {}
-            });
+    let a = serve_each(move |mut c| {
+        if read_head(&mut c).is_none() {
+            return;
         }
+        if answer {
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n");
+        }
+        let _ = tx.send(());
+        drain(&mut c);
     });
     (a, rx)
 }
