@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+use common::origin::{exchange_within, read_head, serve_each};
 use common::*;
 
 /// ebb's resident memory in KiB.
@@ -91,42 +92,21 @@ fn check_answers(out: &[u8], lines: usize) {
     assert_eq!(answers, lines, "every line written is answered once");
 }
 
-/// Sends `req` on a new connection and reads until the close (or 20 s).
-fn exchange(a: std::net::SocketAddr, req: &[u8]) -> Vec<u8> {
-    let mut s = std::net::TcpStream::connect(a).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    // ebb may answer and close before taking all of it.
-    let _ = s.write_all(req);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
-}
-
 /// A server that reads a request head and answers what `answer` writes
 /// (given the bytes read so far; it writes until the peer closes).
 fn bad_origin(
     answer: fn(&mut std::net::TcpStream, Vec<u8>) -> std::io::Result<()>,
 ) -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { return };
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut b = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&b[..n]),
-                    }
-                }
-                let _ = answer(&mut c, head);
-            });
+    serve_each(move |mut c| {
+        if let Some(head) = read_head(&mut c) {
+            let _ = answer(&mut c, head);
         }
-    });
-    a
+    })
 }
+
+/// How long an exchange here reads before it stops waiting for the
+/// close (some of them end so).
+const LIMIT: Duration = Duration::from_secs(20);
 
 fn status_of(out: &[u8]) -> String {
     String::from_utf8_lossy(out.split(|c| *c == b'\r').next().unwrap_or_default()).into_owned()
@@ -202,7 +182,7 @@ fn oversized_client_input_is_refused_with_memory_flat() {
         ),
     ];
     for (what, req, want) in &cases {
-        let out = exchange(a, req);
+        let out = exchange_within(a, req, LIMIT);
         assert!(
             status_of(&out).contains(want),
             "{what}: {:?}",
@@ -211,7 +191,7 @@ fn oversized_client_input_is_refused_with_memory_flat() {
     }
     // Many small chunks are fine: the origin gets them all.
     let body = [&post[..], &b"1\r\na\r\n".repeat(100_000), b"0\r\n\r\n"].concat();
-    assert!(status_of(&exchange(a, &body)).contains(" 200"));
+    assert!(status_of(&exchange_within(a, &body, LIMIT)).contains(" 200"));
     let logged = || {
         let (o, e) = (e.stdout.lock().unwrap(), e.stderr.lock().unwrap());
         o.iter()
@@ -275,14 +255,14 @@ fn endless_answers_from_a_server_are_cut() {
     let rss0 = rss_kb(e.pid());
     let req = |p: &str| format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes();
     for p in ["/", "/ext"] {
-        let out = exchange(a, &req(p));
+        let out = exchange_within(a, &req(p), LIMIT);
         assert!(
             status_of(&out).contains(" 502"),
             "{p}: {:?}",
             status_of(&out)
         );
     }
-    let out = exchange(a, &req("/trailer"));
+    let out = exchange_within(a, &req("/trailer"), LIMIT);
     assert!(status_of(&out).contains(" 200"), "{:?}", status_of(&out));
     assert!(
         out.ends_with(b"1\r\nx\r\n"),

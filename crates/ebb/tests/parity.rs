@@ -6,11 +6,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::origin::{drain, exchange, read_head, serve_each};
 use common::{haproxy_beside, scratch, wait_until, Ebb, Syslog};
 
 fn mcli(path: &Path, cmd: &str) -> String {
@@ -103,6 +104,89 @@ fn a_silent_master_cli_client_delays_nothing() {
     assert!(out.contains("# workers"), "{out}");
 }
 
+/// A command passed on to a worker that does not answer (stopped with
+/// SIGSTOP here) holds only its own client: `show proc` from another
+/// client is answered meanwhile, and the first gets the worker's answer
+/// once it runs again. Before, the master waited for the worker's answer
+/// blocking (up to 10 s), answering no one.
+#[test]
+fn a_stopped_worker_delays_no_other_master_cli_client() {
+    let (e, sock) = master("mcli-stopped-worker");
+    let show = mcli(&sock, "show proc");
+    let worker = show
+        .lines()
+        .skip_while(|l| !l.starts_with("# workers"))
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{show}"))
+        .to_string();
+    let kill = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &worker])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} {worker}");
+    };
+    // What the master's descriptors are (a worker's readiness pipe may
+    // still close: only new ones count).
+    let fds = || -> std::collections::BTreeSet<std::path::PathBuf> {
+        std::fs::read_dir(format!("/proc/{}/fd", e.pid()))
+            .map(|d| {
+                d.filter_map(|f| std::fs::read_link(f.ok()?.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = fds();
+    kill("-STOP");
+    struct Cont<F: Fn(&str)>(F);
+    impl<F: Fn(&str)> Drop for Cont<F> {
+        fn drop(&mut self) {
+            (self.0)("-CONT");
+        }
+    }
+    let cont = Cont(kill);
+    let mut held = UnixStream::connect(&sock).unwrap();
+    held.write_all(b"@1 show info\n").unwrap();
+    // Its client's connection and the one to the worker: the command is
+    // passed on.
+    let t = Instant::now();
+    wait_until("the command passed on", || {
+        fds().difference(&before).count() >= 2
+    });
+    let show = mcli(&sock, "show proc");
+    assert!(show.contains("# workers"), "{show}");
+    // The held client has no answer yet: its worker is stopped (only
+    // past the 10 s the worker has to answer, on a loaded machine, it
+    // may have had the master's own word).
+    held.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 64];
+    let mut out = String::new();
+    match held.read(&mut b) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        r => {
+            let got = r.map(|n| String::from_utf8_lossy(&b[..n]).into_owned());
+            assert!(
+                t.elapsed() >= Duration::from_secs(10)
+                    && got.as_deref().is_ok_and(|g| g.contains("timed out")),
+                "{got:?}"
+            );
+            out = got.unwrap_or_default();
+        }
+    }
+    drop(cont);
+    held.set_nonblocking(false).unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = held.read_to_string(&mut out);
+    assert!(
+        out.contains(&format!("Pid: {worker}"))
+            || t.elapsed() >= Duration::from_secs(10) && out.contains("timed out"),
+        "{out}"
+    );
+}
+
 /// More master CLI clients than it serves at once: the others wait in
 /// the listen queue and are answered once a place frees.
 #[test]
@@ -146,15 +230,6 @@ fn shape(raw: &[u8]) -> (String, Vec<String>, String) {
         .filter(|n| !n.starts_with("server:") && !n.starts_with("date:"))
         .collect();
     (status, names, body.to_string())
-}
-
-fn exchange(a: SocketAddr, req: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(a).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(req).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
 }
 
 /// HAProxy's HTTP/1 layer answers a request it cannot parse (400) or
@@ -223,31 +298,17 @@ fn ebb_and_haproxy(
 /// An origin that reads a request head, says so, answers the start of a
 /// chunked answer when `answer`, and keeps reading until the close.
 fn body_origin(answer: bool) -> (SocketAddr, std::sync::mpsc::Receiver<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { return };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                let mut b = [0u8; 4096];
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&b[..n]),
-                    }
-                }
-                if answer {
-                    let _ = c.write_all(
-                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n",
-                    );
-                }
-                let _ = tx.send(());
-                while matches!(c.read(&mut b), Ok(n) if n > 0) {}
-            });
+    let a = serve_each(move |mut c| {
+        if read_head(&mut c).is_none() {
+            return;
         }
+        if answer {
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n");
+        }
+        let _ = tx.send(());
+        drain(&mut c);
     });
     (a, rx)
 }

@@ -13,12 +13,13 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::origin::{drain, read_head, serve_each};
 use common::*;
 
 /// The `x-stopping` and `x-acl` fields of an answer from `a` on a new
@@ -74,34 +75,26 @@ fn stopping_fetch_follows_the_soft_stop_as_haproxy() {
 /// An HTTP/1.1 server answering every request on a connection with its
 /// own name; counts the connections it accepted.
 fn counting_server(name: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = Arc::clone(&n);
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            n2.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut b = [0u8; 4096];
-                loop {
-                    let Ok(k) = s.read(&mut b) else { return };
-                    if k == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&b[..k]);
-                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..i + 4);
-                        let body = name.as_bytes();
-                        let head =
-                            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                        if s.write_all(head.as_bytes()).is_err() || s.write_all(body).is_err() {
-                            return;
-                        }
-                    }
+    let a = serve_each(move |mut s| {
+        n2.fetch_add(1, Ordering::SeqCst);
+        let mut buf = Vec::new();
+        let mut b = [0u8; 4096];
+        loop {
+            let Ok(k) = s.read(&mut b) else { return };
+            if k == 0 {
+                return;
+            }
+            buf.extend_from_slice(&b[..k]);
+            while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                buf.drain(..i + 4);
+                let body = name.as_bytes();
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                if s.write_all(head.as_bytes()).is_err() || s.write_all(body).is_err() {
+                    return;
                 }
-            });
+            }
         }
     });
     (a, n)
@@ -192,36 +185,23 @@ fn max_session_srv_conns_bounds_the_clients_idle_connections() {
 /// 10 MB body sent as 100 chunks of 100 kB, one every 100 ms (a long
 /// download), then closes.
 fn trickle_http_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut b = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
-                        Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
-                        _ => return,
-                    }
-                }
-                let h = "HTTP/1.1 200 OK\r\ncontent-length: 10000000\r\nconnection: close\r\n\r\n";
-                if s.write_all(h.as_bytes()).is_err() {
-                    return;
-                }
-                for _ in 0..100 {
-                    if s.write_all(&[b'x'; 100_000]).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                let _ = s.shutdown(std::net::Shutdown::Write);
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-            });
+    serve_each(|mut s| {
+        if read_head(&mut s).is_none() {
+            return;
         }
-    });
-    addr
+        let h = "HTTP/1.1 200 OK\r\ncontent-length: 10000000\r\nconnection: close\r\n\r\n";
+        if s.write_all(h.as_bytes()).is_err() {
+            return;
+        }
+        for _ in 0..100 {
+            if s.write_all(&[b'x'; 100_000]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        drain(&mut s);
+    })
 }
 
 /// The `bout` of the rows FRONTEND, s1 and BACKEND of proxy `px`.

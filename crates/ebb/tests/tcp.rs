@@ -8,12 +8,13 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::origin::{drain, serve_each};
 use common::*;
 
 /// Lines long enough for a loaded machine; the tests wait on events.
@@ -23,41 +24,33 @@ const LONG: Duration = Duration::from_secs(30);
 /// after the client's FIN. With `prefix`, it first reads a PROXY header
 /// line (v1) and sends it back before the echo.
 fn echo_server(v1_header: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let seen = Arc::clone(&seen2);
-            std::thread::spawn(move || {
-                let mut first = Vec::new();
-                if v1_header {
-                    let mut b = [0u8; 1];
-                    while !first.ends_with(b"\r\n") {
-                        if s.read(&mut b).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        first.push(b[0]);
-                    }
-                    let _ = s.write_all(&first);
+    let addr = serve_each(move |mut s| {
+        let mut first = Vec::new();
+        if v1_header {
+            let mut b = [0u8; 1];
+            while !first.ends_with(b"\r\n") {
+                if s.read(&mut b).unwrap_or(0) == 0 {
+                    return;
                 }
-                seen.lock().unwrap().push(first);
-                let mut buf = vec![0u8; 65536];
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if s.write_all(&buf[..n]).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-                let _ = s.shutdown(Shutdown::Write);
-            });
+                first.push(b[0]);
+            }
+            let _ = s.write_all(&first);
         }
+        seen2.lock().unwrap().push(first);
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = s.shutdown(Shutdown::Write);
     });
     (addr, seen)
 }
@@ -65,23 +58,17 @@ fn echo_server(v1_header: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
 /// Answers one line with itself, then closes (so a client that ignores
 /// its own end of input, as `s_client -quiet`, still ends).
 fn line_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut line = Vec::new();
-            let mut b = [0u8; 1];
-            while !line.ends_with(b"\n") {
-                match s.read(&mut b) {
-                    Ok(1) => line.push(b[0]),
-                    _ => break,
-                }
+    serve_each(|mut s| {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while !line.ends_with(b"\n") {
+            match s.read(&mut b) {
+                Ok(1) => line.push(b[0]),
+                _ => break,
             }
-            let _ = s.write_all(&line);
         }
-    });
-    addr
+        let _ = s.write_all(&line);
+    })
 }
 
 /// Reads until EOF.
@@ -163,10 +150,7 @@ fn echo_half_close_and_tcplog() {
 /// `i % 251`), and after the client's FIN sends the count, the number of
 /// bad bytes, then `down` bytes of a pattern, then its FIN.
 fn bulk_server(down: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
+    serve_each(move |mut s| {
         let mut buf = vec![0u8; 1 << 16];
         let mut n = 0usize;
         let mut bad = 0u64;
@@ -193,8 +177,7 @@ fn bulk_server(down: usize) -> SocketAddr {
             left -= k;
         }
         s.shutdown(Shutdown::Write).unwrap();
-    });
-    addr
+    })
 }
 
 /// Sends `up` bytes through `to` (a proxy in front of [`bulk_server`]),
@@ -339,17 +322,11 @@ fn splice_is_refused_in_http_mode_and_left_out_under_tls() {
 #[test]
 fn server_closing_early_and_client_timeout() {
     // The server says bye and closes without reading.
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let _ = s.write_all(b"bye");
-            let _ = s.shutdown(Shutdown::Write);
-            let mut b = [0u8; 64];
-            // Keep reading so our close is a FIN, not a reset.
-            while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-        }
+    let addr = serve_each(|mut s| {
+        let _ = s.write_all(b"bye");
+        let _ = s.shutdown(Shutdown::Write);
+        // Keep reading so our close is a FIN, not a reset.
+        drain(&mut s);
     });
     let (echo, _) = echo_server(false);
     let e = Ebb::start(&format!(
@@ -757,30 +734,22 @@ fn accept_proxy_partial_header_then_fin_closes_at_once() {
 /// closed (or 30 s of silence: the wait ends on the bytes, not a delay a
 /// loaded machine could outlast).
 fn recorder() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
     let got = Arc::new(Mutex::new(Vec::new()));
     let g = Arc::clone(&got);
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                let mut v = Vec::new();
-                let mut b = [0u8; 256];
-                while let Ok(n) = s.read(&mut b) {
-                    if n == 0 {
-                        break;
-                    }
-                    v.extend_from_slice(&b[..n]);
-                    if v.len() >= 16 || (v.starts_with(b"PROXY ") && v.ends_with(b"\r\n")) {
-                        break;
-                    }
-                }
-                g.lock().unwrap().push(v);
-            });
+    let addr = serve_each(move |mut s| {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut v = Vec::new();
+        let mut b = [0u8; 256];
+        while let Ok(n) = s.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            v.extend_from_slice(&b[..n]);
+            if v.len() >= 16 || (v.starts_with(b"PROXY ") && v.ends_with(b"\r\n")) {
+                break;
+            }
         }
+        g.lock().unwrap().push(v);
     });
     (addr, got)
 }
@@ -1057,10 +1026,7 @@ fn a_side_that_reads_writes_on_to_the_other_side_itself() {
     // byte's.
     const CHUNK: usize = 32 << 10;
     const N: usize = 64;
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let origin = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let Ok((mut s, _)) = l.accept() else { return };
+    let origin = serve_each(|mut s| {
         let chunk = vec![7u8; CHUNK];
         let mut b = [0u8; 1];
         for _ in 0..N {
@@ -1104,29 +1070,20 @@ fn a_side_that_reads_writes_on_to_the_other_side_itself() {
 /// `hello` unread was a reset, which dropped the bytes still in its send
 /// buffer when the proxy had not read them yet (a loaded machine).
 fn trickle_server(chunks: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut hello = [0u8; 5];
-                if s.read_exact(&mut hello).is_err() {
-                    return;
-                }
-                for _ in 0..chunks {
-                    if s.write_all(&[b'x'; 100_000]).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                let _ = s.shutdown(Shutdown::Write);
-                let mut b = [0u8; 64];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-            });
+    serve_each(move |mut s| {
+        let mut hello = [0u8; 5];
+        if s.read_exact(&mut hello).is_err() {
+            return;
         }
-    });
-    addr
+        for _ in 0..chunks {
+            if s.write_all(&[b'x'; 100_000]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = s.shutdown(Shutdown::Write);
+        drain(&mut s);
+    })
 }
 
 /// What a proxy with `option contstats` (admin socket `sock`, serving
@@ -1208,14 +1165,9 @@ fn contstats_counts_a_long_transfer_as_it_flows() {
 #[test]
 fn a_server_that_accepts_and_resets_is_sd_not_a_failed_connect() {
     const N: usize = 30;
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let origin = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-            drop(s);
-        }
+    let origin = serve_each(|s| {
+        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        drop(s);
     });
     let sessions = |to: SocketAddr| {
         for _ in 0..N {

@@ -29,6 +29,22 @@ pub(crate) struct Ready {
     pub(crate) eof: bool,
 }
 
+/// Notes the readiness a client socket's poll events bring, as a mux
+/// keeps it (`rd`: readable, `hup`: the peer's close reported, `wr`:
+/// writable). A hang-up or an error makes the socket both readable and
+/// writable (the next read or write says what happened), and sets `hup`:
+/// the client's end of stream may sit behind the last bytes with no edge
+/// to come, so its connection reads on until a read returns 0. Bits are
+/// only ever set here: they are cleared by the reads and writes that find
+/// the socket drained or full.
+#[inline]
+pub(crate) fn note_events(ev: sched::Events, rd: &mut bool, hup: &mut bool, wr: &mut bool) {
+    let gone = ev.hup_or_err();
+    *rd |= ev.readable() || gone;
+    *hup |= gone;
+    *wr |= ev.writable() || gone;
+}
+
 /// Reads once from `tr` into `buf[*len..]`. Returns whether bytes
 /// arrived; a short read clears `r.rd` (the socket is drained, the next
 /// edge says when more comes), the end of stream sets `r.eof`.

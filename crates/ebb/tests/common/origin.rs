@@ -1,13 +1,69 @@
 //! Small origin servers for the proxy tests: a well-behaved one that
 //! answers with what it received, and misbehaving ones (closes, stalls,
 //! garbage). Each runs on its own threads on 127.0.0.1 and stops when
-//! dropped.
+//! dropped. And the pieces of the servers a test writes for itself
+//! ([`serve_each`], [`read_head`], [`drain`]) and of its one-shot
+//! exchanges ([`exchange`], [`exchange_within`]).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A server of the test's own making: listens on 127.0.0.1 and hands
+/// each connection it accepts to `conn`, on a thread of its own, for as
+/// long as the test runs. Its address.
+pub fn serve_each(conn: impl Fn(TcpStream) + Send + Sync + 'static) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("origin bind");
+    let addr = l.local_addr().unwrap();
+    let conn = Arc::new(conn);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let conn = Arc::clone(&conn);
+            std::thread::spawn(move || conn(s));
+        }
+    });
+    addr
+}
+
+/// Reads from `s` to the end of a head (`\r\n\r\n`): the bytes read, the
+/// head and any after it; None when the peer closes first (or an error).
+pub fn read_head(s: &mut impl Read) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 4096];
+    while find(&head, b"\r\n\r\n").is_none() {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&b[..n]),
+        }
+    }
+    Some(head)
+}
+
+/// Reads and drops what the peer sends until it closes.
+pub fn drain(s: &mut impl Read) {
+    let mut b = [0u8; 4096];
+    while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+}
+
+/// Sends `req` on a new connection to `a` and reads until the close (or
+/// 30 s). A write cut short is no failure: the proxy may answer and close
+/// before it takes all of `req`.
+pub fn exchange(a: SocketAddr, req: &[u8]) -> Vec<u8> {
+    exchange_within(a, req, Duration::from_secs(30))
+}
+
+/// [`exchange`], reading until the close or a pause of `limit`.
+pub fn exchange_within(a: SocketAddr, req: &[u8], limit: Duration) -> Vec<u8> {
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let _ = s.write_all(req);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
 
 /// How an origin behaves.
 #[derive(Clone)]

@@ -1327,15 +1327,8 @@ impl<S: Exchange + Default + 'static> TaskletFn for H2Conn<S> {
         self.me = Some(me);
         if why.intersects(Reasons::IO) {
             let ev = ctx.take_events(me);
-            if ev.readable() || ev.hup_or_err() {
-                self.rd_ready = true;
-            }
-            if ev.hup_or_err() {
-                self.rd_hup = true;
-            }
-            if ev.writable() || ev.hup_or_err() {
-                self.wr_ready = true;
-            }
+            let (rd, hup, wr) = (&mut self.rd_ready, &mut self.rd_hup, &mut self.wr_ready);
+            crate::mux::note_events(ev, rd, hup, wr);
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.proc_stop = true;

@@ -258,7 +258,7 @@ pub struct Conn<S> {
     pub(crate) input: In,
     pub(crate) head: RequestHead,
     pub(crate) rd_ready: bool,
-    /// The poller reported the peer's close (see `run`).
+    /// The poller reported the peer's close (see [`crate::mux::note_events`]).
     pub(crate) rd_hup: bool,
     pub(crate) wr_ready: bool,
     pub(crate) eof: bool,

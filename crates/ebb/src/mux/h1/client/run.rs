@@ -64,17 +64,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn run_inner(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         if why.intersects(Reasons::IO) && self.lane_of.is_none() {
             let ev = ctx.take_events(me);
-            if ev.readable() || ev.hup_or_err() {
-                self.rd_ready = true;
-            }
-            if ev.hup_or_err() {
-                // The client's end of stream may sit behind the last bytes
-                // with no edge to come: read on until a read returns 0.
-                self.rd_hup = true;
-            }
-            if ev.writable() || ev.hup_or_err() {
-                self.wr_ready = true;
-            }
+            let (rd, hup, wr) = (&mut self.rd_ready, &mut self.rd_hup, &mut self.wr_ready);
+            crate::mux::note_events(ev, rd, hup, wr);
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
