@@ -355,8 +355,10 @@ fn slowstart_row(sock: &Path) -> (String, String, u64, u64) {
 /// `slowstart`: not applied at start; once a server that went DOWN is
 /// UP again, `show stat` shows its `throttle` (a percentage under 100)
 /// and its effective `weight` under the configured `uweight` until the
-/// period ends, then neither. (ebb showed the configured weight as the
-/// effective one.) Beside haproxy.
+/// period ends, then neither; every value on the way is one of HAProxy's
+/// once-a-second steps of sixteenths of the weight. (ebb showed the
+/// configured weight as the effective one, then ramped by the
+/// millisecond.) Beside haproxy.
 #[test]
 fn slowstart_ramps_a_server_back_up_as_haproxy() {
     let port = free_port();
@@ -393,8 +395,16 @@ fn slowstart_ramps_a_server_back_up_as_haproxy() {
             pct < 100 && w < uw && uw == 50,
             "{who}: {throttle:?} {w}/{uw}"
         );
+        // HAProxy's steps (`server_recalc_eweight`): once a second the
+        // weight is 50 x (16 t + 5) / 5 sixteenths, shown rounded up, and
+        // the throttle that share in percent, `(100 e + 15) / (16 x 50)`.
+        let steps = [(4, 6), (13, 25), (22, 43), (32, 62), (41, 81)];
+        assert!(steps.contains(&(w, pct)), "{who}: {w} {pct}");
         wait_until("the end of the slowstart", || {
             let (_, t, w, _) = slowstart_row(sock);
+            if let Ok(p) = t.trim_end_matches(" %").parse::<u64>() {
+                assert!(steps.contains(&(w, p)), "{who}: {w} {t}");
+            }
             t.is_empty() && w == 50
         });
     };

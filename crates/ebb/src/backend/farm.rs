@@ -345,8 +345,11 @@ impl Farm {
                 lb::Choice::AllFull
             }
         } else {
-            // Static weights: no slowstart ramp (HAProxy).
+            // Static weights: no slowstart ramp (HAProxy). Round robin
+            // and leastconn weigh in HAProxy's sixteenths of a weight
+            // (a slowstart's ramp moves by them); the others in units.
             let static_w = self.static_weights();
+            let sixteenths = matches!(self.balance, Balance::RoundRobin | Balance::LeastConn);
             weights.clear();
             cur.clear();
             room.clear();
@@ -354,6 +357,8 @@ impl Farm {
                 let s = &self.servers[i];
                 weights.push(if static_w {
                     s.weight.load(Ordering::Relaxed)
+                } else if sixteenths {
+                    s.eweight16()
                 } else {
                     s.effective_weight()
                 });

@@ -486,7 +486,8 @@ fn walk_rr(
 }
 
 /// `roundrobin`: HAProxy's fast weighted round robin on the backend's
-/// shared state.
+/// shared state; `weights` are effective weights in sixteenths
+/// ([`crate::backend::ServerRt::eweight16`], HAProxy's `cur_eweight`).
 fn fwrr_pick(elig: &[usize], weights: &[u32], room: &[bool], grp: Group, sh: &Shared) -> Choice {
     let mut f = sh.fwrr.lock().unwrap_or_else(|p| p.into_inner());
     let snap = fwrr::Snapshot {
@@ -698,7 +699,13 @@ mod tests {
         for (k, (count, next)) in steps.iter().chain(last.iter()).enumerate() {
             for _ in 0..*count {
                 let elig: Vec<usize> = (0..w.len()).filter(|&i| w[i] > 0).collect();
-                let ws: Vec<u32> = elig.iter().map(|&i| w[i]).collect();
+                // (Round robin takes HAProxy's sixteenths of a weight.)
+                let scale = if matches!(b, Balance::RoundRobin) {
+                    16
+                } else {
+                    1
+                };
+                let ws: Vec<u32> = elig.iter().map(|&i| w[i] * scale).collect();
                 let cur = vec![0; elig.len()];
                 let room = vec![true; elig.len()];
                 let input = LbInput::default();

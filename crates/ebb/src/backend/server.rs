@@ -344,19 +344,30 @@ impl ServerRt {
         true
     }
 
-    /// Weight for the load balancer, ramped after coming UP with
-    /// `slowstart` (at least 1 while usable).
-    pub fn effective_weight(&self) -> u32 {
+    /// HAProxy's effective weight in sixteenths (`cur_eweight` under a
+    /// dynamic algorithm: the weight x `BE_WEIGHT_SCALE`). During a
+    /// `slowstart` after the server came up it is `weight x w`, `w = (16 t
+    /// + S) / S` for `t` whole seconds since and `S` the slowstart in whole
+    /// seconds (rounded up), at most 16 (HAProxy 2.6's
+    /// `server_recalc_eweight`): the ramp starts at a sixteenth of the
+    /// weight and moves once a second, in steps of `16 / S` sixteenths.
+    pub fn eweight16(&self) -> u32 {
         let w = self.weight.load(Ordering::Relaxed);
         let Some(ss) = self.opts.slowstart else {
-            return w;
+            return w * 16;
         };
-        let since = self.up_since.elapsed();
-        if since >= ss || ss.is_zero() {
-            return w;
+        let s = ss.as_millis().div_ceil(1000) as u64;
+        let t = self.up_since.elapsed().as_secs();
+        if s == 0 || t >= s {
+            return w * 16;
         }
-        let ramp = (u128::from(w) * since.as_millis() / ss.as_millis().max(1)) as u32;
-        ramp.clamp(1, w.max(1))
+        w * ((16 * t + s) / s).min(16) as u32
+    }
+
+    /// The effective weight in the weight's units, as HAProxy shows it
+    /// (`weight` in `show stat`: the sixteenths rounded up).
+    pub fn effective_weight(&self) -> u32 {
+        self.eweight16().div_ceil(16)
     }
 }
 

@@ -144,7 +144,8 @@ pub struct Fwrr {
 }
 
 /// What a pick is given: the eligible servers (indices) with their
-/// weights and free-slot flags, whether they are the backups, and a
+/// effective weights in sixteenths (HAProxy's `eweight`: the weight x
+/// [`SCALE`], less during a `slowstart`) and free-slot flags, whether they are the backups, and a
 /// server to avoid (a redispatch) if another one can be had.
 pub struct Snapshot<'a> {
     pub elig: &'a [usize],
@@ -323,7 +324,7 @@ impl Fwrr {
             };
             let mut tot = 0;
             for (k, &i) in snap.elig.iter().enumerate() {
-                let ew = i64::from(snap.weights[k]) * SCALE;
+                let ew = i64::from(snap.weights[k]);
                 let v = &mut self.srv[i];
                 *v = Srv::new(snap.backup);
                 v.seen = mark;
@@ -346,7 +347,7 @@ impl Fwrr {
             }
         }
         for (k, &i) in snap.elig.iter().enumerate() {
-            let ew = i64::from(snap.weights[k]) * SCALE;
+            let ew = i64::from(snap.weights[k]);
             if self.srv[i].backup != snap.backup {
                 // A server moved between groups (added again as the
                 // other kind): out of the old one first.
@@ -505,12 +506,13 @@ mod tests {
     fn seq(weights: &[u32], n: usize) -> String {
         let elig: Vec<usize> = (0..weights.len()).collect();
         let room = vec![true; weights.len()];
+        let sixteenths: Vec<u32> = weights.iter().map(|w| w * 16).collect();
         let mut f = Fwrr::default();
         (0..n)
             .map(|_| {
                 let snap = Snapshot {
                     elig: &elig,
-                    weights,
+                    weights: &sixteenths,
                     room: &room,
                     backup: false,
                     avoid: None,

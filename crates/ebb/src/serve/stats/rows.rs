@@ -390,10 +390,13 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.icur = Some(u64::from(s.idle_count()));
     r.ilim = s.opts.pool_max_conn.map(u64::from);
     if s.opts.slowstart.is_some() && s.usable() {
+        // HAProxy's `server_throttle_rate`: the share of the weight the
+        // ramp gives, in percent, from its sixteenths (`(100 e + 15) /
+        // (16 w)`).
         let w = u64::from(s.weight.load(Ordering::Relaxed));
-        let e = u64::from(s.effective_weight());
-        if w > 0 && e < w {
-            r.throttle = Some(e * 100 / w);
+        let e = u64::from(s.eweight16());
+        if w > 0 && e < 16 * w {
+            r.throttle = Some((100 * e + 15) / (16 * w));
         }
     }
     let (lastchg, down) = s.ext.ages();
