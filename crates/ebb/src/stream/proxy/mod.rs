@@ -232,10 +232,9 @@ pub(super) struct Upstream {
     /// The request asked for an upgrade (its `Upgrade` went to the
     /// server): a 101 answering any other is invalid (502, as HAProxy).
     upgrade: bool,
-    /// A tunnel's half-closes passed on: the server's sending side shut
-    /// after the client's close, the client's after the server's.
+    /// A tunnel's half-close passed on: the server's sending side shut
+    /// after the client's close.
     shut_server: bool,
-    shut_client: bool,
     /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
     /// the head written is in origin form.
     scheme: Option<&'static [u8]>,
@@ -416,7 +415,6 @@ impl Upstream {
             ws_accept: None,
             upgrade: false,
             shut_server: false,
-            shut_client: false,
             scheme: None,
             name_at: None,
             logged: false,
@@ -734,7 +732,6 @@ impl Stream {
             ws_accept: u_ws_accept,
             upgrade: u_upgrade,
             shut_server,
-            shut_client,
             scheme: u_scheme,
             name_at: u_name_at,
             logged,
@@ -799,7 +796,6 @@ impl Stream {
         *u_ws_accept = ws_accept;
         *u_upgrade = upgrade;
         *shut_server = false;
-        *shut_client = false;
         *u_scheme = scheme;
         *u_name_at = name_at;
         *logged = false;
@@ -1077,9 +1073,11 @@ impl Stream {
             }
             let server_gone = sd.eof && sd.istart == sd.iend;
             let client_gone = c.eof && c.rstart == c.rend && sd.out_pending() == 0;
-            // A side's close is passed on as a half-close (HAProxy's
-            // tunnel): the other side may still send its last bytes (a
-            // CONNECT client's FIN while its server answers). A lane or an
+            // The client's close is passed on as a half-close (HAProxy's
+            // tunnel): the server may still send its last bytes (a
+            // CONNECT client's FIN while its server answers). The server's
+            // close ends both connections, as HAProxy 2.6 ends the stream
+            // then (`tests/framing.rs`, beside haproxy). A lane or an
             // HTTP/2 server has no half-close here: either close ends both.
             let halves = !c.tr.is_lane() && sd.h2.is_none() && sd.sock.is_some();
             if halves && client_gone && !server_gone && !up.shut_server {
@@ -1092,17 +1090,9 @@ impl Stream {
                     }
                 }
             }
-            if halves && server_gone && !client_gone && !up.shut_client && c.pending_out() == 0 {
-                c.tr.close_notify();
-                if let Ok(true) = c.tr.flush_pending() {
-                    let _ = c.tr.tcp().shutdown(std::net::Shutdown::Write);
-                    up.shut_client = true;
-                    moved = true;
-                }
-            }
             drop(sd);
             self.up = Some(up);
-            if (server_gone && client_gone) || (!halves && (server_gone || client_gone)) {
+            if server_gone || (client_gone && !halves) {
                 // The tunnel's normal end: both connections close.
                 self.abort_proxy(c, ctx);
                 return true;
