@@ -587,10 +587,8 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
         MatchMethod::Ip => {
             let ip = match v {
                 Val::Ip(ip) => ip,
-                Val::Str => match std::str::from_utf8(&s.cur)
-                    .ok()
-                    .and_then(|x| x.parse().ok())
-                {
+                // HAProxy's c_str2addr (`10.0.0.1:80` is 10.0.0.1).
+                Val::Str => match crate::sample::str_to_addr(&s.cur) {
                     Some(ip) => ip,
                     None => return false,
                 },

@@ -408,12 +408,59 @@ pub fn cast(v: Val, to: Type, s: &mut Scratch) -> Option<Val> {
         (Val::Str, Type::Meth) => Val::Meth,
         (Val::Str, Type::Int) => Val::Int(str_to_int(&s.cur)?),
         (Val::Str, Type::Bool) => Val::Bool(str_to_int(&s.cur)? != 0),
-        (Val::Str, Type::Ip) => {
-            let t = std::str::from_utf8(&s.cur).ok()?;
-            Val::Ip(t.trim().parse().ok()?)
-        }
+        (Val::Str, Type::Ip) => Val::Ip(str_to_addr(&s.cur)?),
         _ => return None,
     })
+}
+
+/// HAProxy's `buf2ip`: four dotted decimal octets (leading zeros
+/// allowed) at the start of `v`, up to the first byte that is neither a
+/// digit nor a dot; the address and where it ended.
+pub(crate) fn ipv4_prefix(v: &[u8]) -> Option<(IpAddr, usize)> {
+    let mut oct = [0u32; 4];
+    let (mut n, mut digit, mut end) = (0usize, false, v.len());
+    for (i, &c) in v.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if !digit {
+                n += 1;
+                if n > 4 {
+                    return None;
+                }
+                digit = true;
+            }
+            oct[n - 1] = oct[n - 1] * 10 + u32::from(c - b'0');
+            if oct[n - 1] > 255 {
+                return None;
+            }
+        } else if c == b'.' {
+            if !digit || n == 4 {
+                return None;
+            }
+            digit = false;
+        } else {
+            end = i;
+            break;
+        }
+    }
+    (n == 4).then(|| (IpAddr::from(oct.map(|o| o as u8)), end))
+}
+
+/// A string cast to an address as HAProxy 2.6 casts it (`c_str2addr`):
+/// an IPv4 address at its start, whatever follows (`10.0.0.1:80` is
+/// 10.0.0.1: `buf2ip`), else the whole string as an IPv6 address
+/// (`inet_pton`, at most 46 bytes), else none.
+pub fn str_to_addr(v: &[u8]) -> Option<IpAddr> {
+    if let Some((ip, _)) = ipv4_prefix(v) {
+        return Some(ip);
+    }
+    if v.len() > 46 {
+        return None;
+    }
+    std::str::from_utf8(v)
+        .ok()?
+        .parse::<std::net::Ipv6Addr>()
+        .ok()
+        .map(IpAddr::V6)
 }
 
 /// The path (with query) HAProxy 2.6's http_parse_path finds in a

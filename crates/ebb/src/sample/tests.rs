@@ -1096,3 +1096,32 @@ fn base_reads_the_host_field() {
     );
     assert_eq!(on("GET /p HTTP/1.0\r\n\r\n"), "</p>");
 }
+
+/// A string cast to an address as HAProxy 2.6's `c_str2addr`: a dotted
+/// IPv4 address at the start, whatever follows (`buf2ip`), else the whole
+/// string as IPv6, else none (the CI's tests/diff seed 1 found ebb
+/// parsing the whole string: `127.0.0.1:80` matched no `-m ip` list).
+#[test]
+fn strings_cast_to_addresses_as_haproxy() {
+    use std::net::IpAddr;
+    let ip = |s: &str| s.parse::<IpAddr>().ok();
+    for (text, want) in [
+        ("127.0.0.1:80", ip("127.0.0.1")),
+        ("10.1.2.3", ip("10.1.2.3")),
+        ("010.001.002.003", ip("10.1.2.3")),
+        ("1.2.3.4 x", ip("1.2.3.4")),
+        ("1.2.3.4.5", None),
+        ("1.2.3.4.", None),
+        ("1.2.3", None),
+        ("1..2.3", None),
+        ("256.1.1.1", None),
+        (" 1.2.3.4", None),
+        ("::1", ip("::1")),
+        ("::ffff:1.2.3.4", ip("::ffff:1.2.3.4")),
+        ("[::1]", None),
+        ("bad", None),
+        ("", None),
+    ] {
+        assert_eq!(super::str_to_addr(text.as_bytes()), want, "{text:?}");
+    }
+}

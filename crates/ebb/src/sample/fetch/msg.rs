@@ -130,34 +130,7 @@ pub(super) fn header_ip(v: &[u8]) -> Option<std::net::IpAddr> {
 /// HAProxy's `url2ipv4` on a whole value: digits and dots up to another
 /// character, four octets; then nothing, or `:PORT`.
 pub(super) fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
-    let mut oct = [0u32; 4];
-    let (mut n, mut digit, mut end) = (0usize, false, v.len());
-    for (i, &c) in v.iter().enumerate() {
-        if c.is_ascii_digit() {
-            if !digit {
-                n += 1;
-                if n > 4 {
-                    return None;
-                }
-                digit = true;
-            }
-            oct[n - 1] = oct[n - 1] * 10 + u32::from(c - b'0');
-            if oct[n - 1] > 255 {
-                return None;
-            }
-        } else if c == b'.' {
-            if !digit || n == 4 {
-                return None;
-            }
-            digit = false;
-        } else {
-            end = i;
-            break;
-        }
-    }
-    if n < 4 {
-        return None;
-    }
+    let (ip, end) = crate::sample::ipv4_prefix(v)?;
     let port_ok = |p: &[u8]| {
         !p.is_empty()
             && p.iter().all(u8::is_ascii_digit)
@@ -166,8 +139,7 @@ pub(super) fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
                 .and_then(|p| p.parse::<u32>().ok())
                 .is_some_and(|p| p <= 65535)
     };
-    (end == v.len() || (v[end] == b':' && port_ok(&v[end + 1..])))
-        .then(|| std::net::IpAddr::from(oct.map(|o| o as u8)))
+    (end == v.len() || (v[end] == b':' && port_ok(&v[end + 1..]))).then_some(ip)
 }
 
 /// The path (with its query) of a request target as HAProxy's
