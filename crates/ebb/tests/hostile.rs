@@ -254,14 +254,17 @@ fn endless_answers_from_a_server_are_cut() {
     let a = e.addr();
     let rss0 = rss_kb(e.pid());
     let req = |p: &str| format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes();
-    for p in ["/", "/ext"] {
-        let out = exchange_within(a, &req(p), LIMIT);
-        assert!(
-            status_of(&out).contains(" 502"),
-            "{p}: {:?}",
-            status_of(&out)
-        );
-    }
+    // The endless head never makes an answer: 502.
+    let out = exchange_within(a, &req("/"), LIMIT);
+    assert!(status_of(&out).contains(" 502"), "{:?}", status_of(&out));
+    // The endless chunk line: 502 while the head is still held (it waits
+    // for the first data to leave with it), or, when a loaded machine let
+    // a flush tick pass between the server's writes and the head went
+    // alone, that head and nothing more (no data, no last chunk).
+    let out = exchange_within(a, &req("/ext"), LIMIT);
+    let text = String::from_utf8_lossy(&out);
+    let cut = status_of(&out).contains(" 200") && text.ends_with("\r\n\r\n");
+    assert!(status_of(&out).contains(" 502") || cut, "/ext: {text:?}");
     let out = exchange_within(a, &req("/trailer"), LIMIT);
     assert!(status_of(&out).contains(" 200"), "{:?}", status_of(&out));
     assert!(
