@@ -287,30 +287,21 @@ impl Master {
             format!("{} [failed: {}]", self.reloads, self.failed),
             up(self.started)
         ));
-        o.push_str("# workers\n");
-        for &i in &self.by_age() {
-            let w = &self.workers[i];
-            if !w.old {
-                o.push_str(&format!(
-                    "{:<15} {:<15} {:<15} {:<15} {ver}\n",
-                    w.pid,
-                    "worker",
-                    self.reloads - w.gen,
-                    up(w.started)
-                ));
-            }
-        }
-        o.push_str("# old workers\n");
-        for &i in &self.by_age() {
-            let w = &self.workers[i];
-            if w.old {
-                o.push_str(&format!(
-                    "{:<15} {:<15} {:<15} {:<15} {ver}\n",
-                    w.pid,
-                    "worker",
-                    self.reloads - w.gen,
-                    up(w.started)
-                ));
+        // The current workers, then the old ones (still finishing), each
+        // section in `by_age` order.
+        for (title, old) in [("# workers\n", false), ("# old workers\n", true)] {
+            o.push_str(title);
+            for &i in &self.by_age() {
+                let w = &self.workers[i];
+                if w.old == old {
+                    o.push_str(&format!(
+                        "{:<15} {:<15} {:<15} {:<15} {ver}\n",
+                        w.pid,
+                        "worker",
+                        self.reloads - w.gen,
+                        up(w.started)
+                    ));
+                }
             }
         }
         o.push_str(&crate::program::show(&self.programs, &up));
