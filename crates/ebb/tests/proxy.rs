@@ -1285,6 +1285,57 @@ fn connect_shapes(a: std::net::SocketAddr) -> Vec<String> {
     seen
 }
 
+/// A CONNECT request has no content (RFC 9110 §9.3.6): its
+/// `Content-Length` or `Transfer-Encoding` is not sent on, and the bytes
+/// after its head are the tunnel's, as HAProxy 2.6 reads them. Before, ebb
+/// sent them as a body with their framing field, so a server that reads
+/// CONNECT as bodyless (and keeps the connection after refusing it) took
+/// that "body" for its next request: a request smuggled past the rules.
+#[test]
+fn a_connect_requests_framing_fields_are_not_a_body() {
+    use std::io::{Read, Write};
+    let (o, heads) = connect_origin();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 20s\n    timeout server 20s\n    timeout tunnel 20s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    server s {o}\n"
+    ));
+    for (framing, after, echoed) in [
+        ("Content-Length: 5", &b"hello"[..], "HELLO"),
+        (
+            "Transfer-Encoding: chunked",
+            b"5\r\nhello\r\n0\r\n\r\n",
+            "5\r\nHELLO\r\n0\r\n\r\n",
+        ),
+    ] {
+        let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut req = format!(
+            "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n{framing}\r\n\r\n"
+        )
+        .into_bytes();
+        req.extend_from_slice(after);
+        s.write_all(&req).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            format!("HTTP/1.1 200 Connection established\r\n\r\n{echoed} BYE"),
+            "{framing}"
+        );
+    }
+    let h = heads.lock().unwrap().clone();
+    assert_eq!(h.len(), 2, "{h:?}");
+    for head in &h {
+        let l = head.to_ascii_lowercase();
+        assert!(
+            !l.contains("content-length") && !l.contains("transfer-encoding"),
+            "{h:?}"
+        );
+    }
+}
+
 /// CONNECT is forwarded to the servers as HAProxy 2.6 forwards it: a 2xx
 /// answer makes the exchange a tunnel (the client's half-close passed on
 /// as a half-close, so the server's last bytes still arrive), any other

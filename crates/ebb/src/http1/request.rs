@@ -369,6 +369,15 @@ pub fn complete_request_into(
         }
     };
 
+    if head.method == Method::Connect {
+        // RFC 9110 §9.3.6: a CONNECT request has no content. The bytes
+        // after its head are the tunnel's, sent on once a 2xx opens it
+        // (or the next request after another answer), as HAProxy 2.6
+        // reads them; its Content-Length or Transfer-Encoding is not
+        // sent on (a server reading them as a body while another hop
+        // reads a tunnel, or the next request, is a desync).
+        head.framing = BodyFraming::None;
+    }
     head.keep_alive = !force_close
         && if http11 {
             !f.conn_close

@@ -659,6 +659,10 @@ pub(crate) fn write_request_head(
 /// explicit zero stays explicit: a POST without it may get a 411), or
 /// chunked for a body of unknown length.
 fn write_framing(out: &mut Vec<u8>, h: &ReqHead<'_>) {
+    if h.method == crate::http1::Method::Connect {
+        // No content (RFC 9110 §9.3.6): no framing field goes.
+        return;
+    }
     match h.body {
         BodySize::Empty => {
             if h.fields.get(b"content-length").is_some() {

@@ -260,8 +260,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.park();
         } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
             // The client closed in the middle of a head: 400 (it may
-            // still read) and a line.
-            if !self.closing {
+            // still read) and a line. Empty lines before a request line
+            // are no request (RFC 9112 §2.2: a server ignores them; a
+            // client may send a CRLF after a body): a close after them
+            // is a quiet one, as HAProxy's.
+            let blank = self
+                .rbuf
+                .get(self.rstart..self.rend)
+                .is_some_and(|b| b.iter().all(|&c| c == b'\r' || c == b'\n'));
+            if !self.closing && !blank {
                 self.unfinished_request(ctx, 400, "CR");
             }
             return self.close(ctx);
