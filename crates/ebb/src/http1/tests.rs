@@ -2158,3 +2158,47 @@ fn another_version_after_an_empty_line_waits_for_its_line() {
         );
     }
 }
+
+/// CONNECT's Host as HAProxy 2.6 checks it: the target's host and port,
+/// or the host alone for port 80 or 443; `name:80`/`name:443` lose their
+/// port (what the rules see and the server gets). A CONNECT's
+/// Content-Length or Transfer-Encoding makes no body.
+#[test]
+fn connect_host_is_the_targets_and_loses_a_default_port() {
+    let connect = |target: &str, host: &str| {
+        format!("CONNECT {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes()
+    };
+    for (target, host, kept) in [
+        ("example.com:443", "example.com:443", "example.com"),
+        ("example.com:80", "EXAMPLE.com:80", "EXAMPLE.com"),
+        ("example.com:443", "example.com", "example.com"),
+        ("example.com:8443", "example.com:8443", "example.com:8443"),
+        ("[::1]:443", "[::1]:443", "[::1]"),
+        ("[::1]:443", "[::1]", "[::1]"),
+    ] {
+        let buf = connect(target, host);
+        let h = ok(&buf);
+        assert_eq!(
+            h.header(&buf, "host"),
+            Some(kept.as_bytes()),
+            "{target} {host}"
+        );
+    }
+    for (target, host) in [
+        ("example.com:443", "other.com:443"),
+        ("example.com:443", "example.com:8443"),
+        ("example.com:8443", "example.com"),
+        ("example.com:443", "other.com"),
+        ("example.com:443", "example.com:"),
+    ] {
+        assert_eq!(
+            err(&connect(target, host)),
+            HttpError::BadHost,
+            "{target} {host}"
+        );
+    }
+    for framing in ["Content-Length: 5", "Transfer-Encoding: chunked"] {
+        let buf = format!("CONNECT a.b:443 HTTP/1.1\r\nHost: a.b:443\r\n{framing}\r\n\r\n");
+        assert_eq!(ok(buf.as_bytes()).framing, BodyFraming::None, "{framing}");
+    }
+}
