@@ -343,21 +343,6 @@ pub fn complete_request_into(
         // kept for the other forms, where nothing names the host.
         return Err(HttpError::MissingHost);
     }
-    if let (Method::Connect, Some(a), Some(h), false) =
-        (head.method, authority, f.host, limits.rebuilt)
-    {
-        // CONNECT's Host, as HAProxy 2.6 checks it (h1.c, since 2.6.2):
-        // the target's host and port, or the host alone when the port is
-        // 80 or 443; a Host `name:80` or `name:443` loses its port, for
-        // the rules and the server (the target keeps its own).
-        let keep = connect_host_len(a.get(buf), h.get(buf)).ok_or(HttpError::BadHost)?;
-        if keep < h.len() {
-            let short = h.sub(0, keep);
-            if let Some(line) = head.headers.iter_mut().find(|l| l.value == h) {
-                line.value = short;
-            }
-        }
-    }
     // Absolute-form: the target's authority replaces Host (RFC 9112 §3.2.2).
     head.host = authority.or(f.host);
 
@@ -706,36 +691,6 @@ static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 pub(crate) fn valid_target_bytes(t: &[u8]) -> bool {
     // Every byte looked up without an early exit.
     t.iter().fold(true, |ok, &b| ok & TARGET[b as usize])
-}
-
-/// A CONNECT's Host against its target `auth` (`host:port`, the port
-/// checked there): the length of the Host to keep, `None` when it names
-/// another host or port. HAProxy 2.6's rule: `host:port` must be the
-/// target's (hosts without case), and loses a default port (80, 443,
-/// whatever the scheme, which CONNECT has none of); a Host without a port
-/// is the target's host when the target's port is a default one.
-fn connect_host_len(auth: &[u8], host: &[u8]) -> Option<usize> {
-    let split = |s: &'_ [u8]| -> (usize, Option<usize>) {
-        // The port: the digits after the last `:` not inside `[...]`.
-        match s.iter().rposition(|&b| b == b':') {
-            Some(c) if !s[c + 1..].contains(&b']') && s[c + 1..].iter().all(u8::is_ascii_digit) => {
-                (c, Some(c + 1))
-            }
-            _ => (s.len(), None),
-        }
-    };
-    let (ah, ap) = split(auth);
-    let ap = &auth[ap?..];
-    let default = ap == b"80" || ap == b"443";
-    let (hh, hp) = split(host);
-    if !host[..hh].eq_ignore_ascii_case(&auth[..ah]) {
-        return None;
-    }
-    match hp {
-        Some(p) if &host[p..] == ap => Some(if default { hh } else { host.len() }),
-        Some(_) => None,
-        None => default.then_some(host.len()),
-    }
 }
 
 /// Validates the target against RFC 9112 §3.2 and the method; returns its
