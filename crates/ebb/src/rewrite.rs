@@ -728,10 +728,17 @@ pub fn before_server(
     }
     let req = ctx.req?;
     let store = ctx.vars?;
+    // Made by a `unique-id` fetch of the rules already, else now.
     let uid = t.unique_id.as_ref().map(|f| {
-        let mut v = Vec::new();
-        f.render(ctx, &mut v);
-        v
+        let made = store
+            .try_borrow()
+            .ok()
+            .and_then(|st| st.info.unique_id.clone());
+        made.unwrap_or_else(|| {
+            let mut v = Vec::new();
+            f.render(ctx, &mut v);
+            v
+        })
     });
     let h = req.head;
     let mut fields: Fields = h
