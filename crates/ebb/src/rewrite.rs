@@ -966,8 +966,7 @@ pub fn run_request_from(
         }
         if matches!(
             rule.action,
-            HttpRequestAction::Return(_)
-                | HttpRequestAction::UseService(_)
+            HttpRequestAction::UseService(_)
                 | HttpRequestAction::Deny { .. }
                 | HttpRequestAction::Auth { .. }
                 | HttpRequestAction::Allow
@@ -976,7 +975,9 @@ pub fn run_request_from(
                 | HttpRequestAction::SilentDrop
         ) {
             // (A redirect is noted once its answer went through the
-            // `http-after-response` rules, see `stream`.)
+            // `http-after-response` rules, a `return` once its answer is
+            // made: its formats see the rule before, as HAProxy's; see
+            // `stream`.)
             base.note_last_rule(&rule.loc);
         }
         match &rule.action {

@@ -466,10 +466,9 @@ fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
                 continue;
             }
             if let Some(m) = suffix_method(rest) {
+                // No name: every header's values, as HAProxy's `hdr()`.
                 let Some(arg) = arg else {
-                    return Err(format!(
-                        "ACL criterion '{name}' needs a header name, e.g. {name}(host)"
-                    ));
+                    return Ok((sample_criterion("req.hdr")?.0, m));
                 };
                 if arg.contains(',') {
                     return Err(format!(
@@ -520,6 +519,7 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
             parse_test(&words(&["req.hdr_val(content-length)", "gt", "0"]), loc).ok()?
         }
         "REQ_CONTENT" => parse_test(&words(&["req.len", "gt", "0"]), loc).ok()?,
+        "RDP_COOKIE" => parse_test(&words(&["req.rdp_cookie_cnt", "gt", "0"]), loc).ok()?,
         "WAIT_END" => t(
             sample_criterion("wait_end").ok()?.0,
             MatchMethod::Bool,

@@ -878,7 +878,13 @@ impl<'t> Parser<'t> {
         if name.is_empty() {
             return Err(format!("missing fetch name in '{}'", self.text));
         }
-        let args = self.args()?;
+        let empty_parens = self.text[self.pos..].starts_with("()");
+        let mut args = self.args()?;
+        // HAProxy reads `hdr()` as one empty name (every header), `hdr`
+        // as no name (nothing): see `fetch::parse`'s `hdr_name`.
+        if empty_parens && fetch::Fetch::is_header_fetch(name) {
+            args.push(String::new());
+        }
         // Bytes that are not UTF-8 are read as bytes by str() alone.
         let raw = |args: &[String], what: &str| {
             match args.iter().any(|a| crate::rawword::has_raw(a)) {

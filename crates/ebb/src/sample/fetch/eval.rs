@@ -363,19 +363,15 @@ impl Fetch {
                 let (method, target, ver) = (parts.next()?, parts.next()?, parts.next());
                 let v: &[u8] = match what {
                     b'm' => method,
-                    // From the first slash (no scheme nor authority).
+                    // From the first slash (no scheme nor authority); none
+                    // for `*` or a target without a path (HAProxy's
+                    // `http_parse_path`; tests/diff seed 6).
                     b'u' => {
                         let from = if target.starts_with(b"/") {
                             0
                         } else {
-                            let after = target
-                                .windows(3)
-                                .position(|w| w == b"://")
-                                .map_or(0, |p| p + 3);
-                            target[after..]
-                                .iter()
-                                .position(|&b| b == b'/')
-                                .map_or(target.len(), |p| after + p)
+                            let after = target.windows(3).position(|w| w == b"://")? + 3;
+                            after + target[after..].iter().position(|&b| b == b'/')?
                         };
                         &target[from..]
                     }

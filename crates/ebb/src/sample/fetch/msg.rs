@@ -163,8 +163,9 @@ pub(super) fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
     }
 }
 
-/// Calls `f` on each value of header `name`: each comma-separated value
-/// (trimmed) unless `full`, where each line counts whole. `f` returns
+/// Calls `f` on each value of header `name` (every header's when empty,
+/// as HAProxy's `http_find_header` without a name): each comma-separated
+/// value (trimmed) unless `full`, where each line counts whole. `f` returns
 /// `true` to stop. Returns whether the message exists.
 pub(super) fn values(
     ctx: &Ctx<'_>,
@@ -175,7 +176,7 @@ pub(super) fn values(
 ) -> bool {
     let mut stop = false;
     each_field(ctx, res, &mut |n, v| {
-        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+        if !name.is_empty() && !n.eq_ignore_ascii_case(name.as_bytes()) {
             return false;
         }
         if full {

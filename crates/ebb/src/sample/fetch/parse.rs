@@ -29,14 +29,40 @@ fn int_arg(what: &str, a: &str) -> Result<i64, String> {
         .map_err(|_| format!("{what}: '{a}' is not an integer"))
 }
 
-fn hdr_name(fetch: &str, a: &str) -> Result<String, String> {
-    if a.is_empty() || !crate::net::is_token(a) {
+/// The name no header has (a space): what `hdr` without an argument
+/// looks for.
+const NO_HEADER: &str = " ";
+
+/// A header name argument as HAProxy 2.6 reads it: an empty one (`hdr()`,
+/// `hdr(,1)`) is every header; none finds nothing (`smp_fetch_hdr` wants
+/// a string argument) except for the counts (`hdr_cnt`: every header).
+fn hdr_name(fetch: &str, a: Option<&String>, count: bool) -> Result<String, String> {
+    let Some(a) = a else {
+        return Ok(if count { "" } else { NO_HEADER }.to_string());
+    };
+    if a.is_empty() {
+        return Ok(String::new());
+    }
+    if !crate::net::is_token(a) {
         return Err(format!("fetch '{fetch}': invalid header name '{a}'"));
     }
     Ok(a.to_ascii_lowercase())
 }
 
 impl Fetch {
+    /// The fetches that read a header by name (`hdr()` is not `hdr`).
+    pub(in crate::sample) fn is_header_fetch(name: &str) -> bool {
+        let n = name
+            .strip_prefix("req.")
+            .or_else(|| name.strip_prefix("res."))
+            .or_else(|| name.strip_prefix('s'))
+            .unwrap_or(name);
+        matches!(
+            n,
+            "hdr" | "fhdr" | "hdr_cnt" | "fhdr_cnt" | "hdr_ip" | "hdr_val"
+        )
+    }
+
     pub(in crate::sample) fn compile(
         name: &str,
         args: &[String],
@@ -63,7 +89,7 @@ impl Fetch {
             Ok(f)
         };
         let hdr = |full: bool, res: bool| -> Result<Fetch, String> {
-            arg_count(name, args, 1, 2)?;
+            arg_count(name, args, 0, 2)?;
             // HAProxy 2.6 reads an explicit 0 as no occurrence given: the
             // last in an expression, every one in an ACL.
             // Its `val_hdr`: HAProxy keeps the last 10 occurrences' places.
@@ -78,16 +104,16 @@ impl Fetch {
                 None => Occ::Default,
             };
             Ok(Fetch::Hdr {
-                name: hdr_name(name, &args[0])?,
+                name: hdr_name(name, args.first(), false)?,
                 occ,
                 full,
                 res,
             })
         };
         let cnt = |full: bool, res: bool| -> Result<Fetch, String> {
-            arg_count(name, args, 1, 1)?;
+            arg_count(name, args, 0, 1)?;
             Ok(Fetch::HdrCnt {
-                name: hdr_name(name, &args[0])?,
+                name: hdr_name(name, args.first(), true)?,
                 full,
                 res,
             })
