@@ -97,6 +97,10 @@ REQ_FETCHES = [
     "hdr_val(x-n,1)", "hdr_val(x-n,-1)", "req.hdr_val(x-n,2)",
     "hdr_val(x-s)", "hdr_val(x-m,-2)", "hdr_val(x-ip)", "hdr_val(absent)",
     "req.hdr_val(x-n,-10)", "req.hdr_val(x-n,-11)", "hdr(x-m,-11)", "hdr_val(x-n),add(1)",
+    "fe_id", "so_id", "req.rdp_cookie", "rdp_cookie(mstshash)", "req.rdp_cookie_cnt",
+    "rdp_cookie_cnt(x)", "hdr(x-m,)", "req.hdr_ip(x-ip,)",
+    "hdr", "req.hdr()", "req.fhdr", "hdr(,1)", "req.fhdr(,-2)", "hdr_cnt", "req.fhdr_cnt",
+    "hdr_val", "req.hdr_ip",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -108,7 +112,7 @@ RES_FETCHES = [
     "res.hdr(x-s)", "res.hdr(x-m)", "res.hdr(x-n)", "res.hdr_val(x-n)",
     "res.hdr(set-cookie)", "srv_name", "srv_id", "be_name", "res.cache_hit",
     "res.cache_name", "res.body", "res.body_len", "res.body_size",
-    "res.len", "res.payload(0,4)", "res.ver", "res.comp", "res.cook(sc)",
+    "res.len", "res.payload(0,4)", "res.ver", "res.comp", "res.comp_algo", "res.cook(sc)",
     "scook(sc)", "res.cook", "scook", "res.cook(n)", "res.cook(q)", "res.cook(e)",
     "res.cook(Path)", "res.cook(absent)", "res.cook_cnt(sc)", "scook_cnt(sc)",
     "res.cook_cnt", "scook_cnt", "res.cook_cnt(e)", "res.cook_cnt(absent)",
@@ -116,7 +120,8 @@ RES_FETCHES = [
     "res.cook(sc),length",
     "shdr_val(x-n)", "res.hdr_val(x-n,1)", "shdr_val(x-srv)", "res.hdr_val(x-s,-1)",
     "res.hdr_val(absent)", "resp_ver", "res.ver,length",
-    "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)",
+    "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)", "be_id", "fe_id", "so_id",
+    "res.hdr", "shdr(,1)", "res.fhdr", "res.hdr_cnt", "shdr_cnt", "res.fhdr_cnt",
 ]
 
 # Inputs for converters, by the type the converter takes.
@@ -158,6 +163,7 @@ CONVS = [
               "map_beg_str(MAPB)", "map__str(MAPS)", "map_regm_int(MAPI)",
               "json_query($.n)", "json_query($.n,int),add(1)", "json_query($.x)",
               "json_query($[0])", "json_query('$.a')", "field(1,\\,)", "word(1,\\,)",
+              "field(2,/,)", "bytes(1,)", "ipmask(24,)",
               "field(-3,/)", "word(-3,/)", "word(0,/)", "bytes(0)", "bytes(2,100)",
               "url_dec,url_enc", "lower,hex,hex2i", "length,add(1),mul(2)",
               "concat(-,sess.s,-)", "concat(-,proc.p,-)", "concat(-,req.r)",
@@ -221,6 +227,8 @@ ACLS = [
     "path -u 1 /a", "path -i -m end HTML", "path -m sub", "src -i 127.0.0.1",
     "path -m ip 127.0.0.1", "path -m int 1", "path -m bool", "path -m bin 2f",
     "path -m foo x", "path -M x", "path -f ACLF", "path -i -f ACLF", "src -f ACLIP",
+    "hdr_beg H", "hdr_sub -i multi", "hdr_end ld", "hdr -m found", "hdr_cnt gt 3", "hdr_reg ^[0-9]+$",
+    "hdr_dom com", "hdr_val 42", "shdr_len 4", "path -M -f MAPS", "path_beg -M -f MAPB", "hdr(x-s) -i -M -f MAPD", "req.hdr_cnt(x-n) -M -f MAPN",
     "path_beg -f ACLF", "hdr(x-n) -m int 0x2a", "req.hdr(x-n) -m int 42:",
     "req.hdr(x-n) -m int :42", "req.hdr(x-n) -m int 1 42 99", "method -m beg G",
     "method -m reg ^P", "method -m found", "method -m sub ET", "be_id 1",
@@ -257,13 +265,9 @@ TIMING = "counts the previous connection until its close is processed: timing"
 HAPROXY_ADD = ("HAProxy 2.6's capped addition gives LLONG_MAX for two negative operands "
                "(its overflow check itself overflows); ebb gives the sum")
 BYTES = "byte counters move as data is read: their value at a rule's time is not comparable"
-NOT_FIXED_LAST_RULE = ("not fixed: ebb notes a return/deny rule as the last one before building "
-                       "its reply, HAProxy after (its own log-format sees the previous one)")
 NOT_FIXED_RES_LEN = ("not fixed: HAProxy's res.len in HTTP rules is its HTX buffer's fill; ebb "
                      "has no value there")
 KNOWN = {
-    "last_rule_file": NOT_FIXED_LAST_RULE,
-    "last_rule_line": NOT_FIXED_LAST_RULE,
     "res.len": NOT_FIXED_RES_LEN,
     "srv_sess_rate(be/s1)": "a rate over the last second: it depends on the run's pace",
     "sc0_conn_cur": TIMING,

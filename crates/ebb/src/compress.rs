@@ -76,6 +76,14 @@ impl Coding {
         })
     }
 
+    /// The name in `compression algo` (`res.comp_algo`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Coding::RawDeflate => "raw-deflate",
+            c => c.token(),
+        }
+    }
+
     /// The `Accept-Encoding` token this coding answers to (and the
     /// `Content-Encoding` value it is sent with; `None` for identity,
     /// which adds no header).

@@ -728,10 +728,17 @@ pub fn before_server(
     }
     let req = ctx.req?;
     let store = ctx.vars?;
+    // Made by a `unique-id` fetch of the rules already, else now.
     let uid = t.unique_id.as_ref().map(|f| {
-        let mut v = Vec::new();
-        f.render(ctx, &mut v);
-        v
+        let made = store
+            .try_borrow()
+            .ok()
+            .and_then(|st| st.info.unique_id.clone());
+        made.unwrap_or_else(|| {
+            let mut v = Vec::new();
+            f.render(ctx, &mut v);
+            v
+        })
     });
     let h = req.head;
     let mut fields: Fields = h
@@ -959,8 +966,7 @@ pub fn run_request_from(
         }
         if matches!(
             rule.action,
-            HttpRequestAction::Return(_)
-                | HttpRequestAction::UseService(_)
+            HttpRequestAction::UseService(_)
                 | HttpRequestAction::Deny { .. }
                 | HttpRequestAction::Auth { .. }
                 | HttpRequestAction::Allow
@@ -969,7 +975,9 @@ pub fn run_request_from(
                 | HttpRequestAction::SilentDrop
         ) {
             // (A redirect is noted once its answer went through the
-            // `http-after-response` rules, see `stream`.)
+            // `http-after-response` rules, a `return` once its answer is
+            // made: its formats see the rule before, as HAProxy's; see
+            // `stream`.)
             base.note_last_rule(&rule.loc);
         }
         match &rule.action {

@@ -32,7 +32,10 @@ pub type ReqView<'a> = Ctx<'a>;
 
 /// The path without its query string.
 fn path_of<'a>(r: &crate::sample::Req<'a>) -> &'a [u8] {
-    let p = r.head.path.get(r.buf);
+    // From the target, as the `path` fetch reads it: after a rule edited
+    // the head (`set-header`), `path_sub example.com` matched an absolute
+    // target's authority through the head's path span (tests/diff seed 6).
+    let p = crate::sample::target_path(r.head.target.get(r.buf));
     match p.iter().position(|&c| c == b'?') {
         Some(i) => &p[..i],
         None => p,

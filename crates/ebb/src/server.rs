@@ -719,6 +719,14 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     fe.client_ms.unwrap_or(0)
                 }));
             }
+            Count::FeId => {
+                let fe = c.frontends.iter().find(|f| f.name == proxy)?;
+                return i64::try_from(fe.uuid).ok();
+            }
+            Count::BeId => {
+                let be = c.backends.iter().find(|b| b.name == proxy)?;
+                return i64::try_from(be.uuid).ok();
+            }
             Count::BeServerTimeout | Count::BeTunnelTimeout => {
                 let be = c.backends.iter().find(|b| b.name == proxy)?;
                 let t = if what == Count::BeServerTimeout {
@@ -747,6 +755,17 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
         server.is_none().then_some(n)
+    }));
+    // The `unique-id` fetch: the exchange's frontend's format, from the
+    // configuration in force.
+    let uid_live = Arc::clone(&live);
+    crate::sample::set_unique_id(Box::new(move |fe, ctx| {
+        let c = uid_live.compiled();
+        let f = c.frontends.iter().find(|f| f.name == fe)?;
+        let fmt = f.txn.unique_id.as_ref()?;
+        let mut v = Vec::new();
+        fmt.render(ctx, &mut v);
+        Some(v)
     }));
     let cli_socks = Mutex::new(Some(cli_socks));
     let heavy_tasklets = cfg.global.heavy_tasklets;

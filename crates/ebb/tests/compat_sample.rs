@@ -2060,3 +2060,253 @@ fn own_answers_in_haproxys_field_order() {
         &want,
     );
 }
+
+/// Proxies numbered as HAProxy 2.6 numbers them (from 1 in configuration
+/// order, skipping the ids set by `id`; the CLI frontend of a global
+/// `stats` line takes a number at its place), each listener of a
+/// frontend from 1: `fe_id`, `be_id`, `so_id` seen through both bind
+/// lines (the second has two addresses).
+fn ids_config(global: &str, bind: &str, p2: u16, p3: u16) -> String {
+    format!(
+        "{global}defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+backend first\n    server s 127.0.0.1:1\n\
+frontend fe\n    bind {bind}\n    bind 127.0.0.1:{p2},127.0.0.1:{p3}\n    default_backend be\n\
+backend fixed\n    id 3\n    server s 127.0.0.1:1\n\
+backend be\n    http-request set-var(txn.own) str(y) if {{ be_id 4 6 }}\n\
+    http-request return status 200 content-type text/plain lf-string \"%[fe_id] %[be_id] %[so_id] %[var(txn.own)]\"\n"
+    )
+}
+
+fn ids_seen(addrs: &[SocketAddr]) -> Vec<String> {
+    addrs
+        .iter()
+        .map(|a| String::from_utf8_lossy(&get(*a, "/").body).into_owned())
+        .collect()
+}
+
+#[test]
+fn proxy_and_listener_ids() {
+    let (p2, p3) = (free_port(), free_port());
+    let at = |a: SocketAddr| [a, ([127, 0, 0, 1], p2).into(), ([127, 0, 0, 1], p3).into()];
+    // No CLI frontend: `fe` is 2, `be` 4 (3 is `fixed`'s).
+    let ebb = Ebb::start(&ids_config("", "BIND", p2, p3));
+    assert_eq!(ids_seen(&at(ebb.addr())), ["2 4 1 y", "2 4 2 y", "2 4 3 y"]);
+    drop(ebb);
+    // The CLI frontend first: `first` is 2, `fe` 4 (3 is taken), `be` 6
+    // (`fixed` moved HAProxy's counter to 6).
+    let ebb = Ebb::start(&ids_config(
+        "global\n    stats timeout 10s\n",
+        "BIND",
+        p2,
+        p3,
+    ));
+    let want = ["4 6 1 y", "4 6 2 y", "4 6 3 y"];
+    assert_eq!(ids_seen(&at(ebb.addr())), want);
+    drop(ebb);
+    // haproxy_with puts the `stats socket` line first.
+    same_on_haproxy(
+        "hap-ids",
+        |b| ids_config("", b, p2, p3),
+        |a| ids_seen(&at(a)),
+        &want.map(String::from).to_vec(),
+    );
+}
+
+/// An RDP connection request: the TPKT and X.224 headers, then `text`.
+fn rdp(text: &str) -> Vec<u8> {
+    let len = 11 + text.len();
+    let mut v = vec![
+        3,
+        0,
+        (len >> 8) as u8,
+        len as u8,
+        (len - 5) as u8,
+        0xe0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    v.extend_from_slice(text.as_bytes());
+    v
+}
+
+fn rdp_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.rdp_cookie_cnt gt 0 }}\n\
+    tcp-request content reject unless {{ rdp_cookie(mstshash) -m str alice }} {{ req.rdp_cookie -i ALICE }}\n\
+    default_backend be\n\
+backend be\n    server s {server}\n"
+    )
+}
+
+fn rdp_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let alice = rdp("Cookie: mstshash=alice\r\n");
+    let (a, b) = alice.split_at(20);
+    vec![
+        exchange(addr, &[&alice]),
+        // Cut in the name, then in the value: each rule waits.
+        exchange(addr, &[a, b]),
+        exchange(addr, &[&alice[..27], &alice[27..]]),
+        // The name compared in any case, `Cookie:` too.
+        exchange(addr, &[&rdp("cookie:   MSTSHASH=alice\r\n")]),
+        // Another value, another name, no CRLF, no cookie: refused.
+        exchange(addr, &[&rdp("Cookie: mstshash=bob\r\n")]),
+        exchange(addr, &[&rdp("Cookie: msts=alice\r\n")]),
+        exchange(addr, &[&rdp("Cookie: mstshash=alice\rx")]),
+        exchange(addr, &[&rdp("Nope: mstshash=alice\r\n")]),
+    ]
+}
+
+/// `req.rdp_cookie`, `rdp_cookie_cnt` on a tcp proxy's first bytes, as
+/// HAProxy's `fetch_rdp_cookie_name` reads them.
+#[test]
+fn rdp_cookie_fetches() {
+    let srv = reply_server(
+        |got| got.ends_with(b"\r\n") || got.len() > 40,
+        |_| b"ok".to_vec(),
+    );
+    let ebb = Ebb::start(&rdp_config("BIND", srv));
+    let seen = rdp_cases(ebb.addr());
+    let ok = b"ok".to_vec();
+    let want: Vec<Vec<u8>> = vec![
+        ok.clone(),
+        ok.clone(),
+        ok.clone(),
+        ok,
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+    ];
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-rdp", |b| rdp_config(b, srv), rdp_cases, &want);
+}
+
+/// A server that answers each request with the `x-uid` field it got.
+fn uid_echo() -> SocketAddr {
+    common::origin::serve_each(|mut s| {
+        while let Some(head) = common::origin::read_head(&mut s) {
+            let text = String::from_utf8_lossy(&head).into_owned();
+            let uid = text
+                .lines()
+                .find_map(|l| l.strip_prefix("x-uid: "))
+                .unwrap_or("-")
+                .to_string();
+            let r = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{uid}",
+                uid.len()
+            );
+            if s.write_all(r.as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn uid_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    unique-id-format id-%[req.hdr(x-a)]\n    unique-id-header x-uid\n\
+    http-request set-var(txn.early) unique-id if {{ path /early }}\n\
+    http-request set-header x-a changed\n\
+    http-response set-header x-res \"%[unique-id] %[var(txn.early)]\"\n\
+    default_backend be\n\
+backend be\n    server s {server}\n"
+    )
+}
+
+fn uid_seen(addr: SocketAddr) -> Vec<(String, Option<String>)> {
+    ["/early", "/late"]
+        .iter()
+        .map(|p| {
+            let mut c = Client::connect(addr);
+            c.send(
+                format!("GET {p} HTTP/1.1\r\nHost: t\r\nx-a: orig\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+            let r = c.read_resp();
+            (
+                String::from_utf8_lossy(&r.body).into_owned(),
+                r.header("x-res").map(String::from),
+            )
+        })
+        .collect()
+}
+
+/// The `unique-id` fetch in request rules makes the exchange's id from
+/// `unique-id-format` on first use, and that id stays (the header sent
+/// to the server, response rules): HAProxy's `stream_generate_unique_id`.
+#[test]
+fn unique_id_made_on_first_use() {
+    let srv = uid_echo();
+    let ebb = Ebb::start(&uid_config("BIND", srv));
+    let want = vec![
+        ("id-orig".to_string(), Some("id-orig id-orig".to_string())),
+        ("id-changed".to_string(), Some("id-changed".to_string())),
+    ];
+    assert_eq!(uid_seen(ebb.addr()), want);
+    same_on_haproxy("hap-uid", |b| uid_config(b, srv), uid_seen, &want);
+}
+
+fn map_acl_config(bind: &str, dir: &Path) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    http-request set-var(txn.m) str(map) if {{ path -M -f {d}/keys.map }}\n\
+    http-request set-var(txn.v) path,map({d}/keys.map)\n\
+    http-request return status 200 content-type text/plain lf-string \"%[var(txn.m)] %[var(txn.v)]\"\n",
+        d = dir.display()
+    )
+}
+
+fn map_acl_seen(addr: SocketAddr) -> Vec<String> {
+    ["/a", "/b", "/c"]
+        .iter()
+        .map(|p| String::from_utf8_lossy(&get(addr, p).body).into_owned())
+        .collect()
+}
+
+/// `-M`: an ACL reads its `-f` file as a map, matching its keys (the
+/// same file a map converter reads); a one-column use of a map's file is
+/// refused, as HAProxy's `pattern_read_from_file` does.
+#[test]
+fn acl_on_map_keys() {
+    let dir = scratch("acl-map");
+    std::fs::write(dir.join("keys.map"), "/a one\n/b  two words\n# c\n").unwrap();
+    let ebb = Ebb::start(&map_acl_config("BIND", &dir));
+    let want: Vec<String> = ["map one", "map two words", " "].map(String::from).to_vec();
+    assert_eq!(map_acl_seen(ebb.addr()), want);
+    same_on_haproxy(
+        "hap-acl-map",
+        |b| map_acl_config(b, &dir),
+        map_acl_seen,
+        &want,
+    );
+    let refused = |acl: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+frontend fe\n    bind 127.0.0.1:0\n    http-request set-var(txn.v) path,map({d}/keys.map)\n\
+    http-request deny if {{ {acl} }}\n",
+            d = dir.display()
+        )
+    };
+    assert_refused(
+        &dir,
+        "one.cfg",
+        &refused(&format!("path -f {}/keys.map", dir.display())),
+        "is already used as two column file and cannot be used by as one column file",
+        true,
+    );
+    // `-M` after `-f` comes too late for that file.
+    assert_refused(
+        &dir,
+        "late.cfg",
+        &refused(&format!("path -f {}/keys.map -M", dir.display())),
+        "already used as two column file",
+        true,
+    );
+}

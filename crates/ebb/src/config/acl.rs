@@ -19,6 +19,7 @@ use crate::sample::{Expr, Scope, Type};
 pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let mut rest = Vec::with_capacity(words.len());
     let mut files = Vec::new();
+    let mut as_map = false;
     let mut i = 0;
     while i < words.len() {
         let w = &words[i];
@@ -34,8 +35,15 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
             let f = words
                 .get(i + 1)
                 .ok_or_else(|| "flag '-f' expects a file name".to_string())?;
-            files.push(f.clone());
+            files.push((f.clone(), as_map));
             i += 2;
+            continue;
+        }
+        // `-M`: the files named after it are maps, whose keys are the
+        // patterns (values ignored).
+        if w == "-M" {
+            as_map = true;
+            i += 1;
             continue;
         }
         rest.push(w.clone());
@@ -48,7 +56,7 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
         i += 1;
     }
     let mut t = parse_test(&rest, loc)?;
-    for f in files {
+    for (f, map) in files {
         let how = t
             .method
             .file_how()
@@ -59,7 +67,7 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
             out: None,
             at: format!("acl at file '{}' line {}", loc.file, loc.line),
         };
-        let r = crate::sample::patref::load(&f, false, user)?;
+        let r = crate::sample::patref::load(&f, map, user)?;
         for e in r.snapshot().entries.iter() {
             r.check(&e.key, None)
                 .map_err(|x| format!("pattern file '{f}': {x}"))?;
@@ -153,9 +161,12 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     }
                 };
             }
-            "-M" => {
+            // HAProxy's CLI lists each ACL's own patterns under an id,
+            // which `-u` sets; ebb's lists pattern files only.
+            "-u" => {
                 return Err(
-                    "ACL flag '-M' (a map file's keys as patterns) is not supported".to_string(),
+                    "ACL flag '-u' (the CLI id of the ACL's patterns) is not supported: ebb's CLI lists pattern files only"
+                        .to_string(),
                 )
             }
             other => return Err(format!("unknown ACL flag '{other}'")),
@@ -455,10 +466,9 @@ fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
                 continue;
             }
             if let Some(m) = suffix_method(rest) {
+                // No name: every header's values, as HAProxy's `hdr()`.
                 let Some(arg) = arg else {
-                    return Err(format!(
-                        "ACL criterion '{name}' needs a header name, e.g. {name}(host)"
-                    ));
+                    return Ok((sample_criterion("req.hdr")?.0, m));
                 };
                 if arg.contains(',') {
                     return Err(format!(
@@ -509,6 +519,7 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
             parse_test(&words(&["req.hdr_val(content-length)", "gt", "0"]), loc).ok()?
         }
         "REQ_CONTENT" => parse_test(&words(&["req.len", "gt", "0"]), loc).ok()?,
+        "RDP_COOKIE" => parse_test(&words(&["req.rdp_cookie_cnt", "gt", "0"]), loc).ok()?,
         "WAIT_END" => t(
             sample_criterion("wait_end").ok()?.0,
             MatchMethod::Bool,

@@ -69,7 +69,10 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
 /// their entries, as HAProxy's old process teaches them to the new one.
 /// The id HAProxy gives a proxy: its `id` line, else the next free id
 /// in configuration order (frontends, backends and listens together),
-/// from 2 (HAProxy's CLI proxy is 1), skipping the ids set by `id`.
+/// from 1, skipping the ids set by `id`, the counter moving one past each
+/// proxy (its own `id` or not); the CLI frontend of a global
+/// `stats socket` or `stats timeout` line takes one number at its place
+/// (HAProxy forces its id to 0 but counts it).
 pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
     if let Some(id) = &p.id {
         return id.value as usize;
@@ -84,26 +87,32 @@ pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
         .chain(cfg.disabled_ids.iter().filter_map(|d| d.1))
         .collect();
     let mut off = cfg.disabled_ids.iter().peekable();
-    let mut next = 2u32;
-    let take = |next: &mut u32| {
-        while forced.contains(next) {
-            *next += 1;
+    let mut next = 1u32;
+    // HAProxy's counter moves one past every proxy, whether it took the
+    // next free id or had its own (`a`, `b id 3`, `c` give 1, 3, 4).
+    let take = |next: &mut u32, own: Option<u32>| {
+        if own.is_none() {
+            while forced.contains(next) {
+                *next += 1;
+            }
         }
         *next += 1;
-        *next - 1
+        own.unwrap_or(*next - 1)
     };
+    let mut cli = cfg.cli_fe_at;
     for (at, x) in cfg.proxies.iter().enumerate() {
-        // The disabled ones declared before this one.
-        while let Some(d) = off.next_if(|d| d.0 <= at) {
-            if d.1.is_none() {
-                take(&mut next);
-            }
+        // The CLI frontend (a `global` section usually comes first),
+        // then the disabled ones declared before this one.
+        if cli.is_some_and(|c| c <= at) {
+            cli = None;
+            next += 1;
         }
-        if x.id.is_none() {
-            let id = take(&mut next);
-            if std::ptr::eq(x, p) {
-                return id as usize;
-            }
+        while let Some(d) = off.next_if(|d| d.0 <= at) {
+            take(&mut next, d.1);
+        }
+        let id = take(&mut next, x.id.as_ref().map(|i| i.value));
+        if std::ptr::eq(x, p) {
+            return id as usize;
         }
     }
     0

@@ -197,9 +197,9 @@ pub fn run_response_with(
                     strict = *on;
                     continue;
                 }
-                // Nothing more runs: the caller sends the deny's answer.
+                // Nothing more runs: the caller sends the deny's answer
+                // (and notes the rule once it is made, see `stream`).
                 HttpResponseAction::Deny(_) => {
-                    base.note_last_rule(&rule.loc);
                     head.denied = Some(Denied {
                         set: si,
                         rule: ri,

@@ -197,6 +197,19 @@ fn count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), Stri
     Ok(())
 }
 
+/// Optional argument `i` of a number or a mask when given. An empty last
+/// one reads as 0: HAProxy's `make_arg_list` stops there without error
+/// once the mandatory ones are read, its argument typed and zeroed
+/// (`field(1,\,)` is `field(1,"\",0)`: `\,` ends the argument).
+pub(super) fn opt_arg(args: &[String], i: usize) -> Option<&str> {
+    let a = args.get(i)?;
+    Some(if a.is_empty() && i + 1 == args.len() {
+        "0"
+    } else {
+        a
+    })
+}
+
 /// An integer argument: digits with an optional sign, nothing around
 /// (HAProxy's `read_int64` on the whole argument).
 fn int(name: &str, a: &str) -> Result<i64, String> {
@@ -310,7 +323,7 @@ impl Conv {
                 if n == 0 {
                     return Err(format!("converter '{name}': the index must not be 0"));
                 }
-                let c = match args.get(2) {
+                let c = match opt_arg(args, 2) {
                     Some(c) => int(name, c)?,
                     None => 1,
                 };
@@ -389,7 +402,7 @@ impl Conv {
             "bytes" => {
                 count(name, args, 1, 2)?;
                 let off = int(name, &args[0])?;
-                let len = args.get(1).map(|a| int(name, a)).transpose()?;
+                let len = opt_arg(args, 1).map(|a| int(name, a)).transpose()?;
                 if off < 0 || len.is_some_and(|l| l < 0) {
                     return Err("converter 'bytes': offset and length must not be negative".into());
                 }
@@ -422,7 +435,7 @@ impl Conv {
                 count(name, args, 1, 2)?;
                 Ok(Conv::IpMask {
                     v4: mask(name, &args[0], 32)? as u32,
-                    v6: args.get(1).map(|a| mask(name, a, 128)).transpose()?,
+                    v6: opt_arg(args, 1).map(|a| mask(name, a, 128)).transpose()?,
                 })
             }
             "url_dec" => {
@@ -491,11 +504,11 @@ impl Conv {
                 // wants 1 to 8, be2hex a positive one unless it has
                 // neither separator nor truncation (the whole input then).
                 let sep = args.first().map_or("", String::as_str);
-                let chunk = match args.get(1) {
+                let chunk = match opt_arg(args, 1) {
                     Some(a) => int(name, a)?,
                     None => 0,
                 };
-                let truncate = match args.get(2).map(|a| int(name, a)).transpose()? {
+                let truncate = match opt_arg(args, 2).map(|a| int(name, a)).transpose()? {
                     None | Some(0) => false,
                     Some(1) => true,
                     Some(t) => {

@@ -65,6 +65,10 @@ pub enum Count {
     BeServerTimeout,
     BeTunnelTimeout,
     FeClientTimeout,
+    /// The proxy's id (`fe_id`, `be_id`: HAProxy's numbering, see
+    /// `proxy::proxy_uuid`).
+    FeId,
+    BeId,
 }
 
 /// Answers a [`Count`] for a proxy name (and a server name for
@@ -81,6 +85,41 @@ pub fn set_counts(f: Box<CountFn>) {
 
 fn count(c: Count, proxy: &str, server: Option<&str>) -> Option<i64> {
     COUNTS.get()?(c, proxy, server)
+}
+
+/// Renders the `unique-id-format` of the frontend named for the context
+/// (`None`: no such frontend, or none set there).
+pub type UniqueIdFn = dyn Fn(&str, &Ctx<'_>) -> Option<Vec<u8>> + Send + Sync;
+
+static UNIQUE_ID: std::sync::OnceLock<Box<UniqueIdFn>> = std::sync::OnceLock::new();
+
+/// Installs what renders a frontend's `unique-id-format` (the server
+/// does, at start, as for [`set_counts`]).
+pub fn set_unique_id(f: Box<UniqueIdFn>) {
+    let _ = UNIQUE_ID.set(f);
+}
+
+thread_local! {
+    static MAKING_ID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The exchange's unique id: made on first use from its frontend's
+/// `unique-id-format` and kept (HAProxy's `stream_generate_unique_id`);
+/// nothing without a format, or while the format itself is being
+/// rendered (a `%[unique-id]` in it).
+pub(crate) fn unique_id(ctx: &Ctx<'_>) -> Option<Vec<u8>> {
+    let vars = ctx.vars?;
+    if let Some(v) = vars.try_borrow().ok()?.info.unique_id.clone() {
+        return Some(v);
+    }
+    if MAKING_ID.with(|m| m.replace(true)) {
+        return None;
+    }
+    let v = UNIQUE_ID.get().and_then(|f| f(ctx.fe, ctx));
+    MAKING_ID.with(|m| m.set(false));
+    let v = v?;
+    vars.try_borrow_mut().ok()?.info.unique_id = Some(v.clone());
+    Some(v)
 }
 
 /// A proxy (and server) a count fetch names; `None`: the rule's own.
@@ -839,7 +878,13 @@ impl<'t> Parser<'t> {
         if name.is_empty() {
             return Err(format!("missing fetch name in '{}'", self.text));
         }
-        let args = self.args()?;
+        let empty_parens = self.text[self.pos..].starts_with("()");
+        let mut args = self.args()?;
+        // HAProxy reads `hdr()` as one empty name (every header), `hdr`
+        // as no name (nothing): see `fetch::parse`'s `hdr_name`.
+        if empty_parens && fetch::Fetch::is_header_fetch(name) {
+            args.push(String::new());
+        }
         // Bytes that are not UTF-8 are read as bytes by str() alone.
         let raw = |args: &[String], what: &str| {
             match args.iter().any(|a| crate::rawword::has_raw(a)) {

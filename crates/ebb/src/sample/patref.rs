@@ -177,6 +177,9 @@ pub struct PatRef {
     /// HAProxy's unique id (`#N`), in the order files are first named.
     pub uid: u32,
     pub file: String,
+    /// Read as `key value` lines (by a map converter, or an ACL after
+    /// `-M`): HAProxy's `PAT_REF_SMP` and `PAT_REF_MAP`.
+    two_col: bool,
     version: AtomicU64,
     cur: Mutex<Arc<Snapshot>>,
     users: Mutex<Vec<User>>,
@@ -233,6 +236,13 @@ fn parse_lines(text: &str, map: bool) -> Vec<RefEntry> {
 pub fn load(path: &str, map: bool, user: User) -> Result<Arc<PatRef>, String> {
     let mut refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(r) = refs.iter().find(|r| r.file == path) {
+        // HAProxy's `pattern_read_from_file`: one way of reading a file.
+        if r.two_col != map {
+            let (was, now) = if map { ("one", "two") } else { ("two", "one") };
+            return Err(format!(
+                "The file \"{path}\" is already used as {was} column file and cannot be used by as {now} column file."
+            ));
+        }
         r.users.lock().unwrap_or_else(|p| p.into_inner()).push(user);
         return Ok(Arc::clone(r));
     }
@@ -241,6 +251,7 @@ pub fn load(path: &str, map: bool, user: User) -> Result<Arc<PatRef>, String> {
     let r = Arc::new(PatRef {
         uid: refs.len() as u32,
         file: path.to_string(),
+        two_col: map,
         version: AtomicU64::new(0),
         cur: Mutex::new(Arc::new(Snapshot::new(parse_lines(&text, map)))),
         users: Mutex::new(vec![user]),
@@ -276,12 +287,18 @@ thread_local! {
 }
 
 impl PatRef {
+    /// Whether `show map` (`maps`) or `show acl` lists the file: a map
+    /// is any two-column file (an ACL's after `-M` too), an ACL's file
+    /// one an ACL uses.
     pub fn used_by(&self, maps: bool) -> bool {
+        if maps {
+            return self.two_col;
+        }
         self.users
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|u| u.out.is_some() == maps)
+            .any(|u| u.out.is_none())
     }
 
     pub fn users(&self) -> Vec<User> {

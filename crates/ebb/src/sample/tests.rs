@@ -370,7 +370,7 @@ fn errors_at_compile_time() {
     assert!(err("%[src,nope]", RQ).contains("unknown converter 'nope'"));
     assert!(err("%[src", RQ).contains("missing ']'"));
     assert!(err("%[str(a),add(x)]", RQ).contains("expects an integer or a variable name"));
-    assert!(err("%[req.hdr()]", RQ).contains("expects 1 to 2"));
+    assert!(err("%[req.hdr(a,1,2)]", RQ).contains("expects 0 to 2"));
     assert!(err("%[src(1)]", RQ).contains("expects 0 argument"));
     assert!(err("%[str(a),ipmask(40)]", RQ).contains("invalid mask"));
     assert!(err("%[method,ipmask(24)]", RQ).contains("cannot be applied to a method"));

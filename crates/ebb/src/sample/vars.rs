@@ -282,6 +282,9 @@ pub struct VarStore {
     /// The `name` of the bind line the connection came through
     /// (`so_name`).
     pub so_name: Option<std::sync::Arc<str>>,
+    /// The position of the connection's listener in its frontend, from 0
+    /// (`so_id` is one more).
+    pub so_idx: u32,
     /// The TLVs of the PROXY header the connection began with
     /// (`accept-proxy`; empty for v1); `None` without a header
     /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
@@ -409,6 +412,9 @@ pub struct TxnInfo {
     pub cache_hit: Option<std::sync::Arc<str>>,
     /// The server's answer came over HTTP/2 (`res.ver` says 2.0).
     pub srv_h2: bool,
+    /// The algorithm compressing the server's answer, decided before the
+    /// response rules run (`res.comp`, `res.comp_algo`).
+    pub res_comp: Option<&'static str>,
     /// The stream's destination as `http-request set-dst`/`set-dst-port`
     /// left it (`None`: the connection's); the next request starts from
     /// the connection's again, as HAProxy's streams do.
@@ -534,6 +540,7 @@ impl ConnVars {
         let v = live.get_mut();
         let pinned = *self.pinned.get_or_insert_with(|| {
             v.h2 || v.so_name.is_some()
+                || v.so_idx != 0
                 || v.pp_tlvs.is_some()
                 || v.listener.is_some()
                 || v.fc_addrs.is_some_and(|a| a != (peer, dst))
@@ -599,6 +606,7 @@ impl VarStore {
             // Clear, false and `None` (see `park`).
             h2: _,
             so_name: _,
+            so_idx: _,
             pp_tlvs: _,
             listener: _,
             fc_addrs,

@@ -708,6 +708,7 @@ impl Stream {
                         ..*base
                     })
                 });
+                base.note_last_rule(&rules.get(i)?.loc);
                 Act::Return(be, i, done)
             }
             HttpRequestAction::Redirect(rd) => {
@@ -2016,6 +2017,10 @@ impl Stream {
         keep_alive: bool,
     ) -> u16 {
         let fe = Arc::clone(&c.fe);
+        // The server's answer is replaced by ebb's (HTTP/1.1: `res.ver`).
+        if let Some(mut v) = c.vars.try_borrow_mut() {
+            v.info.srv_h2 = false;
+        }
         let rules = if denied.set == 0 {
             &be.http_response
         } else {
@@ -2056,6 +2061,10 @@ impl Stream {
             }
             (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[]),
             _ => self.error_answer(c, &fe, ret.status, keep_alive, Some(&be.name)),
+        }
+        // Noted once its answer is made, as HAProxy's.
+        if let Some(mut v) = c.vars.try_borrow_mut() {
+            v.info.note_last_rule(&rule.loc);
         }
         ret.status
     }

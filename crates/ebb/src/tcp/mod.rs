@@ -113,6 +113,7 @@ pub fn accepted(
     early.h1_only = bind.h1;
     early.no_upgrade = bind.no_upgrade;
     early.vars.get_mut().so_name = bind.name.clone();
+    early.vars.get_mut().so_idx = u32::try_from(bind.index).unwrap_or(u32::MAX);
     // The connection counts on its listener until it is gone, whatever
     // the rules below decide (HAProxy counts at accept).
     early.vars.get_mut().listener = bind.stats.as_ref().map(|l| l.accepted());

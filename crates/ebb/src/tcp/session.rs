@@ -561,9 +561,13 @@ impl Session {
             let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
             self.with_ctx(None, None, None, |sctx| {
                 let dst = (sctx.dst)();
+                // The id a `unique-id` fetch of the rules made, else now.
+                let made = self.vars.borrow().info.unique_id.clone();
                 let mut uid = Vec::new();
-                if let Some(f) = fmt {
-                    f.render(sctx, &mut uid);
+                match (made, fmt) {
+                    (Some(m), Some(_)) => uid = m,
+                    (None, Some(f)) => f.render(sctx, &mut uid),
+                    _ => {}
                 }
                 let v = self.vars.borrow();
                 Ok(crate::proxyproto::server_header(

@@ -21,6 +21,12 @@ impl Parser<'_> {
         // `disabled` proxies: parsed and checked line by line, not
         // started (HAProxy skips them past the parse too).
         let mut started = 0;
+        let cli_fe_at = self.cli_fe_at.map(|at| {
+            self.proxies[..at.min(self.proxies.len())]
+                .iter()
+                .filter(|p| p.disabled.is_none())
+                .count()
+        });
         let disabled_ids: Vec<(usize, Option<u32>)> = self
             .proxies
             .iter()
@@ -469,6 +475,7 @@ impl Parser<'_> {
                 programs: self.programs,
                 stopped,
                 disabled_ids,
+                cli_fe_at,
                 local_peer,
             })
         } else {

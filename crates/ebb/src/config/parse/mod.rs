@@ -198,6 +198,10 @@ pub(crate) struct Parser<'e> {
     /// Proxies (by index) with a `bind` line in error: no "has no bind"
     /// error is added for them, it would only repeat the first one.
     bad_binds: Vec<usize>,
+    /// How many proxies (`disabled` ones too) were declared before the
+    /// first global `stats socket` or `stats timeout` line: where
+    /// HAProxy's CLI frontend takes its place in the numbering.
+    cli_fe_at: Option<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
     /// Proxies and servers the count fetches name (`srv_conn(be/s)`...),
@@ -348,6 +352,7 @@ impl<'e> Parser<'e> {
             section: Section::None,
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
+            cli_fe_at: None,
             table_refs: Vec::new(),
             proxy_refs: Vec::new(),
             resolvers: Vec::new(),
@@ -565,7 +570,15 @@ impl<'e> Parser<'e> {
                 "unknown keyword '{kw}' out of section (expected global, defaults, frontend, backend or listen)"
             )),
             Section::Unsupported => Ok(()),
-            Section::Global => self.global_kw(words, &loc),
+            Section::Global => {
+                let r = self.global_kw(words, &loc);
+                if self.cli_fe_at.is_none()
+                    && (!self.global.stats_sockets.is_empty() || self.global.stats_timeout.is_some())
+                {
+                    self.cli_fe_at = Some(self.proxies.len());
+                }
+                r
+            }
             Section::Resolvers(i) => match self.resolvers.get_mut(i) {
                 Some(r) => super::resolvers::resolvers_kw(r, words, &loc),
                 None => Ok(()),

@@ -80,6 +80,11 @@ pub struct Config {
     /// Each `disabled` proxy, as the number of started proxies declared
     /// before it and its `id` if set: HAProxy numbers them too.
     pub disabled_ids: Vec<(usize, Option<u32>)>,
+    /// HAProxy's CLI frontend (`GLOBAL`, made by the first global `stats
+    /// socket` or `stats timeout` line) as the number of started proxies
+    /// declared before it: it takes the next proxy id there (id 0 for
+    /// itself), which shifts the ids of the proxies after it by one.
+    pub cli_fe_at: Option<usize>,
 }
 
 impl Config {

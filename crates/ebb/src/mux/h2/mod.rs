@@ -377,6 +377,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         let vars = crate::sample::VarStore {
             sess: self.session.1.borrow().sess.clone(),
             so_name: self.session.1.borrow().so_name.clone(),
+            so_idx: self.session.1.borrow().so_idx,
             pp_tlvs: self.session.1.borrow().pp_tlvs.clone(),
             fc_addrs: self.session.1.borrow().fc_addrs,
             h2: true,

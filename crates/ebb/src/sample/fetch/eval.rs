@@ -56,6 +56,17 @@ impl Fetch {
                 let st = ctx.vars?.try_borrow().ok()?;
                 Some(Val::Bool(st.info.cache_hit.is_some()))
             }
+            Fetch::ResComp(algo) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                match (st.info.res_comp, algo) {
+                    (c, false) => Some(Val::Bool(c.is_some())),
+                    (Some(name), true) => {
+                        drop(st);
+                        put(s, name.as_bytes())
+                    }
+                    (None, true) => None,
+                }
+            }
             Fetch::CacheName => {
                 let name = {
                     let st = ctx.vars?.try_borrow().ok()?;
@@ -327,9 +338,20 @@ impl Fetch {
                 let p = match (what, proxy) {
                     (_, Some(p)) => p.as_str(),
                     (
-                        crate::sample::Count::FeConn | crate::sample::Count::FeClientTimeout,
+                        crate::sample::Count::FeConn
+                        | crate::sample::Count::FeClientTimeout
+                        | crate::sample::Count::FeId,
                         None,
                     ) => ctx.fe,
+                    // Before a backend is chosen HAProxy's stream has the
+                    // frontend as its backend (see `be_name`).
+                    (crate::sample::Count::BeId, None) if ctx.be.is_none() && ctx.req.is_some() => {
+                        return Some(Val::Int(crate::sample::count(
+                            crate::sample::Count::FeId,
+                            ctx.fe,
+                            None,
+                        )?))
+                    }
                     (_, None) => ctx.be?,
                 };
                 Some(Val::Int(crate::sample::count(*what, p, server.as_deref())?))
@@ -341,19 +363,15 @@ impl Fetch {
                 let (method, target, ver) = (parts.next()?, parts.next()?, parts.next());
                 let v: &[u8] = match what {
                     b'm' => method,
-                    // From the first slash (no scheme nor authority).
+                    // From the first slash (no scheme nor authority); none
+                    // for `*` or a target without a path (HAProxy's
+                    // `http_parse_path`; tests/diff seed 6).
                     b'u' => {
                         let from = if target.starts_with(b"/") {
                             0
                         } else {
-                            let after = target
-                                .windows(3)
-                                .position(|w| w == b"://")
-                                .map_or(0, |p| p + 3);
-                            target[after..]
-                                .iter()
-                                .position(|&b| b == b'/')
-                                .map_or(target.len(), |p| after + p)
+                            let after = target.windows(3).position(|w| w == b"://")? + 3;
+                            after + target[after..].iter().position(|&b| b == b'/')?
                         };
                         &target[from..]
                     }
@@ -393,6 +411,13 @@ impl Fetch {
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
                 put(s, name.as_bytes())
+            }
+            Fetch::SoId => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                if st.check.is_some() {
+                    return None;
+                }
+                Some(Val::Int(i64::from(st.so_idx) + 1))
             }
             Fetch::PpTlv(kind) => {
                 let st = ctx.vars?.try_borrow().ok()?;
@@ -451,11 +476,8 @@ impl Fetch {
                 })
             }
             Fetch::UniqueId => {
-                let st = ctx.vars?.try_borrow().ok()?;
-                let v = st.info.unique_id.as_deref()?;
-                s.cur.clear();
-                s.cur.extend_from_slice(v);
-                Some(Val::Str)
+                let v = crate::sample::unique_id(ctx)?;
+                put(s, &v)
             }
             // An HTTP request (no raw bytes under inspection): HAProxy
             // gives the size of its HTX form, "not accurate but kept for
@@ -502,6 +524,21 @@ impl Fetch {
                     .filter(|p| p.response == matches!(self, Fetch::ResLen))?;
                 p.unsure();
                 Some(Val::Int(p.bytes.len() as i64))
+            }
+            Fetch::RdpCookie { name, cnt } => {
+                // HAProxy's `fetch_rdp_cookie_name`; an HTTP exchange has
+                // no raw bytes: no cookie (a count of 0).
+                let Some(p) = ctx.payload.filter(|p| !p.response) else {
+                    return cnt.then_some(Val::Int(0));
+                };
+                match super::msg::rdp_cookie(p.bytes, name.as_deref()) {
+                    Err(()) => {
+                        p.unsure();
+                        None
+                    }
+                    Ok(v) if *cnt => Some(Val::Int(i64::from(v.is_some()))),
+                    Ok(v) => put(s, v?),
+                }
             }
             Fetch::ReqSslSni => {
                 let p = ctx.payload.filter(|p| !p.response)?;

@@ -116,6 +116,9 @@ pub(super) enum Fetch {
     UniqueId,
     /// `so_name`: the `name` of the connection's bind line (none without).
     SoName,
+    /// `so_id`: the listener's id in its frontend (each address of each
+    /// bind line from 1, as HAProxy numbers them without `id`).
+    SoId,
     /// `fc_pp_authority`, `fc_pp_unique_id`: the value of the last TLV of
     /// that type in the PROXY header the connection began with.
     PpTlv(u8),
@@ -168,6 +171,14 @@ pub(super) enum Fetch {
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
     ReqSslSni,
+    /// `req.rdp_cookie([NAME])` (`cnt`: `req.rdp_cookie_cnt`, 1 when
+    /// found, 0 when not): the RDP cookie (`Cookie: NAME=VALUE` CRLF
+    /// after the 11 bytes of the TPKT and X.224 headers) of a TCP-mode
+    /// request; no name: the first.
+    RdpCookie {
+        name: Option<String>,
+        cnt: bool,
+    },
     /// `req.ssl_hello_type`: the handshake type of the first TLS record.
     ReqSslHelloType,
     /// `req.payload(OFFSET,LENGTH)`: those bytes of a TCP-mode request
@@ -181,6 +192,9 @@ pub(super) enum Fetch {
     /// (noted in the exchange's `TxnInfo`).
     CacheHit,
     CacheName,
+    /// `res.comp`, `res.comp_algo` (`true`): ebb compresses the server's
+    /// answer, with that algorithm (its `compression algo` name).
+    ResComp(bool),
     /// `req.body`, `req.body_len`, `req.body_size`: the request's body
     /// as far as it is in the buffer (de-chunked), its length, its
     /// announced length (the length there for a chunked one).
@@ -271,6 +285,7 @@ impl Fetch {
             | Fetch::Uuid
             | Fetch::UniqueId
             | Fetch::SoName
+            | Fetch::SoId
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
             | Fetch::Stopping
@@ -286,6 +301,7 @@ impl Fetch {
             Fetch::ReqLen
             | Fetch::ReqSslSni
             | Fetch::ReqSslHelloType
+            | Fetch::RdpCookie { .. }
             | Fetch::ReqPayload(..)
             | Fetch::ResLen
             | Fetch::ResPayload(..) => Layer::Payload,
@@ -322,14 +338,17 @@ impl Fetch {
             | Fetch::SrvId
             | Fetch::CacheHit
             | Fetch::CacheName
+            | Fetch::ResComp(_)
             | Fetch::ResLen
             | Fetch::ResPayload(..)
             | Fetch::ResBody
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Some(true),
-            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
-                Some(false)
-            }
+            Fetch::ReqLen
+            | Fetch::ReqSslSni
+            | Fetch::ReqSslHelloType
+            | Fetch::RdpCookie { .. }
+            | Fetch::ReqPayload(..) => Some(false),
             _ => None,
         }
     }
@@ -338,6 +357,7 @@ impl Fetch {
         match self {
             Fetch::ReqLen
             | Fetch::ReqSslHelloType
+            | Fetch::RdpCookie { cnt: true, .. }
             | Fetch::ResLen
             | Fetch::ReqBodyLen
             | Fetch::ReqBodySize
@@ -360,6 +380,7 @@ impl Fetch {
             | Fetch::CookVal(..)
             | Fetch::Status
             | Fetch::SrvId
+            | Fetch::SoId
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
@@ -368,6 +389,7 @@ impl Fetch {
             | Fetch::FirstReq
             | Fetch::ProtoHttp
             | Fetch::CacheHit
+            | Fetch::ResComp(false)
             | Fetch::RcvdProxy
             | Fetch::Stopping
             | Fetch::WaitEnd

@@ -163,8 +163,9 @@ pub(super) fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
     }
 }
 
-/// Calls `f` on each value of header `name`: each comma-separated value
-/// (trimmed) unless `full`, where each line counts whole. `f` returns
+/// Calls `f` on each value of header `name` (every header's when empty,
+/// as HAProxy's `http_find_header` without a name): each comma-separated
+/// value (trimmed) unless `full`, where each line counts whole. `f` returns
 /// `true` to stop. Returns whether the message exists.
 pub(super) fn values(
     ctx: &Ctx<'_>,
@@ -175,7 +176,7 @@ pub(super) fn values(
 ) -> bool {
     let mut stop = false;
     each_field(ctx, res, &mut |n, v| {
-        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+        if !name.is_empty() && !n.eq_ignore_ascii_case(name.as_bytes()) {
             return false;
         }
         if full {
@@ -309,4 +310,51 @@ pub(super) fn cookie_value_end(v: &[u8], a: usize) -> usize {
         }
     }
     v.len()
+}
+
+/// The value of the RDP cookie of a TCP-mode request (HAProxy's
+/// `fetch_rdp_cookie_name`): after the 11 bytes of the TPKT and X.224
+/// headers, `Cookie:` (any case), spaces, `NAME=` (the given name in any
+/// case, else any name up to the first `=` on the line), the value up to
+/// a CR that a LF follows. `Err`: too few bytes to tell; `Ok(None)`: not
+/// a cookie.
+pub(super) fn rdp_cookie<'b>(data: &'b [u8], name: Option<&str>) -> Result<Option<&'b [u8]>, ()> {
+    // HAProxy wants more than the bytes it compares each time.
+    let rest = data.get(11..).filter(|r| r.len() > 7).ok_or(())?;
+    if !rest[..7].eq_ignore_ascii_case(b"Cookie:") {
+        return Ok(None);
+    }
+    let mut rest = &rest[7..];
+    while let [b' ', r @ ..] = rest {
+        rest = r;
+    }
+    match name {
+        Some(n) => {
+            let n = n.as_bytes();
+            if rest.len() <= n.len() {
+                return Err(());
+            }
+            if rest[n.len()] != b'=' || !rest[..n.len()].eq_ignore_ascii_case(n) {
+                return Ok(None);
+            }
+            rest = &rest[n.len() + 1..];
+        }
+        None => {
+            let Some(eq) = rest.iter().position(|&c| matches!(c, b'=' | b'\r' | b'\n')) else {
+                return Err(());
+            };
+            if rest[eq] != b'=' {
+                return Ok(None);
+            }
+            rest = &rest[eq + 1..];
+        }
+    }
+    let end = rest.iter().position(|&c| c == b'\r').unwrap_or(rest.len());
+    if rest.len() - end < 2 {
+        return Err(());
+    }
+    if rest[end + 1] != b'\n' {
+        return Ok(None);
+    }
+    Ok(Some(&rest[..end]))
 }

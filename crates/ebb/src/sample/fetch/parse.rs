@@ -29,14 +29,40 @@ fn int_arg(what: &str, a: &str) -> Result<i64, String> {
         .map_err(|_| format!("{what}: '{a}' is not an integer"))
 }
 
-fn hdr_name(fetch: &str, a: &str) -> Result<String, String> {
-    if a.is_empty() || !crate::net::is_token(a) {
+/// The name no header has (a space): what `hdr` without an argument
+/// looks for.
+const NO_HEADER: &str = " ";
+
+/// A header name argument as HAProxy 2.6 reads it: an empty one (`hdr()`,
+/// `hdr(,1)`) is every header; none finds nothing (`smp_fetch_hdr` wants
+/// a string argument) except for the counts (`hdr_cnt`: every header).
+fn hdr_name(fetch: &str, a: Option<&String>, count: bool) -> Result<String, String> {
+    let Some(a) = a else {
+        return Ok(if count { "" } else { NO_HEADER }.to_string());
+    };
+    if a.is_empty() {
+        return Ok(String::new());
+    }
+    if !crate::net::is_token(a) {
         return Err(format!("fetch '{fetch}': invalid header name '{a}'"));
     }
     Ok(a.to_ascii_lowercase())
 }
 
 impl Fetch {
+    /// The fetches that read a header by name (`hdr()` is not `hdr`).
+    pub(in crate::sample) fn is_header_fetch(name: &str) -> bool {
+        let n = name
+            .strip_prefix("req.")
+            .or_else(|| name.strip_prefix("res."))
+            .or_else(|| name.strip_prefix('s'))
+            .unwrap_or(name);
+        matches!(
+            n,
+            "hdr" | "fhdr" | "hdr_cnt" | "fhdr_cnt" | "hdr_ip" | "hdr_val"
+        )
+    }
+
     pub(in crate::sample) fn compile(
         name: &str,
         args: &[String],
@@ -63,11 +89,11 @@ impl Fetch {
             Ok(f)
         };
         let hdr = |full: bool, res: bool| -> Result<Fetch, String> {
-            arg_count(name, args, 1, 2)?;
+            arg_count(name, args, 0, 2)?;
             // HAProxy 2.6 reads an explicit 0 as no occurrence given: the
             // last in an expression, every one in an ACL.
             // Its `val_hdr`: HAProxy keeps the last 10 occurrences' places.
-            let occ = match args.get(1) {
+            let occ = match crate::sample::conv::opt_arg(args, 1) {
                 Some(o) => match int_arg(&format!("fetch '{name}' occurrence"), o)? {
                     0 => Occ::Default,
                     n if n < -10 => {
@@ -78,16 +104,16 @@ impl Fetch {
                 None => Occ::Default,
             };
             Ok(Fetch::Hdr {
-                name: hdr_name(name, &args[0])?,
+                name: hdr_name(name, args.first(), false)?,
                 occ,
                 full,
                 res,
             })
         };
         let cnt = |full: bool, res: bool| -> Result<Fetch, String> {
-            arg_count(name, args, 1, 1)?;
+            arg_count(name, args, 0, 1)?;
             Ok(Fetch::HdrCnt {
-                name: hdr_name(name, &args[0])?,
+                name: hdr_name(name, args.first(), true)?,
                 full,
                 res,
             })
@@ -112,6 +138,26 @@ impl Fetch {
                 }
                 none(Fetch::BeName)
             }
+            "fe_id" | "be_id" => {
+                let what = if name == "fe_id" {
+                    crate::sample::Count::FeId
+                } else {
+                    // As `be_name`.
+                    if scope == (Scope::Request { backend: false }) {
+                        return Err(
+                            "fetch 'be_id' needs a backend, which is not known yet in a frontend's http-request rules"
+                                .to_string(),
+                        );
+                    }
+                    crate::sample::Count::BeId
+                };
+                none(Fetch::Count {
+                    what,
+                    proxy: None,
+                    server: None,
+                })
+            }
+            "so_id" => none(Fetch::SoId),
             "srv_name" => res_only(none(Fetch::SrvName)?),
             "srv_id" => res_only(none(Fetch::SrvId)?),
             "method" => req_only(none(Fetch::Method)?),
@@ -193,6 +239,7 @@ impl Fetch {
             "status" => res_only(none(Fetch::Status)?),
             "res.cache_hit" => res_only(none(Fetch::CacheHit)?),
             "res.cache_name" => res_only(none(Fetch::CacheName)?),
+            "res.comp" | "res.comp_algo" => res_only(none(Fetch::ResComp(name == "res.comp_algo"))?),
             "ssl_fc" => none(Fetch::SslFc),
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
@@ -393,17 +440,16 @@ impl Fetch {
                     args.get(1).cloned(),
                 ))
             }
-            "unique-id" => {
-                if matches!(scope, Scope::Request { .. }) {
-                    return Err(
-                        "fetch 'unique-id' is not supported in request rules: ebb computes the id once the request goes to a server (it may be read in response rules and log formats)"
-                            .to_string(),
-                    );
-                }
-                none(Fetch::UniqueId)
-            }
+            "unique-id" => none(Fetch::UniqueId),
             "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
             "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
+            "req.rdp_cookie" | "rdp_cookie" | "req.rdp_cookie_cnt" | "rdp_cookie_cnt" => {
+                arg_count(name, args, 0, 1)?;
+                req_only(Fetch::RdpCookie {
+                    name: args.first().filter(|a| !a.is_empty()).cloned(),
+                    cnt: name.ends_with("_cnt"),
+                })
+            }
             "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
             "req.payload" | "payload" | "res.payload" => {
                 arg_count(name, args, 2, 2)?;

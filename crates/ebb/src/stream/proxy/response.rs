@@ -149,6 +149,10 @@ impl Stream {
             compress::Verdict::Compress(k) => Some(k),
             _ => None,
         };
+        // HAProxy decides before its response rules (`res.comp`).
+        if let Some(Ok(mut v)) = c.vars.cell().map(|v| v.try_borrow_mut()) {
+            v.info.res_comp = coding.map(compress::Coding::name);
+        }
         // A compressed answer gets a weak ETag (written below).
         let skip = |name: &[u8]| {
             eq_nocase(name, b"content-length") || (coding.is_some() && eq_nocase(name, b"etag"))
