@@ -633,6 +633,7 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: Some(crate::sample::Req {
                 buf,
                 head: &head,
@@ -911,6 +912,7 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,

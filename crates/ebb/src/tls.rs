@@ -54,6 +54,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, S
 use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
 use crate::tls::hello::HelloGate;
 
+pub mod clientauth;
 pub mod hello;
 
 #[cfg(test)]
@@ -774,6 +775,7 @@ fn build(
         return Err(err("'ssl' needs at least one 'crt FILE'".into()));
     }
     let provider = bind_provider(ssl).map_err(&err)?;
+    let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
     let mut certs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
     let mut policy_of = Vec::new();
@@ -814,11 +816,20 @@ fn build(
         provider.cipher_suites.clone(),
     ));
     let names = resolver.names.clone();
-    let mut policies =
-        vec![make_policy(ssl, provider, &resolver, sessions, ticketer).map_err(&err)?];
+    let mut policies = vec![make_policy(
+        ssl,
+        provider,
+        &resolver,
+        sessions,
+        ticketer,
+        client_auth.as_ref(),
+    )
+    .map_err(&err)?];
     for o in &overlays {
         let p = bind_provider(o).map_err(&err)?;
-        policies.push(make_policy(o, p, &resolver, sessions, ticketer).map_err(&err)?);
+        policies.push(
+            make_policy(o, p, &resolver, sessions, ticketer, client_auth.as_ref()).map_err(&err)?,
+        );
     }
     let config = Arc::clone(&policies[0].config);
     let gate = Arc::new(Gate {
@@ -869,6 +880,7 @@ fn make_policy(
     resolver: &Arc<SniResolver>,
     sessions: &Arc<ServerSessionMemoryCache>,
     ticketer: &Arc<dyn ProducesTickets>,
+    client_auth: Option<&Arc<clientauth::ClientAuth>>,
 ) -> Result<Policy, String> {
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     let mut wire = Vec::new();
@@ -888,11 +900,18 @@ fn make_policy(
         return Err("no TLS version left (TLSv1.2, TLSv1.3)".into());
     }
     let make = |provider: Arc<CryptoProvider>| -> Result<Arc<ServerConfig>, String> {
-        let mut config = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("TLS settings refused: {e}"))?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(resolver) as Arc<dyn ResolvesServerCert>);
+            .map_err(|e| format!("TLS settings refused: {e}"))?;
+        // `verify optional|required`: client certificates asked for.
+        let builder = match client_auth {
+            Some(v) => builder.with_client_cert_verifier(
+                Arc::clone(v) as Arc<dyn rustls::server::danger::ClientCertVerifier>
+            ),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config =
+            builder.with_cert_resolver(Arc::clone(resolver) as Arc<dyn ResolvesServerCert>);
         // HAProxy's default: the server's cipher order, unless
         // `prefer-client-ciphers`.
         config.ignore_client_order = !ssl.prefer_client_ciphers;
@@ -1074,8 +1093,10 @@ fn system_roots() -> Result<RootCertStore, String> {
 }
 
 /// `verify none`: accepts any server certificate (see [`client_config`]).
+/// Also what checks the handshake signatures of client certificates
+/// (`clientauth`).
 #[derive(Debug)]
-struct NoVerify(Arc<CryptoProvider>);
+pub(crate) struct NoVerify(pub(crate) Arc<CryptoProvider>);
 
 /// `verify required` as HAProxy's: the chain always (against `ca-file`
 /// or the system's roots); the names against the SNI sent, else against

@@ -152,6 +152,8 @@ pub struct LaneEnd {
     pub tls: bool,
     pub sni: Option<String>,
     pub alpn: Option<Vec<u8>>,
+    /// The client's certificate (`bind ... verify`), for `ssl_c_*`.
+    pub client: Option<Arc<crate::tls::clientauth::ClientCert>>,
 }
 
 impl LaneEnd {
@@ -232,6 +234,9 @@ pub struct TlsStream {
     /// The end of the stream was seen while handing over the last bytes:
     /// the next read returns `Ok(0)` without waiting for an edge.
     eof_pending: bool,
+    /// Server side: what verifying the client's certificate found, when
+    /// one was presented in this handshake (`verify optional|required`).
+    client_note: Option<crate::tls::clientauth::VerifyNote>,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -321,6 +326,7 @@ impl TlsStream {
             sniffer: None,
             hello_sni: None,
             eof_pending: false,
+            client_note: None,
             _slot: slot,
         }
     }
@@ -397,6 +403,16 @@ impl TlsStream {
         }
     }
 
+    /// rustls' `process_new_packets`, then the note of a client chain it
+    /// verified (the verifier leaves it in a thread-local slot).
+    fn process(&mut self) -> Result<rustls::IoState, rustls::Error> {
+        let r = self.conn.process_new_packets();
+        if let Some(n) = crate::tls::clientauth::take_note() {
+            self.client_note = Some(n);
+        }
+        r
+    }
+
     fn check_failed(&self) -> io::Result<()> {
         match &self.failed {
             Some(m) => Err(tls_error(m)),
@@ -416,7 +432,7 @@ impl TlsStream {
                     return Err(tls_error(&msg));
                 }
             }
-            if let Err(e) = self.conn.process_new_packets() {
+            if let Err(e) = self.process() {
                 return Err(self.fail(e));
             }
         }
@@ -550,7 +566,7 @@ impl TlsStream {
             }
             // 3. Process every complete record read (rustls' rule: after
             // each successful read_tls).
-            if let Err(e) = self.conn.process_new_packets() {
+            if let Err(e) = self.process() {
                 let err = self.fail(e);
                 // Plaintext handed over before the bad record stays valid.
                 return if n > 0 { Ok(n) } else { Err(err) };
@@ -987,6 +1003,22 @@ impl Transport {
                 Connection::Client(_) => None,
             },
             Transport::Lane(l) => l.sni.as_deref(),
+            Transport::Plain(_) => None,
+        }
+    }
+
+    /// The server side of TLS: the certificate the client presented and
+    /// its verification (`None` for plain TCP and the client side).
+    pub fn client_cert(&self) -> Option<crate::tls::clientauth::ClientCertView<'_>> {
+        match self {
+            Transport::Tls(t) => match &t.conn {
+                Connection::Server(s) => Some(crate::tls::clientauth::ClientCertView {
+                    chain: s.peer_certificates().unwrap_or(&[]),
+                    note: t.client_note,
+                }),
+                Connection::Client(_) => None,
+            },
+            Transport::Lane(l) => l.client.as_ref().map(|c| c.view()),
             Transport::Plain(_) => None,
         }
     }
