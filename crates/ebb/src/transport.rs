@@ -237,6 +237,11 @@ pub struct TlsStream {
     /// Server side: what verifying the client's certificate found, when
     /// one was presented in this handshake (`verify optional|required`).
     client_note: Option<crate::tls::clientauth::VerifyNote>,
+    /// Server side, until the handshake ends: the verifier of the
+    /// configuration the hello got, to give a resumed session that had a
+    /// client certificate its verify result (`session_verify`).
+    auth: Option<Arc<crate::tls::clientauth::ClientAuth>>,
+    session_verify: i32,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -327,6 +332,8 @@ impl TlsStream {
             hello_sni: None,
             eof_pending: false,
             client_note: None,
+            auth: None,
+            session_verify: 0,
             _slot: slot,
         }
     }
@@ -382,6 +389,7 @@ impl TlsStream {
             };
             if let Sniff::Hello(info) = verdict {
                 self.hello_sni = Some(info.sni.clone());
+                self.auth = sn.gate.client_auth(&info);
                 match sn.gate.check(&info) {
                     Err((alert, why)) => {
                         // Nothing was sent yet: the alert is the first record.
@@ -410,7 +418,28 @@ impl TlsStream {
         if let Some(n) = crate::tls::clientauth::take_note() {
             self.client_note = Some(n);
         }
+        if !self.conn.is_handshaking() {
+            if let Some(auth) = self.auth.take() {
+                self.resumed_verify(&auth);
+            }
+        }
         r
+    }
+
+    /// A resumed session keeps the client's chain but was not verified in
+    /// this handshake: its `ssl_c_verify` is the chain verified again
+    /// (HAProxy keeps the first handshake's result in the session; the two
+    /// differ only for a certificate whose dates ended in between).
+    fn resumed_verify(&mut self, auth: &crate::tls::clientauth::ClientAuth) {
+        if self.client_note.is_some() {
+            return;
+        }
+        if let Connection::Server(s) = &self.conn {
+            if let Some((ee, rest)) = s.peer_certificates().and_then(|c| c.split_first()) {
+                let (n, _) = auth.check(ee, rest, rustls::pki_types::UnixTime::now());
+                self.session_verify = n.verify;
+            }
+        }
     }
 
     fn check_failed(&self) -> io::Result<()> {
@@ -1015,6 +1044,7 @@ impl Transport {
                 Connection::Server(s) => Some(crate::tls::clientauth::ClientCertView {
                     chain: s.peer_certificates().unwrap_or(&[]),
                     note: t.client_note,
+                    verify: t.client_note.map_or(t.session_verify, |n| n.verify),
                 }),
                 Connection::Client(_) => None,
             },

@@ -93,29 +93,39 @@ fn pki(name: &str) -> Option<PathBuf> {
 /// Every client-certificate fetch, one line.
 const FETCHES: &str = "used=%[ssl_c_used] has=%[ssl_fc_has_crt] verify=%[ssl_c_verify] err=%[ssl_c_err] caerr=%[ssl_c_ca_err] depth=%[ssl_c_ca_err_depth] sdn=%[ssl_c_s_dn] idn=%[ssl_c_i_dn] cn=%[ssl_c_s_dn(CN)] ou2=%[ssl_c_s_dn(OU,2)] oum1=%[ssl_c_s_dn(OU,-1)] ou0=%[ssl_c_s_dn(OU,0)] rfc=%[ssl_c_s_dn(,0,rfc2253)] irfc=%[ssl_c_i_dn(,0,rfc2253)] serial=%[ssl_c_serial,hex] sha1=%[ssl_c_sha1,hex] nb=%[ssl_c_notbefore] na=%[ssl_c_notafter] v=%[ssl_c_version] sig=%[ssl_c_sig_alg] key=%[ssl_c_key_alg] der=%[ssl_c_der,sha1,hex] chain=%[ssl_c_chain_der,sha1,hex]";
 
-/// The bind options of each frontend, by name.
+/// The bind options of each frontend after `ssl`, by name (`D/`: the
+/// PKI's directory).
 const FRONTENDS: &[(&str, &str)] = &[
-    ("req", "verify required ca-file ca.pem crl-file crl.pem"),
-    ("opt", "verify optional ca-file ca.pem"),
+    (
+        "req",
+        "crt D/srv-both.pem verify required ca-file D/ca.pem crl-file D/crl.pem",
+    ),
+    ("opt", "crt D/srv-both.pem verify optional ca-file D/ca.pem"),
     (
         "ign",
-        "verify required ca-file ca.pem crl-file crl.pem crt-ignore-err all ca-ignore-err all",
+        "crt D/srv-both.pem verify required ca-file D/ca.pem crl-file D/crl.pem crt-ignore-err all ca-ignore-err all",
     ),
-    ("none", ""),
+    ("none", "crt D/srv-both.pem"),
     (
         "some",
-        "verify optional ca-file ca.pem crt-ignore-err 10,20",
+        "crt D/srv-both.pem verify optional ca-file D/ca.pem crt-ignore-err 10,20",
     ),
-    ("h2", "verify required ca-file ca.pem alpn h2,http/1.1"),
+    (
+        "h2",
+        "crt D/srv-both.pem verify required ca-file D/ca.pem alpn h2,http/1.1",
+    ),
+    // A crt-list line's own options (its line: `[verify required
+    // ca-file ca.pem]`, ca-file under `ca-base`).
+    ("list", "crt-list D/list.txt"),
 ];
 
 fn config(dir: &Path, binds: &[String]) -> String {
-    let mut s = "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n".to_string();
+    let mut s = format!("global\n    ca-base {}\n", dir.display());
+    s += "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
     for ((name, opts), bind) in FRONTENDS.iter().zip(binds) {
         s.push_str(&format!(
-            "frontend {name}\n    bind {bind} ssl crt {d}/srv-both.pem {opts}\n    http-request return status 200 content-type text/plain lf-string \"{FETCHES}\"\n",
-            d = dir.display(),
-            opts = opts.replace("ca.pem", &format!("{}/ca.pem", dir.display())).replace("crl.pem", &format!("{}/crl.pem", dir.display())),
+            "frontend {name}\n    bind {bind} ssl {opts}\n    http-request return status 200 content-type text/plain lf-string \"{FETCHES}\"\n",
+            opts = opts.replace("D/", &format!("{}/", dir.display())),
         ));
     }
     s
@@ -175,6 +185,14 @@ fn field<'a>(body: &'a str, name: &str) -> &'a str {
 #[test]
 fn verify_modes_and_fetches_beside_haproxy() {
     let Some(d) = pki("mtls") else { return };
+    std::fs::write(
+        d.join("list.txt"),
+        format!(
+            "{}/srv-both.pem [verify required ca-file ca.pem]\n",
+            d.display()
+        ),
+    )
+    .unwrap();
     let e = Ebb::start(&config(&d, &vec!["BIND".to_string(); FRONTENDS.len()]));
     assert_eq!(e.addrs.len(), FRONTENDS.len());
     let clients = [
@@ -257,10 +275,46 @@ fn verify_modes_and_fetches_beside_haproxy() {
     // No verify: nothing asked, nothing read.
     let n = get("none", Some("good")).unwrap();
     assert!(n.starts_with("used=0 has=0 verify=0"), "{n}");
+    // The crt-list line's verify.
+    assert!(get("list", None).is_err());
+    assert!(get("list", Some("expired")).is_err());
+    assert_eq!(field(&get("list", Some("good")).unwrap(), "verify"), "0");
     // HTTP/2: the lanes read the same.
     let h = get("h2", Some("good")).unwrap();
     assert!(h.ends_with("proto=2"), "{h}");
     assert_eq!(field(&h, "cn"), "client one");
+
+    // A resumed session (TLS 1.2 session ID or ticket, TLS 1.3 ticket):
+    // the chain is the session's (`ssl_c_used`), none was presented now
+    // (`ssl_fc_has_crt`), `ssl_c_verify` keeps its value, `ssl_c_err` is
+    // this handshake's (0).
+    let resumed = |addr: std::net::SocketAddr| -> Vec<String> {
+        let mut out = Vec::new();
+        for v in ["-tls1_2", "-tls1_3"] {
+            let sess = d.join(format!("sess{v}"));
+            let _ = std::fs::remove_file(&sess);
+            for io in ["-sess_out", "-sess_in"] {
+                let o = Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "printf 'GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n' | openssl s_client -quiet {v} -connect {addr} -cert expired.pem -key expired.key {io} {} 2>/dev/null",
+                        sess.display()
+                    ))
+                    .current_dir(&d)
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                let line = text.lines().find(|l| l.starts_with("used=")).unwrap_or("");
+                out.push(line.split(" sdn=").next().unwrap_or("").to_string());
+            }
+        }
+        out
+    };
+    let ign = FRONTENDS.iter().position(|(n, _)| *n == "ign").unwrap();
+    let r = resumed(e.addrs[ign]);
+    let first = "used=1 has=1 verify=10 err=10 caerr=0 depth=0";
+    let again = "used=1 has=0 verify=10 err=0 caerr=0 depth=0";
+    assert_eq!(r, [first, again, first, again]);
 
     // haproxy, on the same files: the same answers (or failures).
     let ports: Vec<String> = FRONTENDS
@@ -270,6 +324,11 @@ fn verify_modes_and_fetches_beside_haproxy() {
     let Some(_h) = haproxy_with("mtls", &config(&d, &ports)) else {
         return;
     };
+    let hap_ign = ports[ign].parse().unwrap();
+    wait_until("haproxy listening", || {
+        std::net::TcpStream::connect(hap_ign).is_ok()
+    });
+    assert_eq!(resumed(hap_ign), r, "haproxy, resumed");
     for (i, (fe, _)) in FRONTENDS.iter().enumerate() {
         let addr = ports[i].parse().unwrap();
         wait_until("haproxy listening", || {

@@ -97,6 +97,8 @@ pub fn take_note() -> Option<VerifyNote> {
 pub struct ClientCertView<'a> {
     pub chain: &'a [CertificateDer<'static>],
     pub note: Option<VerifyNote>,
+    /// `ssl_c_verify`: the note's, or a resumed session's.
+    pub verify: i32,
 }
 
 /// An owned [`ClientCertView`], for the lanes of an HTTP/2 connection.
@@ -104,6 +106,7 @@ pub struct ClientCertView<'a> {
 pub struct ClientCert {
     pub chain: Vec<CertificateDer<'static>>,
     pub note: Option<VerifyNote>,
+    pub verify: i32,
 }
 
 impl ClientCert {
@@ -111,6 +114,7 @@ impl ClientCert {
         ClientCertView {
             chain: &self.chain,
             note: self.note,
+            verify: self.verify,
         }
     }
 }
@@ -120,6 +124,7 @@ impl ClientCertView<'_> {
         ClientCert {
             chain: self.chain.to_vec(),
             note: self.note,
+            verify: self.verify,
         }
     }
 }

@@ -203,18 +203,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 b.crt_lists.push((b.crts.len(), p));
             }
             "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
-            "verify" => {
-                b.client.verify = match v? {
-                    "none" => ClientVerify::None,
-                    "optional" => ClientVerify::Optional,
-                    "required" => ClientVerify::Required,
-                    o => {
-                        return Err(format!(
-                            "'verify' : unknown verify method '{o}', only 'none', 'optional', and 'required' are supported"
-                        ))
-                    }
-                }
-            }
+            "verify" => b.client.verify = ClientVerify::parse(v?)?,
             "ca-file" => b.client.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?)),
             "ca-verify-file" => {
                 b.client.ca_verify_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?))
@@ -282,13 +271,14 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         b.no_tls_tickets |= d.no_tls_tickets;
         b.prefer_client_ciphers |= d.prefer_client_ciphers;
         b.strict_sni = strict_sni;
-        b.crt_base = ctx.resolve(
-            &ctx.tls
-                .crt_base
-                .as_ref()
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
+        let base = |p: Option<&PathBuf>| {
+            ctx.resolve(
+                &p.map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            )
+        };
+        b.ca_base = base(ctx.tls.ca_base.as_ref());
+        b.crt_base = base(ctx.tls.crt_base.as_ref());
         if b.client.verify != ClientVerify::None
             && b.client.ca_file.is_none()
             && b.client.ca_verify_file.is_none()

@@ -73,6 +73,20 @@ pub enum ClientVerify {
     Required,
 }
 
+impl ClientVerify {
+    /// `verify`'s value on a bind or `crt-list` line (HAProxy's message).
+    pub fn parse(v: &str) -> Result<ClientVerify, String> {
+        match v {
+            "none" => Ok(ClientVerify::None),
+            "optional" => Ok(ClientVerify::Optional),
+            "required" => Ok(ClientVerify::Required),
+            o => Err(format!(
+                "'verify' : unknown verify method '{o}', only 'none', 'optional', and 'required' are supported"
+            )),
+        }
+    }
+}
+
 /// Client-certificate settings of a `bind ... ssl` line (`verify`,
 /// `ca-file`, `ca-verify-file`, `crl-file`, `ca-ignore-err`,
 /// `crt-ignore-err`, `no-ca-names`).
@@ -144,6 +158,9 @@ pub struct BindSsl {
     pub crt_base: PathBuf,
     /// Client certificates (`verify`, `ca-file`...).
     pub client: ClientAuthConf,
+    /// Where relative `ca-file`/`crl-file` paths of a `crt-list` line
+    /// point (`ca-base`, resolved like every config path).
+    pub ca_base: PathBuf,
 }
 
 impl BindSsl {

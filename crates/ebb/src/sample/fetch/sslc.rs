@@ -72,7 +72,7 @@ impl SslC {
         match self {
             SslC::Used => Some(Val::Bool(c.is_some_and(|c| !c.chain.is_empty()))),
             SslC::HasCrt => Some(Val::Bool(c.is_some_and(|c| c.note.is_some()))),
-            SslC::Verify => Some(Val::Int(i64::from(note.verify))),
+            SslC::Verify => Some(Val::Int(i64::from(c.map_or(0, |c| c.verify)))),
             SslC::Err => Some(Val::Int(i64::from(note.crt_err))),
             SslC::CaErr => Some(Val::Int(i64::from(note.ca_err))),
             SslC::CaErrDepth => Some(Val::Int(i64::from(note.ca_err_depth))),
