@@ -374,13 +374,14 @@ fn cond_any(p: &Proxy, c: &Condition, hit: impl Fn(&Fetch) -> bool) -> bool {
     })
 }
 
-/// Whether a condition reads `ssl_fc_sni` (known after the handshake).
+/// Whether a condition reads `ssl_fc_sni` or the client certificate
+/// (`ssl_c_*`, `ssl_fc_has_crt`): known after the handshake.
 fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
-    cond_any(
-        p,
-        c,
-        |f| matches!(f, Fetch::Sample(e) if e.text().starts_with("ssl_fc_sni")),
-    )
+    cond_any(p, c, |f| {
+        matches!(f, Fetch::Sample(e) if ["ssl_fc_sni", "ssl_c_", "ssl_fc_has_crt"]
+            .iter()
+            .any(|n| e.text().starts_with(n)))
+    })
 }
 
 /// Whether a rule reads the raw bytes of the message (`req.len`,
@@ -424,7 +425,7 @@ fn compile_rule(
         if r.when == TcpWhen::Session && cond_reads_sni(p, c) {
             return Err(err(
                 &r.loc,
-                "'tcp-request session' rules run before ebb's TLS handshake: 'ssl_fc_sni' is not known there (use 'tcp-request content' rules)",
+                "'tcp-request session' rules run before ebb's TLS handshake: 'ssl_fc_sni' and the client certificate ('ssl_c_*', 'ssl_fc_has_crt') are not known there (use 'tcp-request content' rules)",
             ));
         }
     }
@@ -851,6 +852,11 @@ mod tests {
             e.starts_with("t.cfg:3: ") && e.contains("ssl_fc_sni"),
             "{e}"
         );
+        // Nor is the client's certificate.
+        let e = compile_err(
+            "frontend f\n    bind :80\n    tcp-request session reject unless { ssl_c_verify 0 }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert!(e.starts_with("t.cfg:3: ") && e.contains("ssl_c_"), "{e}");
         // A response rule reading the request would never match.
         let e = compile_err(
             "listen l\n    mode tcp\n    bind :80\n    tcp-response content reject if { req.len gt 0 }\n    server s 127.0.0.1:1\n",

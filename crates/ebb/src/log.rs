@@ -456,6 +456,7 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         srv: (e.server != "<NOSRV>").then_some(e.server),
         tls: e.tls,
         sni: None,
+        client_cert: e.client_cert,
         req: None,
         res: None,
         vars: e.vars,
@@ -486,6 +487,7 @@ mod tests {
     #[test]
     fn line_layout_and_escaping() {
         let l = format(&Entry {
+            client_cert: None,
             client: "127.0.0.1:4000".parse().unwrap(),
             accept: UNIX_EPOCH,
             frontend: "fe",

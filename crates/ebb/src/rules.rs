@@ -636,6 +636,7 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: Some(crate::sample::Req {
                 buf,
                 head: &head,
@@ -914,6 +915,7 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,

@@ -51,9 +51,12 @@ use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, ServerSes
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
+use crate::config::{
+    BindSsl, ClientVerify, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify,
+};
 use crate::tls::hello::HelloGate;
 
+pub mod clientauth;
 pub mod hello;
 
 #[cfg(test)]
@@ -411,13 +414,40 @@ fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
             }
             "ssl-min-ver" => b.min_ver = Some(version(kw, v?)?),
             "ssl-max-ver" => b.max_ver = Some(version(kw, v?)?),
+            "verify" => b.client.verify = ClientVerify::parse(v?)?,
+            "ca-file" | "ca-verify-file" | "crl-file" => {
+                let p = Path::new(v?);
+                let p = if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    ssl.ca_base.join(p)
+                };
+                match kw {
+                    "ca-file" => b.client.ca_file = Some(p),
+                    "ca-verify-file" => b.client.ca_verify_file = Some(p),
+                    _ => b.client.crl_file = Some(p),
+                }
+            }
+            "no-ca-names" => {
+                b.client.no_ca_names = true;
+                i += 1;
+                continue;
+            }
             _ => {
                 return Err(format!(
-                    "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver)"
+                    "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, verify, ca-file, ca-verify-file, crl-file, no-ca-names)"
                 ))
             }
         }
         i += 2;
+    }
+    if b.client.verify != ClientVerify::None
+        && b.client.ca_file.is_none()
+        && b.client.ca_verify_file.is_none()
+    {
+        return Err(
+            "verify is enabled but no CA file specified ('ca-file' or 'ca-verify-file')".into(),
+        );
     }
     if b.versions().is_empty() {
         return Err("the version options leave no TLS version (TLSv1.2, TLSv1.3)".into());
@@ -610,6 +640,8 @@ struct Policy {
     /// `SSL_OP_PRIORITIZE_CHACHA`, which HAProxy sets): clients without AES
     /// instructions keep their fast cipher.
     chacha: Option<Arc<ServerConfig>>,
+    /// Its client-certificate verifier (`verify optional|required`).
+    client_auth: Option<Arc<clientauth::ClientAuth>>,
 }
 
 /// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
@@ -626,7 +658,29 @@ fn is_chacha(id: u16) -> bool {
     matches!(id, 0x1303 | 0xcca8 | 0xcca9)
 }
 
+impl Gate {
+    /// The policy of the certificate a name gets (`found`: its
+    /// candidates; the first, or the default one for an unknown name).
+    fn policy_index(&self, found: Option<&[usize]>) -> usize {
+        let cert = found
+            .and_then(|c| c.first())
+            .or(self.resolver.default.first())
+            .copied()
+            .unwrap_or(0);
+        self.policy_of.get(cert).copied().unwrap_or(0)
+    }
+}
+
 impl HelloGate for Gate {
+    fn client_auth(&self, h: &hello::HelloInfo) -> Option<Arc<clientauth::ClientAuth>> {
+        let pi = self.policy_index(self.resolver.find(h.sni.as_deref()));
+        self.policies
+            .get(pi)
+            .or(self.policies.first())?
+            .client_auth
+            .clone()
+    }
+
     fn check(&self, h: &hello::HelloInfo) -> Result<Option<Arc<ServerConfig>>, (u8, String)> {
         let r = &self.resolver;
         let found = r.find(h.sni.as_deref());
@@ -637,14 +691,7 @@ impl HelloGate for Gate {
                     .to_string(),
             ));
         }
-        // The policy of the certificate this name gets (the first of its
-        // candidates; the default one for an unknown name).
-        let cert = found
-            .and_then(|c| c.first())
-            .or(r.default.first())
-            .copied()
-            .unwrap_or(0);
-        let pi = self.policy_of.get(cert).copied().unwrap_or(0);
+        let pi = self.policy_index(found);
         let Some(p) = self.policies.get(pi).or(self.policies.first()) else {
             return Ok(None);
         };
@@ -774,6 +821,7 @@ fn build(
         return Err(err("'ssl' needs at least one 'crt FILE'".into()));
     }
     let provider = bind_provider(ssl).map_err(&err)?;
+    let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
     let mut certs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
     let mut policy_of = Vec::new();
@@ -814,11 +862,22 @@ fn build(
         provider.cipher_suites.clone(),
     ));
     let names = resolver.names.clone();
-    let mut policies =
-        vec![make_policy(ssl, provider, &resolver, sessions, ticketer).map_err(&err)?];
+    let mut policies = vec![make_policy(
+        ssl,
+        provider,
+        &resolver,
+        sessions,
+        ticketer,
+        client_auth.as_ref(),
+    )
+    .map_err(&err)?];
     for o in &overlays {
         let p = bind_provider(o).map_err(&err)?;
-        policies.push(make_policy(o, p, &resolver, sessions, ticketer).map_err(&err)?);
+        // A crt-list line's own `verify`/`ca-file`/... (else the line's
+        // copy of the bind line's).
+        let auth = clientauth::ClientAuth::load(&o.client, p.clone()).map_err(&err)?;
+        policies
+            .push(make_policy(o, p, &resolver, sessions, ticketer, auth.as_ref()).map_err(&err)?);
     }
     let config = Arc::clone(&policies[0].config);
     let gate = Arc::new(Gate {
@@ -869,6 +928,7 @@ fn make_policy(
     resolver: &Arc<SniResolver>,
     sessions: &Arc<ServerSessionMemoryCache>,
     ticketer: &Arc<dyn ProducesTickets>,
+    client_auth: Option<&Arc<clientauth::ClientAuth>>,
 ) -> Result<Policy, String> {
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     let mut wire = Vec::new();
@@ -888,11 +948,18 @@ fn make_policy(
         return Err("no TLS version left (TLSv1.2, TLSv1.3)".into());
     }
     let make = |provider: Arc<CryptoProvider>| -> Result<Arc<ServerConfig>, String> {
-        let mut config = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("TLS settings refused: {e}"))?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(resolver) as Arc<dyn ResolvesServerCert>);
+            .map_err(|e| format!("TLS settings refused: {e}"))?;
+        // `verify optional|required`: client certificates asked for.
+        let builder = match client_auth {
+            Some(v) => builder.with_client_cert_verifier(
+                Arc::clone(v) as Arc<dyn rustls::server::danger::ClientCertVerifier>
+            ),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config =
+            builder.with_cert_resolver(Arc::clone(resolver) as Arc<dyn ResolvesServerCert>);
         // HAProxy's default: the server's cipher order, unless
         // `prefer-client-ciphers`.
         config.ignore_client_order = !ssl.prefer_client_ciphers;
@@ -931,6 +998,7 @@ fn make_policy(
         versions: wire,
         config: make(provider)?,
         chacha,
+        client_auth: client_auth.cloned(),
     })
 }
 
@@ -1074,8 +1142,10 @@ fn system_roots() -> Result<RootCertStore, String> {
 }
 
 /// `verify none`: accepts any server certificate (see [`client_config`]).
+/// Also what checks the handshake signatures of client certificates
+/// (`clientauth`).
 #[derive(Debug)]
-struct NoVerify(Arc<CryptoProvider>);
+pub(crate) struct NoVerify(pub(crate) Arc<CryptoProvider>);
 
 /// `verify required` as HAProxy's: the chain always (against `ca-file`
 /// or the system's roots); the names against the SNI sent, else against

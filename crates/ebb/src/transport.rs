@@ -152,6 +152,8 @@ pub struct LaneEnd {
     pub tls: bool,
     pub sni: Option<String>,
     pub alpn: Option<Vec<u8>>,
+    /// The client's certificate (`bind ... verify`), for `ssl_c_*`.
+    pub client: Option<Arc<crate::tls::clientauth::ClientCert>>,
 }
 
 impl LaneEnd {
@@ -232,6 +234,14 @@ pub struct TlsStream {
     /// The end of the stream was seen while handing over the last bytes:
     /// the next read returns `Ok(0)` without waiting for an edge.
     eof_pending: bool,
+    /// Server side: what verifying the client's certificate found, when
+    /// one was presented in this handshake (`verify optional|required`).
+    client_note: Option<crate::tls::clientauth::VerifyNote>,
+    /// Server side, until the handshake ends: the verifier of the
+    /// configuration the hello got, to give a resumed session that had a
+    /// client certificate its verify result (`session_verify`).
+    auth: Option<Arc<crate::tls::clientauth::ClientAuth>>,
+    session_verify: i32,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -321,6 +331,9 @@ impl TlsStream {
             sniffer: None,
             hello_sni: None,
             eof_pending: false,
+            client_note: None,
+            auth: None,
+            session_verify: 0,
             _slot: slot,
         }
     }
@@ -376,6 +389,7 @@ impl TlsStream {
             };
             if let Sniff::Hello(info) = verdict {
                 self.hello_sni = Some(info.sni.clone());
+                self.auth = sn.gate.client_auth(&info);
                 match sn.gate.check(&info) {
                     Err((alert, why)) => {
                         // Nothing was sent yet: the alert is the first record.
@@ -394,6 +408,37 @@ impl TlsStream {
             }
             self.feed(&sn.buf)?;
             return Ok(false);
+        }
+    }
+
+    /// rustls' `process_new_packets`, then the note of a client chain it
+    /// verified (the verifier leaves it in a thread-local slot).
+    fn process(&mut self) -> Result<rustls::IoState, rustls::Error> {
+        let r = self.conn.process_new_packets();
+        if let Some(n) = crate::tls::clientauth::take_note() {
+            self.client_note = Some(n);
+        }
+        if !self.conn.is_handshaking() {
+            if let Some(auth) = self.auth.take() {
+                self.resumed_verify(&auth);
+            }
+        }
+        r
+    }
+
+    /// A resumed session keeps the client's chain but was not verified in
+    /// this handshake: its `ssl_c_verify` is the chain verified again
+    /// (HAProxy keeps the first handshake's result in the session; the two
+    /// differ only for a certificate whose dates ended in between).
+    fn resumed_verify(&mut self, auth: &crate::tls::clientauth::ClientAuth) {
+        if self.client_note.is_some() {
+            return;
+        }
+        if let Connection::Server(s) = &self.conn {
+            if let Some((ee, rest)) = s.peer_certificates().and_then(|c| c.split_first()) {
+                let (n, _) = auth.check(ee, rest, rustls::pki_types::UnixTime::now());
+                self.session_verify = n.verify;
+            }
         }
     }
 
@@ -416,7 +461,7 @@ impl TlsStream {
                     return Err(tls_error(&msg));
                 }
             }
-            if let Err(e) = self.conn.process_new_packets() {
+            if let Err(e) = self.process() {
                 return Err(self.fail(e));
             }
         }
@@ -550,7 +595,7 @@ impl TlsStream {
             }
             // 3. Process every complete record read (rustls' rule: after
             // each successful read_tls).
-            if let Err(e) = self.conn.process_new_packets() {
+            if let Err(e) = self.process() {
                 let err = self.fail(e);
                 // Plaintext handed over before the bad record stays valid.
                 return if n > 0 { Ok(n) } else { Err(err) };
@@ -987,6 +1032,23 @@ impl Transport {
                 Connection::Client(_) => None,
             },
             Transport::Lane(l) => l.sni.as_deref(),
+            Transport::Plain(_) => None,
+        }
+    }
+
+    /// The server side of TLS: the certificate the client presented and
+    /// its verification (`None` for plain TCP and the client side).
+    pub fn client_cert(&self) -> Option<crate::tls::clientauth::ClientCertView<'_>> {
+        match self {
+            Transport::Tls(t) => match &t.conn {
+                Connection::Server(s) => Some(crate::tls::clientauth::ClientCertView {
+                    chain: s.peer_certificates().unwrap_or(&[]),
+                    note: t.client_note,
+                    verify: t.client_note.map_or(t.session_verify, |n| n.verify),
+                }),
+                Connection::Client(_) => None,
+            },
+            Transport::Lane(l) => l.client.as_ref().map(|c| c.view()),
             Transport::Plain(_) => None,
         }
     }

@@ -606,6 +606,7 @@ fn crt_dir_crt_list_bases_and_checks() {
         d.join("opts.txt").display()
     ));
     assert_eq!(code, 0, "{err}");
+    // `verify` there needs a CA (as on a bind line); `npn` is refused.
     std::fs::write(d.join("opts.txt"), "certs/a.pem [verify required] a.test\n").unwrap();
     let (code, _, err) = check(&format!(
         "    bind 127.0.0.1:0 ssl crt-list {}",
@@ -613,7 +614,17 @@ fn crt_dir_crt_list_bases_and_checks() {
     ));
     assert_eq!(code, 1);
     assert!(
-        err.contains("line 1: per-certificate option 'verify' is not supported"),
+        err.contains("line 1: verify is enabled but no CA file specified"),
+        "{err}"
+    );
+    std::fs::write(d.join("opts.txt"), "certs/a.pem [npn h2] a.test\n").unwrap();
+    let (code, _, err) = check(&format!(
+        "    bind 127.0.0.1:0 ssl crt-list {}",
+        d.join("opts.txt").display()
+    ));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("line 1: per-certificate option 'npn' is not supported"),
         "{err}"
     );
     let (code, _, err) = check(&format!(

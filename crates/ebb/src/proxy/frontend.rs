@@ -75,6 +75,7 @@ impl FrontendRt {
         vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
     ) -> crate::log::Entry<'a> {
         crate::log::Entry {
+            client_cert: None,
             client,
             accept,
             frontend: &self.name,

@@ -989,6 +989,8 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// The pieces of one access-log line.
 pub struct Entry<'a> {
+    /// The client's certificate (`ssl_c_*` in a `log-format`).
+    pub client_cert: Option<crate::tls::clientauth::ClientCertView<'a>>,
     pub client: std::net::SocketAddr,
     pub accept: std::time::SystemTime,
     pub frontend: &'a str,
@@ -1046,6 +1048,7 @@ mod tests {
         vars: Option<&'a std::cell::RefCell<super::super::VarStore>>,
     ) -> Entry<'a> {
         Entry {
+            client_cert: None,
             client: "127.0.0.1:4000".parse().unwrap(),
             accept: UNIX_EPOCH + Duration::from_millis(1_000_123),
             frontend: "fe",
@@ -1087,6 +1090,7 @@ mod tests {
             srv: Some(e.server),
             tls: e.tls,
             sni: None,
+            client_cert: None,
             req: None,
             res: None,
             vars: e.vars,
@@ -1216,6 +1220,7 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: Some(super::super::Req {
                 buf: raw,
                 head: &head,

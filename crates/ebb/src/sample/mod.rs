@@ -239,6 +239,9 @@ pub struct Ctx<'a> {
     /// TLS on the client connection, and the SNI it sent.
     pub tls: bool,
     pub sni: Option<&'a str>,
+    /// The client's certificate and its verification (`ssl_c_*`; `None`
+    /// without TLS).
+    pub client_cert: Option<crate::tls::clientauth::ClientCertView<'a>>,
     pub req: Option<Req<'a>>,
     pub res: Option<Res<'a>>,
     /// The exchange's variables (`None`: `var()` finds nothing and
@@ -270,6 +273,7 @@ impl<'a> Ctx<'a> {
             srv: None,
             tls: false,
             sni: None,
+            client_cert: None,
             req: None,
             res: None,
             vars,

@@ -40,6 +40,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         srv: Some("s1"),
         tls: false,
         sni: None,
+        client_cert: None,
         req: Some(Req {
             buf,
             head: &head,
@@ -219,6 +220,7 @@ fn json_matches_haproxy() {
         srv: None,
         tls: false,
         sni: None,
+        client_cert: None,
         req: Some(Req {
             buf: b"",
             head: &ctx_head,

@@ -2167,6 +2167,7 @@ pub(crate) fn sample_ctx<'a>(
         srv: None,
         tls: tr.is_tls(),
         sni: tr.sni(),
+        client_cert: tr.client_cert(),
         req: None,
         res: None,
         vars,

@@ -278,6 +278,7 @@ fn run_early(
         srv: None,
         tls,
         sni: None,
+        client_cert: None,
         req: None,
         res: None,
         vars: Some(&early.vars),

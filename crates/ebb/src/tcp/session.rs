@@ -438,6 +438,7 @@ impl Session {
             srv: None,
             tls: tr.is_tls(),
             sni: tr.sni(),
+            client_cert: tr.client_cert(),
             req,
             res: None,
             vars: Some(&*self.vars),
@@ -1228,6 +1229,8 @@ impl Session {
             let term = [self.term[0] as char, self.term[1] as char];
             let term: String = term.iter().collect();
             let entry = crate::log::Entry {
+                // (The client's transport may be gone by now.)
+                client_cert: None,
                 client: self.peer,
                 accept: self.accept_time,
                 frontend: &self.fe.name,

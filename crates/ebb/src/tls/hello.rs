@@ -236,6 +236,16 @@ pub trait HelloGate: Send + Sync {
         &self,
         hello: &HelloInfo,
     ) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, (u8, String)>;
+
+    /// The client-certificate verifier of the configuration this hello
+    /// gets (`bind ... verify`, or its `crt-list` line's), to give a
+    /// resumed session its verify result back.
+    fn client_auth(
+        &self,
+        _hello: &HelloInfo,
+    ) -> Option<std::sync::Arc<crate::tls::clientauth::ClientAuth>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -691,6 +691,7 @@ fn check_sample<R>(
         srv: Some(who.1),
         tls: false,
         sni: None,
+        client_cert: None,
         req: None,
         res: match (resp, head.as_ref()) {
             (Some(buf), Some(head)) => Some(crate::sample::Res::H1 { buf, head }),

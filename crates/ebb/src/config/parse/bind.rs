@@ -71,6 +71,33 @@ pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
     None
 }
 
+/// The error IDs of `ca-ignore-err` / `crt-ignore-err`: `all`, or a
+/// comma list of OpenSSL verify error numbers (1 to 63), as HAProxy 2.6
+/// reads them. ebb's verification stops at some errors it cannot look
+/// past (a bad signature, a wrong purpose): ignoring those is refused
+/// rather than accepting a chain whose other checks were not made.
+fn ignore_err_list(kw: &str, v: &str) -> Result<u64, String> {
+    if v == "all" {
+        return Ok(u64::MAX);
+    }
+    let mut bits = 0u64;
+    for id in v.split(',') {
+        let n: i64 = id.trim().parse().unwrap_or(0);
+        if !(1..=63).contains(&n) {
+            return Err(format!(
+                "'{kw}' : ID '{n}' out of range (1..63) in error IDs list '{v}'"
+            ));
+        }
+        if crate::tls::clientauth::NOT_IGNORABLE.contains(&n) {
+            return Err(format!(
+                "'{kw}' : ignoring error {n} is not supported by ebb: its verification cannot go on past it (use 'all' to accept any certificate)"
+            ));
+        }
+        bits |= 1 << n;
+    }
+    Ok(bits)
+}
+
 pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
@@ -176,6 +203,20 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 b.crt_lists.push((b.crts.len(), p));
             }
             "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
+            "verify" => b.client.verify = ClientVerify::parse(v?)?,
+            "ca-file" => b.client.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?)),
+            "ca-verify-file" => {
+                b.client.ca_verify_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?))
+            }
+            "crl-file" => b.client.crl_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?)),
+            "ca-ignore-err" => b.client.ca_ignore_err = ignore_err_list(opt, v?)?,
+            "crt-ignore-err" => b.client.crt_ignore_err = ignore_err_list(opt, v?)?,
+            "no-ca-names" => {
+                b.client.no_ca_names = true;
+                tls_opts = true;
+                i += 1;
+                continue;
+            }
             "alpn" => {
                 let v = v?;
                 b.alpn = alpn_list(v)?;
@@ -207,7 +248,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, crt-list, key, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, crt-list, key, verify, ca-file, ca-verify-file, crl-file, ca-ignore-err, crt-ignore-err, no-ca-names, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
                 ))
             }
         }
@@ -230,13 +271,23 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         b.no_tls_tickets |= d.no_tls_tickets;
         b.prefer_client_ciphers |= d.prefer_client_ciphers;
         b.strict_sni = strict_sni;
-        b.crt_base = ctx.resolve(
-            &ctx.tls
-                .crt_base
-                .as_ref()
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
+        let base = |p: Option<&PathBuf>| {
+            ctx.resolve(
+                &p.map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            )
+        };
+        b.ca_base = base(ctx.tls.ca_base.as_ref());
+        b.crt_base = base(ctx.tls.crt_base.as_ref());
+        if b.client.verify != ClientVerify::None
+            && b.client.ca_file.is_none()
+            && b.client.ca_verify_file.is_none()
+        {
+            return Err(
+                "verify is enabled but no CA file specified ('ca-file' or 'ca-verify-file')"
+                    .to_string(),
+            );
+        }
         if b.versions().is_empty() {
             return Err(
                 "the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
@@ -254,9 +305,10 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             || b.curves.is_some()
             || tls_opts
             || strict_sni
+            || b.client != ClientAuthConf::default()
         {
             return Err(
-                "TLS options ('crt', 'crt-list', 'key', 'alpn', 'ciphers', 'ciphersuites', 'curves', version options, 'strict-sni', 'no-tls-tickets', 'prefer-client-ciphers') need 'ssl' on the bind line"
+                "TLS options ('crt', 'crt-list', 'key', 'verify', 'ca-file', 'crl-file', 'alpn', 'ciphers', 'ciphersuites', 'curves', version options, 'strict-sni', 'no-tls-tickets', 'prefer-client-ciphers') need 'ssl' on the bind line"
                     .to_string(),
             );
         }

@@ -59,6 +59,55 @@ pub enum SockSpec {
     Abns(String),
 }
 
+/// `verify` on a `bind ... ssl` line: whether client certificates are
+/// asked for (HAProxy's default: `none`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ClientVerify {
+    /// Not asked for.
+    #[default]
+    None,
+    /// Asked for; a client may send none, one it sends must verify
+    /// (unless its error is ignored).
+    Optional,
+    /// Asked for and needed: the handshake fails without one.
+    Required,
+}
+
+impl ClientVerify {
+    /// `verify`'s value on a bind or `crt-list` line (HAProxy's message).
+    pub fn parse(v: &str) -> Result<ClientVerify, String> {
+        match v {
+            "none" => Ok(ClientVerify::None),
+            "optional" => Ok(ClientVerify::Optional),
+            "required" => Ok(ClientVerify::Required),
+            o => Err(format!(
+                "'verify' : unknown verify method '{o}', only 'none', 'optional', and 'required' are supported"
+            )),
+        }
+    }
+}
+
+/// Client-certificate settings of a `bind ... ssl` line (`verify`,
+/// `ca-file`, `ca-verify-file`, `crl-file`, `ca-ignore-err`,
+/// `crt-ignore-err`, `no-ca-names`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ClientAuthConf {
+    pub verify: ClientVerify,
+    /// CAs that verify client certificates, also named in the
+    /// CertificateRequest (unless `no_ca_names`). A file or a directory.
+    pub ca_file: Option<PathBuf>,
+    /// CAs that verify client certificates but are not named.
+    pub ca_verify_file: Option<PathBuf>,
+    /// Revocation lists (PEM); every CA of the chain needs one.
+    pub crl_file: Option<PathBuf>,
+    /// OpenSSL verify error IDs ignored at depth > 0 (bit N: ID N;
+    /// `all`: every bit).
+    pub ca_ignore_err: u64,
+    /// The same at depth 0 (the client's own certificate).
+    pub crt_ignore_err: u64,
+    pub no_ca_names: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TlsVersion {
     Tls12,
@@ -107,6 +156,11 @@ pub struct BindSsl {
     /// Where relative certificate paths inside a `crt-list` point
     /// (`crt-base`, resolved like every config path).
     pub crt_base: PathBuf,
+    /// Client certificates (`verify`, `ca-file`...).
+    pub client: ClientAuthConf,
+    /// Where relative `ca-file`/`crl-file` paths of a `crt-list` line
+    /// point (`ca-base`, resolved like every config path).
+    pub ca_base: PathBuf,
 }
 
 impl BindSsl {

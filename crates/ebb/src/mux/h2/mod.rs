@@ -417,6 +417,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             tls: self.tr.is_tls(),
             sni: self.tr.sni().map(str::to_string),
             alpn: self.tr.alpn().map(<[u8]>::to_vec),
+            client: self.tr.client_cert().map(|c| Arc::new(c.to_owned())),
         }));
         let (task, conn) = Conn::<S>::spawn_lane(
             ctx,

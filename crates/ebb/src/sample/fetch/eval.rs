@@ -264,6 +264,7 @@ impl Fetch {
                 Some(Val::Int(n))
             }
             Fetch::SslFc => Some(Val::Bool(ctx.tls)),
+            Fetch::SslC(f) => f.eval(ctx, s),
             Fetch::SslFcSni => {
                 if !ctx.tls {
                     return None;

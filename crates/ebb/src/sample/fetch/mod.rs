@@ -14,6 +14,7 @@ use super::Type;
 mod eval;
 mod msg;
 mod parse;
+mod sslc;
 
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
 /// (positive from the first, negative from the last; no argument or 0:
@@ -92,6 +93,8 @@ pub(super) enum Fetch {
     CookVal(Option<String>, bool),
     SslFc,
     SslFcSni,
+    /// `ssl_c_*`, `ssl_fc_has_crt`: the client's certificate.
+    SslC(sslc::SslC),
     Status,
     /// `ipv4(A)`, `ipv6(A)`: a constant address.
     Addr(std::net::IpAddr),
@@ -274,6 +277,7 @@ impl Fetch {
             | Fetch::BeName
             | Fetch::SslFc
             | Fetch::SslFcSni
+            | Fetch::SslC(_)
             | Fetch::Str(_)
             | Fetch::Addr(_)
             | Fetch::Bin(_)
@@ -399,6 +403,7 @@ impl Fetch {
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
+            Fetch::SslC(f) => f.out_type(),
             Fetch::ReqPayload(..)
             | Fetch::ResPayload(..)
             | Fetch::Bin(_)

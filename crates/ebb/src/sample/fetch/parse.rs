@@ -121,6 +121,9 @@ impl Fetch {
         if let Some(f) = crate::sample::stk::StkFetch::compile(name, args) {
             return f.map(Fetch::Stk);
         }
+        if let Some(f) = super::sslc::SslC::compile(name, args) {
+            return f.map(Fetch::SslC);
+        }
         match name {
             "src" => none(Fetch::Src),
             "src_port" => none(Fetch::SrcPort),

@@ -37,6 +37,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let tcp_fmt = (l4.tcp_mode && self.fe.log_format.is_none())
             .then(|| crate::sample::logline::tcplog(!l4.tcplog));
         crate::log::Entry {
+            client_cert: self.tr.client_cert(),
             client: self.stream_src(),
             accept: self.sess.accepted(),
             frontend: &self.fe.name,

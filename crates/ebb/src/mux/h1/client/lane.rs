@@ -251,6 +251,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tls: false,
             sni: None,
             alpn: None,
+            client: None,
         }));
         let tr = std::mem::replace(&mut self.tr, placeholder);
         if std::mem::take(&mut self.registered) {
