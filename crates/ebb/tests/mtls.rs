@@ -114,6 +114,11 @@ const FRONTENDS: &[(&str, &str)] = &[
         "h2",
         "crt D/srv-both.pem verify required ca-file D/ca.pem alpn h2,http/1.1",
     ),
+    // CAs that do not issue the client's: the depth of the error.
+    (
+        "other",
+        "crt D/srv-both.pem verify optional ca-file D/other.pem ca-ignore-err all crt-ignore-err all",
+    ),
     // A crt-list line's own options (its line: `[verify required
     // ca-file ca.pem]`, ca-file under `ca-base`).
     ("list", "crt-list D/list.txt"),
@@ -275,6 +280,17 @@ fn verify_modes_and_fetches_beside_haproxy() {
     // No verify: nothing asked, nothing read.
     let n = get("none", Some("good")).unwrap();
     assert!(n.starts_with("used=0 has=0 verify=0"), "{n}");
+    // The intermediate's issuer is unknown: error 20 at depth 1.
+    let o = get("other", Some("chained-chain")).unwrap();
+    assert_eq!(
+        (
+            field(&o, "verify"),
+            field(&o, "err"),
+            field(&o, "caerr"),
+            field(&o, "depth")
+        ),
+        ("20", "0", "20", "1")
+    );
     // The crt-list line's verify.
     assert!(get("list", None).is_err());
     assert!(get("list", Some("expired")).is_err());
