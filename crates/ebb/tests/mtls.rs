@@ -114,6 +114,11 @@ const FRONTENDS: &[(&str, &str)] = &[
         "h2",
         "crt D/srv-both.pem verify required ca-file D/ca.pem alpn h2,http/1.1",
     ),
+    // CAs that do not issue the client's: the depth of the error.
+    (
+        "other",
+        "crt D/srv-both.pem verify optional ca-file D/other.pem ca-ignore-err all crt-ignore-err all",
+    ),
     // A crt-list line's own options (its line: `[verify required
     // ca-file ca.pem]`, ca-file under `ca-base`).
     ("list", "crt-list D/list.txt"),
@@ -275,6 +280,17 @@ fn verify_modes_and_fetches_beside_haproxy() {
     // No verify: nothing asked, nothing read.
     let n = get("none", Some("good")).unwrap();
     assert!(n.starts_with("used=0 has=0 verify=0"), "{n}");
+    // The intermediate's issuer is unknown: error 20 at depth 1.
+    let o = get("other", Some("chained-chain")).unwrap();
+    assert_eq!(
+        (
+            field(&o, "verify"),
+            field(&o, "err"),
+            field(&o, "caerr"),
+            field(&o, "depth")
+        ),
+        ("20", "0", "20", "1")
+    );
     // The crt-list line's verify.
     assert!(get("list", None).is_err());
     assert!(get("list", Some("expired")).is_err());
@@ -401,4 +417,71 @@ fn config_checks() {
     std::fs::write(sub.join("t.cfg"), &text).unwrap();
     let (rc, _, err) = run_ebb(&["-c", "-f", "t.cfg"], &sub);
     assert_eq!(rc, 0, "{err}");
+}
+
+/// The CA names a CertificateRequest carries: `ca-file`'s, none with
+/// `no-ca-names`, never `ca-verify-file`'s (as haproxy, through
+/// `openssl s_client`).
+#[test]
+fn ca_names_in_the_certificate_request() {
+    let Some(d) = pki("mtls-names") else { return };
+    let cfg = |binds: &[String]| {
+        let opts = [
+            "verify optional ca-file ca.pem",
+            "verify optional ca-file ca.pem no-ca-names",
+            "verify optional ca-verify-file ca.pem ca-file other.pem",
+        ];
+        let mut s = format!(
+            "global\n    ca-base {0}\n    crt-base {0}\ndefaults\n    mode http\n    timeout client 5s\n",
+            d.display()
+        );
+        for (i, (o, b)) in opts.iter().zip(binds).enumerate() {
+            s += &format!(
+                "frontend f{i}\n    bind {b} ssl crt srv-both.pem {o}\n    http-request return status 200\n"
+            );
+        }
+        s
+    };
+    let names = |addr: std::net::SocketAddr| -> String {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo | openssl s_client -connect {addr} 2>/dev/null"
+            ))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut lines = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Acceptable client certificate CA names"));
+        lines.next();
+        lines.next().unwrap_or("").to_string()
+    };
+    let e = Ebb::start(&cfg(&vec!["BIND".to_string(); 3]));
+    let ours: Vec<String> = e.addrs.iter().map(|a| names(*a)).collect();
+    assert_eq!(
+        ours,
+        [
+            "C = FR, O = Ebb Test, CN = Test Root CA",
+            "",
+            "CN = Other CA"
+        ]
+    );
+    let ports: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let Some(_h) = haproxy_with("mtls-names", &cfg(&ports)) else {
+        return;
+    };
+    let theirs: Vec<String> = ports
+        .iter()
+        .map(|p| {
+            let a = p.parse().unwrap();
+            wait_until("haproxy listening", || {
+                std::net::TcpStream::connect(a).is_ok()
+            });
+            names(a)
+        })
+        .collect();
+    assert_eq!(ours, theirs);
 }

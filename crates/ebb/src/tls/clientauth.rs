@@ -289,7 +289,7 @@ impl ClientAuth {
         let mut use_crls = !crl_refs.is_empty();
         let mut any_purpose = false;
         let mut seen = Vec::new();
-        loop {
+        let run = |time: UnixTime, use_crls: bool, any_purpose: bool| {
             let revocation = if use_crls {
                 webpki::RevocationOptionsBuilder::new(&crl_refs)
                     .ok()
@@ -302,10 +302,11 @@ impl ClientAuth {
             } else {
                 None
             };
-            let r = if any_purpose {
+            let roots = &self.roots.roots;
+            if any_purpose {
                 ee.verify_for_usage(
                     algs,
-                    &self.roots.roots,
+                    roots,
                     intermediates,
                     time,
                     AnyPurpose,
@@ -314,20 +315,28 @@ impl ClientAuth {
                 )
                 .map(|_| ())
             } else {
-                ee.verify_for_usage(
-                    algs,
-                    &self.roots.roots,
-                    intermediates,
-                    time,
-                    webpki::KeyUsage::client_auth(),
-                    revocation,
-                    None,
-                )
-                .map(|_| ())
-            };
-            let Err(e) = r else {
+                let usage = webpki::KeyUsage::client_auth();
+                ee.verify_for_usage(algs, roots, intermediates, time, usage, revocation, None)
+                    .map(|_| ())
+            }
+        };
+        loop {
+            let Err(mut e) = run(time, use_crls, any_purpose) else {
                 return (note, None);
             };
+            // webpki checks the leaf's dates before looking for its issuer,
+            // OpenSSL after building the chain: an unknown issuer comes
+            // first there.
+            if matches!(
+                e,
+                webpki::Error::CertExpired { .. } | webpki::Error::CertNotValidYet { .. }
+            ) {
+                if let Some(t) = valid_time(&parsed) {
+                    if let Err(webpki::Error::UnknownIssuer) = run(t, use_crls, any_purpose) {
+                        e = webpki::Error::UnknownIssuer;
+                    }
+                }
+            }
             let (code, depth, err) = self.map_error(&e, &parsed, now);
             note.add(code, depth);
             if !self.ignored(code, depth) {
