@@ -1340,8 +1340,9 @@ fn send_trailers(h2: &mut Connection, id: u32, t: &mut Vec<u8>) -> Result<(), Er
 }
 
 /// The answer of lane `l`'s stream is complete. If the client is still
-/// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
-/// the lane, which would read the rest as a body to drop, is given up.
+/// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1),
+/// unless it is an open tunnel, and the lane, which would read the rest
+/// as a body to drop, is given up.
 fn finish<S>(h2: &mut Connection, l: &mut Lane<S>, p: &mut LanePipe, now: u32) {
     if l.req_open {
         // A tunnel's server closed: the client's side of the stream stays
