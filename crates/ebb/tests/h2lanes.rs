@@ -832,6 +832,17 @@ fn connect_tunnel(a: SocketAddr) -> Vec<String> {
     c.data(1, b"", true);
     let (d, end) = c.read_data(1, usize::MAX);
     seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
+    // A second tunnel, whose client shuts its side of the TCP connection
+    // instead: a half-close as well, the server's last bytes still come.
+    let mut c = RawH2::connect(a);
+    c.request(1, &CONNECT, false);
+    c.headers(1);
+    c.data(1, b"again", false);
+    let (d, _) = c.read_data(1, 5);
+    seen.push(String::from_utf8_lossy(&d).into_owned());
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let (d, end) = c.read_data(1, usize::MAX);
+    seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
     seen
 }
 
@@ -839,9 +850,10 @@ fn connect_tunnel(a: SocketAddr) -> Vec<String> {
 /// `:scheme` nor `:path`) reaches an HTTP/1.1 server as `CONNECT
 /// host:port HTTP/1.1` with that `host`; its 2xx makes the stream the
 /// tunnel: DATA go raw both ways, the client's END_STREAM is the
-/// server's end of input (a half-close: the server still answers), the
-/// server's close the stream's END_STREAM. The same as HAProxy 2.6, side
-/// by side. Before, ebb answered 405.
+/// server's end of input (a half-close: the server still answers), and
+/// so is the client's shutdown of its side of the TCP connection; the
+/// server's close is the stream's END_STREAM. The same as HAProxy 2.6,
+/// side by side. Before, ebb answered 405.
 #[test]
 fn h2_connect_is_a_tunnel_to_an_http1_server() {
     let (o, heads) = connect_origin("echo");
@@ -850,10 +862,12 @@ fn h2_connect_is_a_tunnel_to_an_http1_server() {
         r#"[":status: 200", "x-o: 1"] end=false"#,
         "HELLO end=false",
         "FIN-SEEN end=true",
+        "AGAIN",
+        "FIN-SEEN end=true",
     ];
     assert_eq!(connect_tunnel(e.addr()), want);
     let head = "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n";
-    assert_eq!(heads.lock().unwrap().as_slice(), [head]);
+    assert_eq!(heads.lock().unwrap().as_slice(), [head, head]);
     // The log line says what HAProxy's does.
     wait_until("the log line", || {
         e.stdout
@@ -868,7 +882,7 @@ fn h2_connect_is_a_tunnel_to_an_http1_server() {
         let a = SocketAddr::from(([127, 0, 0, 1], port));
         wait_until("haproxy listens", || TcpStream::connect(a).is_ok());
         assert_eq!(connect_tunnel(a), want, "haproxy");
-        assert_eq!(hheads.lock().unwrap().as_slice(), [head], "haproxy");
+        assert_eq!(hheads.lock().unwrap().as_slice(), [head, head], "haproxy");
     }
 }
 

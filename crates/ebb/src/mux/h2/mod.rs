@@ -1013,10 +1013,12 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             for l in &mut self.lanes {
                 if l.id != 0 && !l.gone {
                     let mut pp = l.pipe.borrow_mut();
-                    // A tunnel the client half-closed ends whole now.
-                    if !pp.eof || pp.half_close {
+                    // An open tunnel's server gets the end as a half-close
+                    // (HAProxy 2.6's shutw: its last bytes still go to a
+                    // client that only shut its side), as at END_STREAM.
+                    if !pp.eof {
                         pp.eof = true;
-                        pp.half_close = false;
+                        pp.half_close = l.tunnel && matches!(l.resp, Resp::UntilClose);
                         drop(pp);
                         ctx.tasklet_wakeup(l.task);
                     }
