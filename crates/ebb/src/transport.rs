@@ -136,6 +136,10 @@ pub struct LanePipe {
     /// CONNECT), or closed the connection: once `input` is read, the lane
     /// reads the end (0).
     pub eof: bool,
+    /// That end is the client's END_STREAM on a tunnel (not its close of
+    /// the connection): passed on to the server as a half-close, as
+    /// HAProxy 2.6 shuts the server's side of a CONNECT tunnel.
+    pub half_close: bool,
     /// The `sec-websocket-key` the HTTP/2 side made up for an extended
     /// CONNECT websocket request (RFC 8441 has none): the server's
     /// `sec-websocket-accept` must match it (HAProxy's check).

@@ -749,3 +749,304 @@ fn a_whole_request_reaches_the_server_after_the_client_left() {
         assert_eq!(origin_lines(&h), ["GET /gone HTTP/1.1 host=hostname"]);
     }
 }
+
+// --- CONNECT (RFC 9113 §8.5) ------------------------------------------------
+
+/// An HTTP/1.1 server for CONNECT: records each head it reads; `refuse`
+/// answers 403 with a 4-byte body; `bye` answers 200, sends `BYE` and
+/// closes; otherwise it answers 200 and echoes in upper case, and at the
+/// client's half-close sends `FIN-SEEN` and closes.
+fn connect_origin(mode: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&heads);
+    let a = common::origin::serve_each(move |mut s| {
+        let Some(head) = common::origin::read_head(&mut s) else {
+            return;
+        };
+        let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        h.lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(&head[..end]).into_owned());
+        let early = head[end..].to_ascii_uppercase();
+        let answer: &[u8] = match mode {
+            "refuse" => b"HTTP/1.1 403 Forbidden\r\ncontent-length: 4\r\nx-o: 1\r\n\r\nnope",
+            _ => b"HTTP/1.1 200 Connection established\r\nx-o: 1\r\n\r\n",
+        };
+        if s.write_all(answer).is_err() || s.write_all(&early).is_err() {
+            return;
+        }
+        match mode {
+            "refuse" => common::origin::drain(&mut s),
+            "bye" => {
+                let _ = s.write_all(b"BYE");
+            }
+            _ => {
+                let mut b = [0u8; 4096];
+                loop {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if s.write_all(&b[..n].to_ascii_uppercase()).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = s.write_all(b"FIN-SEEN");
+            }
+        }
+    });
+    (a, heads)
+}
+
+/// A `proto h2` listener in front of `origin`, on `bind`.
+fn connect_cfg(bind: &str, origin: SocketAddr) -> String {
+    format!("{UPGRADE_DEFAULTS}listen l\n    bind {bind} proto h2\n    server s {origin}\n")
+}
+
+/// `cfg` with its access log on stdout (ebb's only: HAProxy's is not read).
+fn logged(cfg: &str) -> String {
+    format!(
+        "global\n    log stdout format raw local0\n{}",
+        cfg.replace(
+            "listen l\n",
+            "listen l\n    log global\n    option httplog\n"
+        )
+    )
+}
+
+const CONNECT: [(&str, &str); 2] = [(":method", "CONNECT"), (":authority", "example.com:443")];
+
+/// A client's CONNECT through `a` to a tunnelling origin: what it saw.
+fn connect_tunnel(a: SocketAddr) -> Vec<String> {
+    let mut c = RawH2::connect(a);
+    let mut seen = Vec::new();
+    c.request(1, &CONNECT, false);
+    let (f, end) = c.headers(1);
+    seen.push(format!("{f:?} end={end}"));
+    c.data(1, b"hello", false);
+    let (d, end) = c.read_data(1, 5);
+    seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
+    // END_STREAM: the server reads the end of the tunnel, and may still
+    // answer; its close ends the stream.
+    c.data(1, b"", true);
+    let (d, end) = c.read_data(1, usize::MAX);
+    seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
+    // A second tunnel, whose client shuts its side of the TCP connection
+    // instead: a half-close as well, the server's last bytes still come.
+    let mut c = RawH2::connect(a);
+    c.request(1, &CONNECT, false);
+    c.headers(1);
+    c.data(1, b"again", false);
+    let (d, _) = c.read_data(1, 5);
+    seen.push(String::from_utf8_lossy(&d).into_owned());
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let (d, end) = c.read_data(1, usize::MAX);
+    seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
+    seen
+}
+
+/// An HTTP/2 client's CONNECT (`:method CONNECT`, `:authority`, no
+/// `:scheme` nor `:path`) reaches an HTTP/1.1 server as `CONNECT
+/// host:port HTTP/1.1` with that `host`; its 2xx makes the stream the
+/// tunnel: DATA go raw both ways, the client's END_STREAM is the
+/// server's end of input (a half-close: the server still answers), and
+/// so is the client's shutdown of its side of the TCP connection; the
+/// server's close is the stream's END_STREAM. The same as HAProxy 2.6,
+/// side by side. Before, ebb answered 405.
+#[test]
+fn h2_connect_is_a_tunnel_to_an_http1_server() {
+    let (o, heads) = connect_origin("echo");
+    let e = Ebb::start(&logged(&connect_cfg("BIND", o)));
+    let want = [
+        r#"[":status: 200", "x-o: 1"] end=false"#,
+        "HELLO end=false",
+        "FIN-SEEN end=true",
+        "AGAIN",
+        "FIN-SEEN end=true",
+    ];
+    assert_eq!(connect_tunnel(e.addr()), want);
+    let head = "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n";
+    assert_eq!(heads.lock().unwrap().as_slice(), [head, head]);
+    // The log line says what HAProxy's does.
+    wait_until("the log line", || {
+        e.stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(" 200 71 ") && l.contains("\"CONNECT example.com:443 HTTP/2.0\""))
+    });
+    let (ho, hheads) = connect_origin("echo");
+    let port = free_port();
+    if let Some(_h) = haproxy_with("h2connect", &connect_cfg(&format!("127.0.0.1:{port}"), ho)) {
+        let a = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_until("haproxy listens", || TcpStream::connect(a).is_ok());
+        assert_eq!(connect_tunnel(a), want, "haproxy");
+        assert_eq!(hheads.lock().unwrap().as_slice(), [head, head], "haproxy");
+    }
+}
+
+/// A CONNECT on a new connection to `a`, its answer read to the end of
+/// the stream into `seen`.
+fn connect_to_end(a: SocketAddr, seen: &mut Vec<String>) -> RawH2 {
+    let mut c = RawH2::connect(a);
+    c.request(1, &CONNECT, false);
+    let (f, end) = c.headers(1);
+    seen.push(format!("{f:?} end={end}"));
+    let (d, end) = c.read_data(1, usize::MAX);
+    seen.push(format!("{} end={end}", String::from_utf8_lossy(&d)));
+    c
+}
+
+/// What a client sees of a refused CONNECT and of a tunnel whose server
+/// closes first, then of a second CONNECT on the same connection.
+fn connect_ends(refuse: SocketAddr, bye: SocketAddr) -> Vec<String> {
+    let mut seen = Vec::new();
+    // Refused: an ordinary answer, then the stream is reset (the client
+    // had not ended it).
+    let mut c = connect_to_end(refuse, &mut seen);
+    loop {
+        let (kind, _, id, _) = c.read_frame();
+        if kind == 3 && id == 1 {
+            seen.push("reset".into());
+            break;
+        }
+    }
+    // The server closes first: END_STREAM and no reset; the client may
+    // still send and end its side; the connection goes on.
+    let mut c = connect_to_end(bye, &mut seen);
+    c.data(1, b"late", false);
+    c.data(1, b"", true);
+    c.request(3, &CONNECT, false);
+    loop {
+        let (kind, _, id, _) = c.read_frame();
+        assert!(!(kind == 3 && id == 1), "stream 1 reset");
+        if kind == 1 && id == 3 {
+            seen.push("second answered".into());
+            break;
+        }
+    }
+    seen
+}
+
+/// A CONNECT the server refuses is an ordinary answer (status, fields,
+/// body), the stream then reset; a tunnel whose server closes first ends
+/// with END_STREAM and no RST_STREAM, the client's later DATA dropped.
+/// As HAProxy 2.6, side by side.
+#[test]
+fn h2_connect_refused_or_closed_by_the_server() {
+    let (refuse, _) = connect_origin("refuse");
+    let (bye, _) = connect_origin("bye");
+    let e = Ebb::start(&format!(
+        "{}{}",
+        connect_cfg("BIND", refuse),
+        connect_cfg("BIND", bye)
+            .split_once("listen l\n")
+            .map(|(_, l)| format!("listen l2\n{l}"))
+            .unwrap()
+    ));
+    let want = [
+        r#"[":status: 403", "content-length: 4", "x-o: 1"] end=false"#,
+        "nope end=true",
+        "reset",
+        r#"[":status: 200", "x-o: 1"] end=false"#,
+        "BYE end=true",
+        "second answered",
+    ];
+    assert_eq!(connect_ends(e.addrs[0], e.addrs[1]), want);
+    let (p1, p2) = (free_port(), free_port());
+    let hcfg = format!(
+        "{}listen l2\n    bind 127.0.0.1:{p2} proto h2\n    server s {bye}\n",
+        connect_cfg(&format!("127.0.0.1:{p1}"), refuse)
+    );
+    if let Some(_h) = haproxy_with("h2connect-ends", &hcfg) {
+        let a1 = SocketAddr::from(([127, 0, 0, 1], p1));
+        let a2 = SocketAddr::from(([127, 0, 0, 1], p2));
+        wait_until("haproxy listens", || TcpStream::connect(a2).is_ok());
+        assert_eq!(connect_ends(a1, a2), want, "haproxy");
+    }
+}
+
+/// An HTTP/1.1 client's CONNECT toward a `proto h2` server goes as an
+/// HTTP/2 CONNECT (`:method`, `:authority`), its 2xx the client's
+/// `HTTP/1.1 200 ` and the tunnel, the client's half-close the stream's
+/// END_STREAM: here through ebb's own HTTP/2 bind to an HTTP/1.1 server,
+/// so both translations at once. HAProxy 2.6 sends the same (checked by
+/// hand with a Python h2 server). Before, the stream ended with its head
+/// and the answer came chunked.
+#[test]
+fn http1_connect_reaches_an_h2_server() {
+    let (o, heads) = connect_origin("echo");
+    let front = free_port();
+    let e = Ebb::start(&format!(
+        "{}listen h1\n    bind BIND\n    server s 127.0.0.1:{front} proto h2\n",
+        connect_cfg(&format!("127.0.0.1:{front}"), o)
+    ));
+    let a = e.addrs.iter().find(|a| a.port() != front).copied().unwrap();
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    s.write_all(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        .unwrap();
+    let head = common::origin::read_head(&mut s).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&head),
+        "HTTP/1.1 200 \r\nx-o: 1\r\n\r\n"
+    );
+    s.write_all(b"hello").unwrap();
+    let mut b = [0u8; 5];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"HELLO");
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest, b"FIN-SEEN");
+    assert_eq!(
+        heads.lock().unwrap().as_slice(),
+        ["CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n"]
+    );
+}
+
+/// What an `h2` bind sends to a client speaking HTTP/1.1, and whether it
+/// then closed.
+fn h1_on_h2(a: SocketAddr) -> (Vec<u8>, bool) {
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let closed = s.read_to_end(&mut out).is_ok();
+    (out, closed)
+}
+
+/// HTTP/1.1 bytes on a `bind ... proto h2`: not the preface, so nothing
+/// is sent (no SETTINGS, no GOAWAY) and the connection closes, logged
+/// `<BADREQ>` `PR--` without captures, as HAProxy 2.6 does
+/// (`h2c_frt_recv_preface`: no GOAWAY before the preface; no stream, so
+/// no `{...}`). Before, ebb sent SETTINGS and a GOAWAY, and logged `{|}`.
+#[test]
+fn http1_bytes_on_an_h2_bind_are_closed_without_a_frame() {
+    let (o, _) = connect_origin("echo");
+    let cfg = logged(&connect_cfg("BIND", o));
+    let e = Ebb::start(&cfg.replace(
+        "listen l\n",
+        "listen l\n    http-request capture req.hdr(host) len 50\n",
+    ));
+    assert_eq!(h1_on_h2(e.addr()), (Vec::new(), true));
+    wait_until("the log line", || {
+        e.stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(" PR-- ") && l.contains("\"<BADREQ>\""))
+    });
+    // No stream, so no captures: no `{...}` (HAProxy's line has none).
+    let lines = e.stdout.lock().unwrap().clone();
+    assert!(lines.iter().all(|l| !l.contains('{')), "{lines:?}");
+    let port = free_port();
+    if let Some(_h) = haproxy_with("h2-h1bytes", &connect_cfg(&format!("127.0.0.1:{port}"), o)) {
+        let a = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_until("haproxy listens", || TcpStream::connect(a).is_ok());
+        assert_eq!(h1_on_h2(a), (Vec::new(), true), "haproxy");
+    }
+}

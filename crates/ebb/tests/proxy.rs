@@ -1383,3 +1383,69 @@ fn connect_opens_a_tunnel_through_a_server_as_haproxy() {
         assert_eq!(connect_shapes(a)[..4], got[..4], "haproxy's");
     }
 }
+
+/// Per `Host` a CONNECT to `example.com:443` carries: the status the
+/// client got and the `host` value the server read (lower-cased).
+fn connect_hosts(
+    a: std::net::SocketAddr,
+    heads: &std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for host in [
+        "example.com:443",
+        "Example.com",
+        "other.example:443",
+        "example.com:80",
+    ] {
+        heads.lock().unwrap().clear();
+        let req = format!("CONNECT example.com:443 HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let mut s = std::net::TcpStream::connect(a).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+        let head = common::origin::read_head(&mut s).unwrap_or_default();
+        let line = String::from_utf8_lossy(&head);
+        let status = line.split(' ').nth(1).unwrap_or("").to_string();
+        let sent = heads.lock().unwrap().first().map(|h| {
+            h.lines()
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+                })
+                .map(|(_, v)| v.trim().to_ascii_lowercase())
+                .unwrap_or_default()
+        });
+        out.push(format!("{host}: {status} {sent:?}"));
+    }
+    out
+}
+
+/// A CONNECT's `Host` must name its target's host and port (none only
+/// for 80 and 443, which the server then gets without), else 400, as
+/// HAProxy 2.6.12 checks it (`h1_validate_connect_authority`): beside
+/// haproxy. Before, ebb passed any `Host` on as it came.
+#[test]
+fn connect_host_is_checked_and_normalized_as_haproxy() {
+    let cfg = |bind: &str, o: std::net::SocketAddr| {
+        format!(
+            "defaults\n    mode http\n    timeout connect 5s\n    timeout client 20s\n    timeout server 20s\n\
+             frontend fe\n    bind {bind}\n    default_backend be\n\
+             backend be\n    server s {o}\n"
+        )
+    };
+    let (o, heads) = connect_origin();
+    let e = Ebb::start(&cfg("BIND", o));
+    let want = [
+        "example.com:443: 200 Some(\"example.com\")",
+        "Example.com: 200 Some(\"example.com\")",
+        "other.example:443: 400 None",
+        "example.com:80: 400 None",
+    ];
+    assert_eq!(connect_hosts(e.addr(), &heads), want);
+    let (ho, hheads) = connect_origin();
+    if let Some((_h, a)) = haproxy_beside("connect-host", |_, bind| {
+        format!("global\n    stats socket X level admin\n{}", cfg(bind, ho))
+    }) {
+        assert_eq!(connect_hosts(a, &hheads), want, "haproxy's");
+    }
+}

@@ -393,6 +393,10 @@ pub struct Connection {
     recent_pos: usize,
     /// The highest id `recent` took: a stream above it is not there.
     recent_max: u32,
+    /// Server role: ebb's SETTINGS, held until the client's preface came
+    /// (HAProxy 2.6 answers the preface; bytes that are not one get no
+    /// frame at all).
+    preface_reply: Vec<u8>,
 }
 
 const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
@@ -463,6 +467,7 @@ impl Connection {
             recent: [(0, false); 32],
             recent_pos: 0,
             recent_max: 0,
+            preface_reply: Vec::new(),
         };
         c.decoder.set_max_fields(cfg.max_fields as usize);
         let mut params = match role {
@@ -488,7 +493,10 @@ impl Connection {
         if cfg.max_frame_size != frame::MIN_MAX_FRAME_SIZE {
             params.push((setting::MAX_FRAME_SIZE, cfg.max_frame_size));
         }
-        frame::write_settings(&mut c.out, &params);
+        match role {
+            Role::Server => frame::write_settings(&mut c.preface_reply, &params),
+            Role::Client => frame::write_settings(&mut c.out, &params),
+        }
         if cfg.connection_window > frame::DEFAULT_WINDOW {
             let inc = cfg.connection_window - frame::DEFAULT_WINDOW;
             // Server role: with the first DATA frame; client role: after
@@ -541,6 +549,14 @@ impl Connection {
     /// connection: the client spoke HTTP/2), even if it then failed.
     pub fn started(&self) -> bool {
         self.spoke
+    }
+
+    /// Server role: the connection ended before the client's preface
+    /// came (its first bytes were not one, or a stop or timeout came
+    /// first), so nothing was sent (no SETTINGS, no GOAWAY: HAProxy 2.6
+    /// sends none before the preface either): it closes at once.
+    pub fn closed_unspoken(&self) -> bool {
+        self.state == State::Closed && !self.preface_reply.is_empty()
     }
 
     /// Whether the peer sent SETTINGS_ENABLE_CONNECT_PROTOCOL 1 (RFC 8441):
@@ -736,12 +752,18 @@ impl Connection {
             State::Preface => {
                 let n = input.len().min(frame::PREFACE.len());
                 if input[..n] != frame::PREFACE[..n] {
+                    // Closed first: no GOAWAY (HAProxy sends none before
+                    // the preface); the SETTINGS stay unsent.
+                    self.state = State::Closed;
                     return Err((input.len(), H2Error::Connection(ErrorCode::PROTOCOL_ERROR)));
                 }
                 if n < frame::PREFACE.len() {
                     return Ok((0, None));
                 }
                 self.state = State::FirstSettings;
+                // ebb's SETTINGS first, before anything queued meanwhile.
+                let reply = std::mem::take(&mut self.preface_reply);
+                self.out.splice(0..0, reply);
                 return Ok((n, None));
             }
             _ => {}
@@ -1637,6 +1659,10 @@ impl Connection {
         if self.goaway.is_some() || self.state == State::Closed {
             return;
         }
+        if self.state == State::Preface {
+            self.state = State::Closed;
+            return;
+        }
         if self.role == Role::Client {
             frame::write_goaway(&mut self.out, 0, ErrorCode::NO_ERROR);
             self.goaway = Some((0, true));
@@ -1653,6 +1679,10 @@ impl Connection {
     /// [`Connection::is_done`].
     pub fn goaway_now(&mut self) {
         if self.state == State::Closed || matches!(self.goaway, Some((_, true))) {
+            return;
+        }
+        if self.state == State::Preface {
+            self.state = State::Closed;
             return;
         }
         let last = self.goaway_last();

@@ -39,10 +39,11 @@ pub use request::{Malformed, RequestHead, ResponseHead, Written};
 /// its field count. HAProxy 2.6 counts `tune.http.maxhdr` only in its
 /// HTTP/1 parser; an HTTP/2 head is bounded by its HPACK list instead
 /// (2 x `tune.http.maxhdr` - 1 fields, [`Config::max_fields`]), which
-/// the connection enforces.
+/// the connection enforces. Marked as a lane's (`h2_lane`).
 pub fn lane_limits(limits: &crate::http1::Limits) -> crate::http1::Limits {
     crate::http1::Limits {
         max_headers: crate::http1::MAX_HEADERS_CAP,
+        h2_lane: true,
         ..*limits
     }
 }

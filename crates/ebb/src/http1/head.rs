@@ -142,6 +142,10 @@ pub struct Limits {
     /// absolute URI or `*` (`set-path a`) is forwarded as it is (its span
     /// is the path's; the `path` fetch finds none in it, as HAProxy's).
     pub rebuilt: bool,
+    /// The head is an HTTP/2 request's HTTP/1 form (a lane's): its `host`
+    /// came from `:authority`, and a CONNECT's keeps its default port
+    /// (HAProxy 2.6 normalizes only an HTTP/1 client's).
+    pub h2_lane: bool,
 }
 
 /// Whether a parsed head has more fields than `max` as HAProxy counts
@@ -197,6 +201,7 @@ impl Default for Limits {
             max_drain: 16 * 1024,
             buf_size: 16 * 1024,
             rebuilt: false,
+            h2_lane: false,
         }
     }
 }

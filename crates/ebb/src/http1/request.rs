@@ -337,6 +337,20 @@ pub fn complete_request_into(
         if form == TargetForm::Absolute && !limits.rebuilt && !host_is_authority(path, host) {
             return Err(HttpError::BadHost);
         }
+        // CONNECT: the Host names the target's host and port, as HAProxy
+        // 2.6.12 checks it (`h1_validate_connect_authority`), and a
+        // default port (80, 443) is dropped from its value.
+        if head.method == Method::Connect && !limits.rebuilt {
+            match connect_host(path, host) {
+                None => return Err(HttpError::BadHost),
+                Some(keep) if keep < host.len() && !limits.h2_lane => {
+                    if let Some(f) = head.headers.iter_mut().find(|f| f.value == h) {
+                        f.value.end = f.value.start + keep as u32;
+                    }
+                }
+                Some(_) => {}
+            }
+        }
     } else if http11 && !limits.rebuilt && form != TargetForm::Absolute {
         // An absolute target names the host itself: HAProxy 2.6 serves
         // it without Host (and sends none on); RFC 9112 §3.2's 400 is
@@ -659,6 +673,36 @@ fn host_is_authority(target: &[u8], host: &[u8]) -> bool {
     let auth = &rest[..rest.iter().position(|&b| b == b'/').unwrap_or(rest.len())];
     let bare = |a: &'_ [u8]| -> usize { a.len() - if a.ends_with(port) { port.len() } else { 0 } };
     auth[..bare(auth)].eq_ignore_ascii_case(&host[..bare(host)])
+}
+
+/// The port at the end of an authority (`:` and digits after it, at
+/// least one, not at the start), as HAProxy's `http_get_host_port`: the
+/// host before it and the port.
+fn split_port(a: &[u8]) -> (&[u8], Option<&[u8]>) {
+    let digits = a.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let colon = a.len() - digits;
+    if digits == 0 || colon < 2 || a[colon - 1] != b':' {
+        return (a, None);
+    }
+    (&a[..colon - 1], Some(&a[colon..]))
+}
+
+/// A CONNECT's Host against its authority-form `target`, as HAProxy
+/// 2.6.12 (`h1_validate_connect_authority`): with a port, the same host
+/// (but for case) and the same port; without, the same host and a target
+/// port of 80 or 443. `None` when they disagree, else how much of `host`
+/// to keep: a port of 80 or 443 is dropped (HAProxy's normalization).
+fn connect_host(target: &[u8], host: &[u8]) -> Option<usize> {
+    let (t_host, t_port) = split_port(target);
+    let t_port = t_port?;
+    let default = t_port == b"80" || t_port == b"443";
+    match split_port(host) {
+        (h, Some(p)) if h.eq_ignore_ascii_case(t_host) && p == t_port => {
+            Some(if default { h.len() } else { host.len() })
+        }
+        (h, None) if default && h.eq_ignore_ascii_case(t_host) => Some(host.len()),
+        _ => None,
+    }
 }
 
 /// `HTTP/` DIGIT `.` DIGIT (RFC 9112 §2.3), and also `HTTP/2` style

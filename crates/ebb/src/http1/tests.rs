@@ -2033,6 +2033,45 @@ fn an_absolute_target_leaves_only_a_different_host_to_check() {
 }
 
 #[test]
+fn a_connect_and_its_host_must_agree_as_in_haproxy() {
+    // HAProxy 2.6.12 (`h1_validate_connect_authority`), checked side by
+    // side: the same host but for case; a Host port equal to the
+    // target's, none only for 80 and 443, which are then dropped from
+    // the Host's value.
+    for (target, host, kept) in [
+        ("example.com:443", "example.com:443", Some("example.com")),
+        ("example.com:443", "EXAMPLE.com:443", Some("EXAMPLE.com")),
+        ("example.com:443", "example.com", Some("example.com")),
+        ("a:80", "a:80", Some("a")),
+        ("a:8443", "a:8443", Some("a:8443")),
+        ("a:8443", "a", None),
+        ("example.com:443", "other:443", None),
+        ("example.com:443", "example.com:80", None),
+        ("[::1]:443", "[::1]:443", Some("[::1]")),
+    ] {
+        let req = format!("CONNECT {target} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let buf = req.as_bytes();
+        match (parse(buf), kept) {
+            (Ok(Status::Complete(h)), Some(k)) => {
+                assert_eq!(h.headers[0].value.get(buf), k.as_bytes(), "{target} {host}");
+            }
+            (r, None) => assert_eq!(r.err(), Some(HttpError::BadHost), "{target} {host}"),
+            (r, _) => panic!("{target} {host}: {r:?}"),
+        }
+    }
+    // An HTTP/2 request's form (a lane's) keeps its `host` as written.
+    let buf = b"CONNECT a:443 HTTP/1.1\r\nhost: a:443\r\n\r\n";
+    let limits = Limits {
+        h2_lane: true,
+        ..Limits::default()
+    };
+    match parse_request(buf, &limits) {
+        Ok(Status::Complete(h)) => assert_eq!(h.headers[0].value.get(buf), b"a:443"),
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
 fn an_absolute_target_and_its_host_must_agree_as_in_haproxy() {
     // HAProxy 2.6.12, checked side by side: the authority (up to the first
     // `/`) and Host, each without the scheme's default port, equal but for

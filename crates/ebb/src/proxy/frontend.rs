@@ -101,7 +101,8 @@ impl FrontendRt {
             cookie_flags: "--",
             h2: false,
             vars,
-            ncaps: self.ncaps(),
+            // No stream, no capture slots: HAProxy prints no `{...}`.
+            ncaps: (0, 0),
             fmt: None,
             asap: false,
         }

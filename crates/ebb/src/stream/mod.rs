@@ -809,11 +809,6 @@ impl Stream {
         };
         let (fe_from, be_at) = match at {
             Resume::Start => {
-                if c.head.method == Method::Connect && c.lane_of.is_some() {
-                    // An HTTP/2 client's CONNECT (RFC 9113 §8.5): its
-                    // stream would have to become the tunnel; not done yet.
-                    return Act::Connect;
-                }
                 // The request as a sample context, only for a frontend
                 // that reads it here (most have none of these).
                 if fe.monitor.is_some()

@@ -106,8 +106,12 @@ struct Lane<S> {
     req_open: bool,
     /// An extended CONNECT (RFC 8441): the request went as an HTTP/1.1
     /// upgrade; a 101 answer makes the stream a tunnel (200 to the
-    /// client, then bytes both ways as DATA).
+    /// client, then bytes both ways as DATA). Or a plain CONNECT (RFC
+    /// 9113 §8.5, `connect`): the request went as HTTP/1.1's `CONNECT
+    /// host:port`, and a 2xx answer makes the stream the tunnel.
     tunnel: bool,
+    /// A plain CONNECT (no `:protocol`).
+    connect: bool,
     /// Request bytes given to the lane and not yet granted back.
     unreleased: usize,
     resp: Resp,
@@ -438,6 +442,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             chunked: false,
             req_open: false,
             tunnel: false,
+            connect: false,
             unreleased: 0,
             resp: Resp::Head,
             stage: Vec::new(),
@@ -481,7 +486,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         l.id = id;
                         l.side_idle = false;
                         l.head_req = head.method() == b"HEAD";
-                        l.tunnel = head.protocol().is_some();
+                        l.connect = head.protocol().is_none() && head.method() == b"CONNECT";
+                        l.tunnel = head.protocol().is_some() || l.connect;
                         l.chunked = !l.tunnel && !end_stream && head.content_length.is_none();
                         l.req_open = !end_stream;
                         l.resp = Resp::Head;
@@ -502,7 +508,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                                 n += 1;
                             }
                         }
-                        pp.eof = false;
+                        // A tunnel's request may end with its head.
+                        pp.eof = l.tunnel && end_stream;
+                        pp.half_close = pp.eof;
                         pp.ws_key = None;
                         let websocket = head
                             .protocol()
@@ -575,6 +583,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         // The end of a tunnel's client side: the lane reads
                         // its end once the bytes are read.
                         pp.eof |= l.tunnel && end_stream;
+                        pp.half_close |= l.tunnel && end_stream;
                         drop(pp);
                         l.unreleased += data.len();
                         l.req_open = !end_stream;
@@ -984,6 +993,12 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                 self.idle_since = ctx.now();
             }
             if self.h2.is_done() && !self.has_output() {
+                if self.h2.closed_unspoken() {
+                    // Nothing was sent, no answer to keep: closed at once
+                    // (HAProxy 2.6 closes a connection whose first bytes
+                    // are not the preface).
+                    return self.close(ctx);
+                }
                 return self.linger(ctx);
             }
             if !moved {
@@ -1000,8 +1015,12 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             for l in &mut self.lanes {
                 if l.id != 0 && !l.gone {
                     let mut pp = l.pipe.borrow_mut();
+                    // An open tunnel's server gets the end as a half-close
+                    // (HAProxy 2.6's shutw: its last bytes still go to a
+                    // client that only shut its side), as at END_STREAM.
                     if !pp.eof {
                         pp.eof = true;
+                        pp.half_close = l.tunnel && matches!(l.resp, Resp::UntilClose);
                         drop(pp);
                         ctx.tasklet_wakeup(l.task);
                     }
@@ -1097,6 +1116,8 @@ fn drain_answer<S>(
                 }
                 let method = if l.head_req {
                     Method::Head
+                } else if l.connect {
+                    Method::Connect
                 } else {
                     Method::Get
                 };
@@ -1109,8 +1130,14 @@ fn drain_answer<S>(
                 moved = true;
                 // The server switched protocols for an extended CONNECT: the
                 // client gets 200 (RFC 8441 §5) and the stream carries the
-                // tunnel's bytes until the lane closes.
-                let switched = l.tunnel && head.status == 101;
+                // tunnel's bytes until the lane closes. A plain CONNECT's
+                // 2xx makes the tunnel the same way, its status as it came
+                // (RFC 9113 §8.5, as HAProxy 2.6).
+                let switched = if l.connect {
+                    (200..300).contains(&head.status)
+                } else {
+                    l.tunnel && head.status == 101
+                };
                 if !switched && head.is_interim() {
                     // An interim answer (`100 Continue`, `103 Early Hints`
                     // of an `http-request early-hint` rule or the server)
@@ -1135,7 +1162,13 @@ fn drain_answer<S>(
                         head.framing,
                         BodyFraming::None | BodyFraming::ContentLength(0)
                     );
-                let status = if switched { 200 } else { head.status };
+                // Refused: an ordinary answer, the stream no tunnel.
+                l.tunnel &= switched;
+                let status = if switched && !l.connect {
+                    200
+                } else {
+                    head.status
+                };
                 let buf = &p.output[..n];
                 let r = h2.send_response_with(id, status, end, |h| put_fields(h, head, buf));
                 p.output.drain(..n);
@@ -1311,11 +1344,17 @@ fn send_trailers(h2: &mut Connection, id: u32, t: &mut Vec<u8>) -> Result<(), Er
 }
 
 /// The answer of lane `l`'s stream is complete. If the client is still
-/// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
-/// the lane, which would read the rest as a body to drop, is given up.
+/// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1),
+/// unless it is an open tunnel, and the lane, which would read the rest
+/// as a body to drop, is given up.
 fn finish<S>(h2: &mut Connection, l: &mut Lane<S>, p: &mut LanePipe, now: u32) {
     if l.req_open {
-        let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
+        // A tunnel's server closed: the client's side of the stream stays
+        // open, its DATA dropped, until its END_STREAM (HAProxy 2.6 sends
+        // no RST_STREAM then either; it does after a refusal).
+        if !l.tunnel {
+            let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
+        }
         p.abort = true;
         l.gone = true;
     }

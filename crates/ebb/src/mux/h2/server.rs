@@ -108,6 +108,9 @@ pub(crate) struct Pipe {
     /// `alpn`: the server chose HTTP/1.1 (or nothing): the connection,
     /// handshake done, for the stream's server side to use as HTTP/1.1.
     pub(crate) h1: Option<Transport>,
+    /// The client half-closed its tunnel: the stream's END_STREAM goes
+    /// once `req` is sent.
+    pub(crate) req_end: bool,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -175,8 +178,9 @@ enum Req {
     Head,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
-    /// An upgrade sent as an extended CONNECT (RFC 8441): the stream's
-    /// bytes go as DATA as they come, until the exchange ends.
+    /// An upgrade sent as an extended CONNECT (RFC 8441), or a CONNECT:
+    /// the stream's bytes go as DATA as they come, until the exchange
+    /// ends or the client half-closes.
     Tunnel,
     Done,
 }
@@ -208,6 +212,9 @@ struct SrvStream {
     answer: H1Answer,
     /// The request is an upgrade, sent as an extended CONNECT.
     upgrade: Option<Box<Upgrade>>,
+    /// The request is a CONNECT (RFC 9113 §8.5): a 2xx answer opens the
+    /// tunnel.
+    connect: bool,
     /// Answer bytes given to the stream, not yet granted back.
     unreleased: usize,
     /// The request is a HEAD.
@@ -332,6 +339,7 @@ pub(crate) fn attach(
         scheme: hints.scheme,
         req: Req::Head,
         upgrade: None,
+        connect: false,
         stage: Vec::new(),
         // No reason phrase: HTTP/2 has none, and HAProxy 2.6 gives an
         // HTTP/1.1 client `HTTP/1.1 200 ` (the code, a space, nothing).
@@ -575,6 +583,21 @@ impl SrvConn {
                 let p = &mut *pg;
                 let out = &mut p.resp;
                 match m {
+                    Msg::Head(h) if s.connect && (200..300).contains(&h.status) => {
+                        // A CONNECT's tunnel is open: its 2xx, no length
+                        // (HAProxy 2.6's `HTTP/1.1 200 `), then the DATA
+                        // as they come.
+                        out.extend_from_slice(b"HTTP/1.1 ");
+                        out.extend_from_slice(h.status.to_string().as_bytes());
+                        out.extend_from_slice(b" \r\n");
+                        for (n, v) in h.fields.iter() {
+                            if !n.eq_ignore_ascii_case(b"content-length") {
+                                H1Answer::field(out, n, v);
+                            }
+                        }
+                        out.extend_from_slice(b"\r\n");
+                        s.answer.chunked = false;
+                    }
                     Msg::Head(h) if s.upgrade.is_some() && (200..300).contains(&h.status) => {
                         // The tunnel is open: the stream gets HTTP/1.1's
                         // 101, then the DATA as they come.
@@ -759,6 +782,7 @@ impl SrvConn {
                 let view = ReqHead::from_h1(&p.req, &head);
                 let body = view.body;
                 s.head_req = view.method == crate::http1::Method::Head;
+                s.connect = view.method == crate::http1::Method::Connect;
                 // An upgrade goes as an extended CONNECT (RFC 8441), to a
                 // server that announced it; else the exchange fails (502),
                 // as HAProxy refuses it.
@@ -806,7 +830,7 @@ impl SrvConn {
                             s.upgrade = Some(Box::new(Upgrade { protocol, accept }));
                         }
                         s.req = match body {
-                            _ if s.upgrade.is_some() => Req::Tunnel,
+                            _ if s.upgrade.is_some() || s.connect => Req::Tunnel,
                             BodySize::Empty => {
                                 let _ = self.h2.send_data(id, &[], true, now);
                                 Req::Done
@@ -833,11 +857,18 @@ impl SrvConn {
                     Req::Head | Req::Done => break,
                     Req::Tunnel => {
                         if p.req.is_empty() {
+                            if p.req_end {
+                                // The client's half-close: END_STREAM.
+                                let _ = self.h2.send_data(id, &[], true, now);
+                                s.req = Req::Done;
+                            }
                             break;
                         }
                         let sent = self.h2.send_data(id, &p.req, false, now).unwrap_or(0);
                         p.req.drain(..sent);
-                        break;
+                        if !p.req.is_empty() || !p.req_end {
+                            break;
+                        }
                     }
                     Req::Len(left) => {
                         let n = (*left).min(p.req.len() as u64) as usize;

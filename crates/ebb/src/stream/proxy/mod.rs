@@ -1077,11 +1077,19 @@ impl Stream {
             // tunnel): the server may still send its last bytes (a
             // CONNECT client's FIN while its server answers). The server's
             // close ends both connections, as HAProxy 2.6 ends the stream
-            // then (`tests/framing.rs`, beside haproxy). A lane or an
-            // HTTP/2 server has no half-close here: either close ends both.
-            let halves = !c.tr.is_lane() && sd.h2.is_none() && sd.sock.is_some();
+            // then (`tests/framing.rs`, beside haproxy). An HTTP/2
+            // client's END_STREAM on its tunnel is such a half-close too
+            // (its connection's close is not: it ends both), and an HTTP/2
+            // server gets the half-close as its stream's END_STREAM.
+            let client_half = c.tr.lane_pipe().is_none_or(|p| p.borrow().half_close);
+            let halves = client_half && (sd.h2.is_some() || sd.sock.is_some());
             if halves && client_gone && !server_gone && !up.shut_server {
-                if let Some(tr) = sd.sock.as_mut() {
+                if let Some(p) = sd.h2.as_ref() {
+                    p.borrow_mut().req_end = true;
+                    up.shut_server = true;
+                    moved = true;
+                    sd.wake_mux(ctx);
+                } else if let Some(tr) = sd.sock.as_mut() {
                     tr.close_notify();
                     if let Ok(true) = tr.flush_pending() {
                         let _ = tr.tcp().shutdown(std::net::Shutdown::Write);
