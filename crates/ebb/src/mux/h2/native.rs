@@ -123,20 +123,18 @@ impl Captured {
         self.h1_len = 0;
     }
 
-    /// Adds `content-length: n` as one record built on the stack, the
-    /// digits written where it ends: one copy into the list rather than
-    /// [`Encoder::push_field`]'s three.
+    /// Adds `content-length: n` as one record: its head, then the digits
+    /// (the list has room for them: [`Captured::take`] reserved it).
     fn push_content_length(&mut self, n: u64) {
         let mut d = [0u8; 20];
-        let len = crate::http1::decimal(n, &mut d).len();
-        let mut r = [0u8; CONTENT_LENGTH_RECORD.len() + 20];
-        r[CONTENT_LENGTH_RECORD.len()..].copy_from_slice(&d);
-        // The record's head just before the digits.
-        let start = 20 - len;
-        r[start..start + CONTENT_LENGTH_RECORD.len()].copy_from_slice(&CONTENT_LENGTH_RECORD);
-        r[start + 2] = len as u8;
-        self.fields.extend_from_slice(&r[start..]);
-        self.fields_h1 += b"content-length".len() + len + 4;
+        let digits = crate::http1::decimal(n, &mut d);
+        let at = self.fields.len();
+        self.fields.extend_from_slice(&CONTENT_LENGTH_RECORD);
+        if let Some(l) = self.fields.get_mut(at + 2) {
+            *l = digits.len() as u8;
+        }
+        self.fields.extend_from_slice(digits);
+        self.fields_h1 += b"content-length".len() + digits.len() + 4;
     }
 
     /// Adds a field of the head if the HTTP/1 writer would send it (a
@@ -204,13 +202,19 @@ impl Captured {
         if head.upgrade.is_some() || head.extra.get(b"upgrade").is_some() {
             return Take::No;
         }
-        let mut sd = SERVER_DATE;
-        sd[SERVER_DATE_LEN - DATE_LEN..].copy_from_slice(date);
+        let pre = head.prepared();
+        // Room for what is known to come (`server`, `date`, the prepared
+        // fields, `content-length`): one reservation, no growth between.
         self.fields.clear();
-        self.fields.extend_from_slice(&sd);
+        self.fields.reserve(
+            SERVER_DATE_LEN + pre.map_or(0, |p| p.h2.len()) + CONTENT_LENGTH_RECORD.len() + 20,
+        );
+        self.fields
+            .extend_from_slice(&SERVER_DATE[..SERVER_DATE_LEN - DATE_LEN]);
+        self.fields.extend_from_slice(date);
         self.fields_h1 = SERVER_DATE_H1;
         // What the HTTP/1 writer refuses is not sent either.
-        match head.prepared() {
+        match pre {
             // Checked and lowered when they were prepared.
             Some(p) => {
                 self.fields.extend_from_slice(p.h2);
@@ -222,7 +226,12 @@ impl Captured {
         if let BodyFraming::ContentLength(n) = framing {
             self.push_content_length(n);
         }
-        let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
+        // Prepared fields hold no framing field (`msg::Prepared`, as the
+        // HTTP/1 writer reads them): only the added ones may say `close`.
+        let field = |n: &[u8]| match pre {
+            Some(_) => head.extra.get(n),
+            None => head.fields.get(n).or_else(|| head.extra.get(n)),
+        };
         let close_asked = field(b"connection").is_some_and(|v| {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
