@@ -312,6 +312,13 @@ mod tests {
         (c, t)
     }
 
+    /// The fields kept are `server`, `date`, then `rest`.
+    fn assert_sent(c: &Captured, rest: &[(&[u8], &[u8])]) {
+        let mut want: Vec<(&[u8], &[u8])> = vec![(b"server", b"ebb"), (b"date", &DATE)];
+        want.extend_from_slice(rest);
+        assert_eq!(c.fields().collect::<Vec<_>>(), want);
+    }
+
     #[test]
     fn a_fixed_answer_is_taken_with_the_fields_and_size_of_its_http1_form() {
         let mut extra = FieldBuf::default();
@@ -325,15 +332,9 @@ mod tests {
         let body: [&[u8]; 2] = [b"hel", b"lo"];
         let (c, t) = cap(head, &body, Version::Http11, false);
         assert_eq!(t, Take::Keep);
-        let got: Vec<_> = c.fields().collect();
-        assert_eq!(
-            got,
-            vec![
-                (&b"server"[..], &b"ebb"[..]),
-                (b"date", &DATE[..]),
-                (b"content-type", b"text/plain"),
-                (b"content-length", b"5"),
-            ]
+        assert_sent(
+            &c,
+            &[(b"content-type", b"text/plain"), (b"content-length", b"5")],
         );
         assert_eq!(c.body, b"hello");
         let (raw, closing) = h1(head, &body, Version::Http11, false);
@@ -399,6 +400,34 @@ mod tests {
             Encoder::push_field(&mut want, b"content-length", n.to_string().as_bytes());
             assert_eq!(c.fields, want, "{n}");
             assert_eq!(c.fields_h1, format!("Content-Length: {n}\r\n").len());
+        }
+    }
+
+    #[test]
+    fn prepared_fields_go_as_they_are_and_only_added_ones_may_close() {
+        let mut own = crate::proxy::PreparedFields::default();
+        own.push(b"Content-Type", b"text/plain");
+        own.push(b"ETag", b"\"64-1\"");
+        let mut close = FieldBuf::default();
+        close.push(b"Connection", b"close");
+        for (extra, want) in [(FieldBuf::default(), Take::Keep), (close, Take::Close)] {
+            let head = RespHead {
+                fields: own.fields(),
+                pre: Some(own.prepared()),
+                extra: extra.fields(),
+                ..RespHead::new(200, BodySize::Exact(2))
+            };
+            let (c, t) = cap(head, &[b"ok"], Version::Http11, false);
+            assert_eq!(t, want);
+            let own_sent: [(&[u8], &[u8]); 3] = [
+                (b"content-type", b"text/plain"),
+                (b"etag", b"\"64-1\""),
+                (b"content-length", b"2"),
+            ];
+            assert_sent(&c, &own_sent);
+            let (raw, closing) = h1(head, &[b"ok"], Version::Http11, false);
+            assert_eq!(closing, want == Take::Close);
+            assert_eq!(c.sent(), raw.len() as u64);
         }
     }
 
