@@ -100,6 +100,9 @@ pub struct Prepared {
     /// `content-length`... [`crate::stream::msg::is_framing_field`]),
     /// which the muxes read from the head's added fields instead.
     pub literal_plain: bool,
+    /// [`Prepared::content_type_at`] of `literal` (with `body`), found
+    /// once.
+    pub literal_length_at: Option<u8>,
     /// The whole HTTP/1 answer to a request that keeps its connection,
     /// written once by the stream at the first such answer
     /// (`literal_plain` answers only; `None` inside: it cannot be): see
@@ -169,7 +172,7 @@ impl Prepared {
                 .iter()
                 .all(|(n, _)| !crate::stream::msg::is_framing_field(n))
         });
-        Ok(Prepared {
+        let mut p = Prepared {
             status: r.status,
             fields,
             content_type,
@@ -179,8 +182,33 @@ impl Prepared {
             dyn_hdrs,
             literal,
             literal_plain,
+            literal_length_at: None,
             h1_whole: std::sync::OnceLock::new(),
-        })
+        };
+        p.literal_length_at = p
+            .literal
+            .as_ref()
+            .and_then(|l| p.content_type_at(&p.body, l.fields()));
+        Ok(p)
+    }
+
+    /// Where HAProxy puts the `content-length` of the answer: before the
+    /// `content-type` it adds after the `hdr` fields (`fields`, the type
+    /// last), when it adds one; counted among the fields a mux writes
+    /// (not `connection` and the others it decides itself).
+    pub fn content_type_at(
+        &self,
+        body: &[u8],
+        fields: crate::stream::msg::Fields<'_>,
+    ) -> Option<u8> {
+        if self.content_type.is_none() || body.is_empty() {
+            return None;
+        }
+        let n = fields
+            .iter()
+            .filter(|(n, _)| !crate::stream::msg::is_framing_field(n))
+            .count();
+        u8::try_from(n.checked_sub(1)?).ok()
     }
 
     /// The answer for one request: its fields into `fields` (the `hdr`
@@ -220,13 +248,15 @@ impl Prepared {
         body
     }
 
-    /// What the `hdr` values and the `lf-string` body evaluate to on `ctx`
-    /// (HAProxy evaluates them when the rule runs, on the request as the
-    /// rules before edited it); `None` when the answer is all literal.
-    pub fn evaluate(&self, ctx: &Ctx<'_>) -> Option<Box<Evaluated>> {
+    /// What the `hdr` values and the `lf-string` body evaluate to on the
+    /// context `ctx` makes (HAProxy evaluates them when the rule runs, on
+    /// the request as the rules before edited it); `None` when the answer
+    /// is all literal (no context is made then).
+    pub fn evaluate<'c>(&self, ctx: impl FnOnce() -> Ctx<'c>) -> Option<Box<Evaluated>> {
         if self.dyn_hdrs.is_empty() && self.body_fmt.is_none() {
             return None;
         }
+        let ctx = &ctx();
         let mut fields = FieldBuf::default();
         for e in &self.dyn_hdrs {
             fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));

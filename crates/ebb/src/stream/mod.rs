@@ -703,7 +703,7 @@ impl Stream {
             HttpRequestAction::Return(_) => {
                 // Its formats see the request as edited so far.
                 let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
-                    p.evaluate(&crate::sample::Ctx {
+                    p.evaluate(|| crate::sample::Ctx {
                         req: Some(st.req()),
                         ..*base
                     })
@@ -910,7 +910,9 @@ impl Stream {
             // error, not a denied request).
             return Act::TcpBackend(bi);
         }
-        let base = ReqView {
+        // The backend's view, made only for the rules that read it (most
+        // backends have none: a copy of the whole context saved).
+        let be_base = || ReqView {
             be: Some(&backend.name),
             ..base
         };
@@ -931,7 +933,7 @@ impl Stream {
                 if !backend.l4.content_rules.is_empty() {
                     let view = ReqView {
                         req: Some(st.req()),
-                        ..base
+                        ..be_base()
                     };
                     if let Some(a) =
                         content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
@@ -950,7 +952,7 @@ impl Stream {
                 c,
                 &backend.http_request,
                 &backend.matcher,
-                &base,
+                &be_base(),
                 &mut st,
                 Some(bi),
                 be_from,
@@ -965,7 +967,7 @@ impl Stream {
         if backend.stats.is_some() {
             let view = ReqView {
                 req: Some(st.req()),
-                ..base
+                ..be_base()
             };
             if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
                 if stats_post_waits(&a, &c.head, &body) {
@@ -1929,7 +1931,7 @@ impl Stream {
             // at the first one.
             // HAProxy's `content-length` goes before the `content-type`
             // it adds last (when it adds one).
-            let length_at = content_type_at(p, &p.body, lit.fields());
+            let length_at = p.literal_length_at;
             if keep_alive && p.literal_plain {
                 let whole = p.h1_whole.get_or_init(|| {
                     let head = RespHead {
@@ -1986,7 +1988,7 @@ impl Stream {
             };
             p.render(&cx, done, &mut self.fields, &mut scratch)
         };
-        let length_at = content_type_at(p, body, self.fields.fields());
+        let length_at = p.content_type_at(body, self.fields.fields());
         for (n, v) in extra {
             self.fields.push(n, v);
         }
@@ -2279,25 +2281,6 @@ fn stats_act(
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
     Some(Act::Stats(Arc::clone(st), admin, be))
-}
-
-/// Where HAProxy puts the `content-length` of a `return`'s answer:
-/// before the `content-type` it adds after the `hdr` fields (`fields`,
-/// the type last), when it adds one; counted among the fields a mux
-/// writes (not `connection` and the others it decides itself).
-fn content_type_at(
-    p: &crate::proxy::Prepared,
-    body: &[u8],
-    fields: crate::stream::msg::Fields<'_>,
-) -> Option<u8> {
-    if p.content_type.is_none() || body.is_empty() {
-        return None;
-    }
-    let n = fields
-        .iter()
-        .filter(|(n, _)| !crate::stream::msg::is_framing_field(n))
-        .count();
-    u8::try_from(n.checked_sub(1)?).ok()
 }
 
 /// A field's name and value.

@@ -123,20 +123,18 @@ impl Captured {
         self.h1_len = 0;
     }
 
-    /// Adds `content-length: n` as one record built on the stack, the
-    /// digits written where it ends: one copy into the list rather than
-    /// [`Encoder::push_field`]'s three.
+    /// Adds `content-length: n` as one record: its head, then the digits
+    /// (the list has room for them: [`Captured::take`] reserved it).
     fn push_content_length(&mut self, n: u64) {
         let mut d = [0u8; 20];
-        let len = crate::http1::decimal(n, &mut d).len();
-        let mut r = [0u8; CONTENT_LENGTH_RECORD.len() + 20];
-        r[CONTENT_LENGTH_RECORD.len()..].copy_from_slice(&d);
-        // The record's head just before the digits.
-        let start = 20 - len;
-        r[start..start + CONTENT_LENGTH_RECORD.len()].copy_from_slice(&CONTENT_LENGTH_RECORD);
-        r[start + 2] = len as u8;
-        self.fields.extend_from_slice(&r[start..]);
-        self.fields_h1 += b"content-length".len() + len + 4;
+        let digits = crate::http1::decimal(n, &mut d);
+        let at = self.fields.len();
+        self.fields.extend_from_slice(&CONTENT_LENGTH_RECORD);
+        if let Some(l) = self.fields.get_mut(at + 2) {
+            *l = digits.len() as u8;
+        }
+        self.fields.extend_from_slice(digits);
+        self.fields_h1 += b"content-length".len() + digits.len() + 4;
     }
 
     /// Adds a field of the head if the HTTP/1 writer would send it (a
@@ -204,13 +202,19 @@ impl Captured {
         if head.upgrade.is_some() || head.extra.get(b"upgrade").is_some() {
             return Take::No;
         }
-        let mut sd = SERVER_DATE;
-        sd[SERVER_DATE_LEN - DATE_LEN..].copy_from_slice(date);
+        let pre = head.prepared();
+        // Room for what is known to come (`server`, `date`, the prepared
+        // fields, `content-length`): one reservation, no growth between.
         self.fields.clear();
-        self.fields.extend_from_slice(&sd);
+        self.fields.reserve(
+            SERVER_DATE_LEN + pre.map_or(0, |p| p.h2.len()) + CONTENT_LENGTH_RECORD.len() + 20,
+        );
+        self.fields
+            .extend_from_slice(&SERVER_DATE[..SERVER_DATE_LEN - DATE_LEN]);
+        self.fields.extend_from_slice(date);
         self.fields_h1 = SERVER_DATE_H1;
         // What the HTTP/1 writer refuses is not sent either.
-        match head.prepared() {
+        match pre {
             // Checked and lowered when they were prepared.
             Some(p) => {
                 self.fields.extend_from_slice(p.h2);
@@ -222,7 +226,12 @@ impl Captured {
         if let BodyFraming::ContentLength(n) = framing {
             self.push_content_length(n);
         }
-        let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
+        // Prepared fields hold no framing field (`msg::Prepared`, as the
+        // HTTP/1 writer reads them): only the added ones may say `close`.
+        let field = |n: &[u8]| match pre {
+            Some(_) => head.extra.get(n),
+            None => head.fields.get(n).or_else(|| head.extra.get(n)),
+        };
         let close_asked = field(b"connection").is_some_and(|v| {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
@@ -303,6 +312,13 @@ mod tests {
         (c, t)
     }
 
+    /// The fields kept are `server`, `date`, then `rest`.
+    fn assert_sent(c: &Captured, rest: &[(&[u8], &[u8])]) {
+        let mut want: Vec<(&[u8], &[u8])> = vec![(b"server", b"ebb"), (b"date", &DATE)];
+        want.extend_from_slice(rest);
+        assert_eq!(c.fields().collect::<Vec<_>>(), want);
+    }
+
     #[test]
     fn a_fixed_answer_is_taken_with_the_fields_and_size_of_its_http1_form() {
         let mut extra = FieldBuf::default();
@@ -316,15 +332,9 @@ mod tests {
         let body: [&[u8]; 2] = [b"hel", b"lo"];
         let (c, t) = cap(head, &body, Version::Http11, false);
         assert_eq!(t, Take::Keep);
-        let got: Vec<_> = c.fields().collect();
-        assert_eq!(
-            got,
-            vec![
-                (&b"server"[..], &b"ebb"[..]),
-                (b"date", &DATE[..]),
-                (b"content-type", b"text/plain"),
-                (b"content-length", b"5"),
-            ]
+        assert_sent(
+            &c,
+            &[(b"content-type", b"text/plain"), (b"content-length", b"5")],
         );
         assert_eq!(c.body, b"hello");
         let (raw, closing) = h1(head, &body, Version::Http11, false);
@@ -390,6 +400,34 @@ mod tests {
             Encoder::push_field(&mut want, b"content-length", n.to_string().as_bytes());
             assert_eq!(c.fields, want, "{n}");
             assert_eq!(c.fields_h1, format!("Content-Length: {n}\r\n").len());
+        }
+    }
+
+    #[test]
+    fn prepared_fields_go_as_they_are_and_only_added_ones_may_close() {
+        let mut own = crate::proxy::PreparedFields::default();
+        own.push(b"Content-Type", b"text/plain");
+        own.push(b"ETag", b"\"64-1\"");
+        let mut close = FieldBuf::default();
+        close.push(b"Connection", b"close");
+        for (extra, want) in [(FieldBuf::default(), Take::Keep), (close, Take::Close)] {
+            let head = RespHead {
+                fields: own.fields(),
+                pre: Some(own.prepared()),
+                extra: extra.fields(),
+                ..RespHead::new(200, BodySize::Exact(2))
+            };
+            let (c, t) = cap(head, &[b"ok"], Version::Http11, false);
+            assert_eq!(t, want);
+            let own_sent: [(&[u8], &[u8]); 3] = [
+                (b"content-type", b"text/plain"),
+                (b"etag", b"\"64-1\""),
+                (b"content-length", b"2"),
+            ];
+            assert_sent(&c, &own_sent);
+            let (raw, closing) = h1(head, &[b"ok"], Version::Http11, false);
+            assert_eq!(closing, want == Take::Close);
+            assert_eq!(c.sent(), raw.len() as u64);
         }
     }
 
