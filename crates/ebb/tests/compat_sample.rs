@@ -2448,3 +2448,51 @@ fn targets_after_rewrites() {
         &want,
     );
 }
+
+/// A server whose every answer is 300 bytes of text/plain.
+fn text_origin() -> SocketAddr {
+    common::origin::serve_each(|mut s| {
+        while common::origin::read_head(&mut s).is_some() {
+            let r = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 300\r\n\r\n{}",
+                "x".repeat(300)
+            );
+            if s.write_all(r.as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn comp_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    compression algo raw-deflate gzip\n    compression type text/plain\n\
+    http-response set-header x-comp \"%[res.comp] <%[res.comp_algo]>\"\n\
+    http-after-response set-header x-after \"%[res.comp] <%[res.comp_algo]>\"\n\
+    default_backend be\n\
+backend be\n    server s {server}\n"
+    )
+}
+
+fn comp_seen(addr: SocketAddr) -> Vec<(Option<String>, Option<String>)> {
+    ["gzip", "deflate", "identity;q=1, *;q=0"]
+        .iter()
+        .map(|ae| {
+            let mut c = Client::connect(addr);
+            c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: {ae}\r\nConnection: close\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            (r.header("x-comp").map(String::from), r.header("x-after").map(String::from))
+        })
+        .collect()
+}
+
+/// `res.comp` and `res.comp_algo` in response rules: the compression is
+/// decided before they run, as HAProxy's filter decides it.
+#[test]
+fn compression_fetches() {
+    let srv = text_origin();
+    let pair = |v: &str| (Some(v.to_string()), Some(v.to_string()));
+    let want = vec![pair("1 <gzip>"), pair("1 <raw-deflate>"), pair("0 <>")];
+    ebb_and_haproxy("hap-comp", |b| comp_config(b, srv), comp_seen, &want);
+}
