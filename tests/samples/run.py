@@ -265,10 +265,15 @@ TIMING = "counts the previous connection until its close is processed: timing"
 HAPROXY_ADD = ("HAProxy 2.6's capped addition gives LLONG_MAX for two negative operands "
                "(its overflow check itself overflows); ebb gives the sum")
 BYTES = "byte counters move as data is read: their value at a rule's time is not comparable"
+HIDDEN_CL = ("the server's Content-Length is ebb's to write and not among the fields response "
+             "rules read: counting every header gives one less")
 NOT_FIXED_RES_LEN = ("not fixed: HAProxy's res.len in HTTP rules is its HTX buffer's fill; ebb "
                      "has no value there")
 KNOWN = {
     "res.len": NOT_FIXED_RES_LEN,
+    "res.hdr_cnt": HIDDEN_CL,
+    "shdr_cnt": HIDDEN_CL,
+    "res.fhdr_cnt": HIDDEN_CL,
     "srv_sess_rate(be/s1)": "a rate over the last second: it depends on the run's pace",
     "sc0_conn_cur": TIMING,
     "sc0_trackers": TIMING,

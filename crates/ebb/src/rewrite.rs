@@ -334,9 +334,12 @@ impl<'a> ReqState<'a> {
         // The `Host` a rule sets or rewrites on an absolute-form request
         // is its target's authority too (HAProxy's http_update_authority,
         // from the last field it edited).
-        let sets_host = |n: &str| {
-            n.eq_ignore_ascii_case("host") && h.target_form == crate::http1::TargetForm::Absolute
-        };
+        // (A target a rule made may be absolute without ebb's parser
+        // taking it for one: `set-uri http://u@n.example/x`, whose user
+        // part a client may not send; tests/diff seed 8.)
+        let absolute =
+            h.target_form == crate::http1::TargetForm::Absolute || has_scheme(h.target.get(buf));
+        let sets_host = |n: &str| n.eq_ignore_ascii_case("host") && absolute;
         // A `replace-header`/`replace-value` whose regex matches no
         // `Host` value leaves the target alone (HAProxy updates the
         // authority from a value it replaced only).
@@ -627,6 +630,16 @@ fn host_as_written(buf: &[u8], head: &mut RequestHead) {
         head.path = head.target;
         head.host = other.map(|f| f.value);
     }
+}
+
+/// Whether a target starts with a scheme and `://` (an absolute URI, as
+/// HAProxy's URI parser tells one).
+fn has_scheme(t: &[u8]) -> bool {
+    let n = t
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+        .unwrap_or(t.len());
+    n > 0 && t[0].is_ascii_alphabetic() && t[n..].starts_with(b"://")
 }
 
 /// HAProxy's http_update_authority: a `Host` a rule set on a request with

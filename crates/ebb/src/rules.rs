@@ -494,7 +494,13 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
         return false;
     };
     match &t.fetch {
-        Fetch::Path => match_str(t, path_of(q)),
+        // No path (`*`, an absolute target without one, a target a
+        // rewrite left without a slash): no sample, as HAProxy's `path`
+        // (`path_reg .*` does not match; tests/diff seed 7).
+        Fetch::Path => match path_of(q) {
+            [] => false,
+            p => match_str(t, p),
+        },
         Fetch::Url => match_str(t, q.head.target.get(q.buf)),
         Fetch::Method if t.method == MatchMethod::Str && t.files.is_empty() => {
             method_matches(t, q.head.method_span.get(q.buf))

@@ -80,6 +80,20 @@ fn same_on_haproxy<T: PartialEq + std::fmt::Debug>(
     on_haproxy(name, cfg, |addr| assert_eq!(&run(addr), want, "haproxy"));
 }
 
+/// Starts ebb on the configuration `cfg` makes for `BIND`, checks that
+/// `run` gives `want` there, then on HAProxy (when installed).
+fn ebb_and_haproxy<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    cfg: impl Fn(&str) -> String,
+    run: impl Fn(SocketAddr) -> T,
+    want: &T,
+) {
+    let ebb = Ebb::start(&cfg("BIND"));
+    assert_eq!(&run(ebb.addr()), want);
+    drop(ebb);
+    same_on_haproxy(name, cfg, run, want);
+}
+
 /// A proxy section that answers itself, with the rules `rules`.
 fn answering(bind: &str, rules: &str) -> String {
     format!(
@@ -2169,8 +2183,6 @@ fn rdp_cookie_fetches() {
         |got| got.ends_with(b"\r\n") || got.len() > 40,
         |_| b"ok".to_vec(),
     );
-    let ebb = Ebb::start(&rdp_config("BIND", srv));
-    let seen = rdp_cases(ebb.addr());
     let ok = b"ok".to_vec();
     let want: Vec<Vec<u8>> = vec![
         ok.clone(),
@@ -2182,8 +2194,7 @@ fn rdp_cookie_fetches() {
         vec![],
         vec![],
     ];
-    assert_eq!(seen, want);
-    same_on_haproxy("hap-rdp", |b| rdp_config(b, srv), rdp_cases, &want);
+    ebb_and_haproxy("hap-rdp", |b| rdp_config(b, srv), rdp_cases, &want);
 }
 
 /// A server that answers each request with the `x-uid` field it got.
@@ -2243,13 +2254,11 @@ fn uid_seen(addr: SocketAddr) -> Vec<(String, Option<String>)> {
 #[test]
 fn unique_id_made_on_first_use() {
     let srv = uid_echo();
-    let ebb = Ebb::start(&uid_config("BIND", srv));
     let want = vec![
         ("id-orig".to_string(), Some("id-orig id-orig".to_string())),
         ("id-changed".to_string(), Some("id-changed".to_string())),
     ];
-    assert_eq!(uid_seen(ebb.addr()), want);
-    same_on_haproxy("hap-uid", |b| uid_config(b, srv), uid_seen, &want);
+    ebb_and_haproxy("hap-uid", |b| uid_config(b, srv), uid_seen, &want);
 }
 
 fn map_acl_config(bind: &str, dir: &Path) -> String {
@@ -2309,4 +2318,181 @@ frontend fe\n    bind 127.0.0.1:0\n    http-request set-var(txn.v) path,map({d}/
         "already used as two column file",
         true,
     );
+}
+
+fn h2_front(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    http-after-response set-header x-ver %[res.ver]\n\
+    use_backend deny if {{ path /deny }}\n    default_backend be\n\
+backend deny\n    http-response deny if {{ status 200 }}\n    server s {origin} proto h2\n\
+backend be\n    server s {origin} proto h2\n"
+    )
+}
+
+fn h2_versions(addr: SocketAddr) -> Vec<(u16, Option<String>)> {
+    ["/", "/deny"]
+        .iter()
+        .map(|p| {
+            let r = get(addr, p);
+            (r.status, r.header("x-ver").map(String::from))
+        })
+        .collect()
+}
+
+/// `res.ver` is 2.0 for an HTTP/2 server's answer, and 1.1 once ebb's own
+/// answer replaced it (`http-response deny`), as HAProxy's.
+#[test]
+fn res_ver_of_a_replaced_h2_answer() {
+    let origin = Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend o\n    bind BIND proto h2\n    http-request return status 200 content-type text/plain string ok\n",
+    );
+    let want = vec![
+        (200, Some("2.0".to_string())),
+        (502, Some("1.1".to_string())),
+    ];
+    ebb_and_haproxy(
+        "hap-h2ver",
+        |b| h2_front(b, origin.addr()),
+        h2_versions,
+        &want,
+    );
+}
+
+fn targets_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    http-request set-header x-0 z\n\
+    http-request set-header x-sub y if {{ path_sub example.com }}\n\
+    http-request set-header x-cap \"%[capture.req.uri,concat(-,txn.none,-)]\"\n\
+    http-request replace-uri /+ x/ if {{ hdr(x-case) 3 }}\n\
+    http-request set-header x-reg y if {{ hdr(x-case) 3 }} {{ path_reg .* }}\n\
+    http-request set-uri http://u@n.example:81/x?y if {{ hdr(x-case) 4 }}\n\
+    http-request replace-value host [0-9]+ v if {{ hdr(x-case) 4 }}\n\
+    default_backend be\n\
+backend be\n    server s {server}\n"
+    )
+}
+
+/// What the server got: the request line, then each field as
+/// `name: value` with the name in lower case (HAProxy lowers them).
+fn targets_seen(addr: SocketAddr) -> Vec<Vec<String>> {
+    [
+        "GET http://example.com/a? HTTP/1.1\r\nHost: example.com\r\nx-case: 1\r\n\r\n",
+        "GET http://example.com HTTP/1.1\r\nHost: example.com\r\nx-case: 2\r\n\r\n",
+        "GET /A/B HTTP/1.1\r\nHost: example.com\r\nx-case: 3\r\n\r\n",
+        "GET /p HTTP/1.1\r\nHost: h\r\nx-case: 4\r\n\r\n",
+    ]
+    .iter()
+    .map(|req| {
+        let mut c = Client::connect(addr);
+        c.send(req.as_bytes());
+        let body = String::from_utf8_lossy(&c.read_resp().body).into_owned();
+        body.split("\r\n")
+            .filter(|l| !l.is_empty())
+            .enumerate()
+            .map(|(i, l)| match l.split_once(": ") {
+                Some((n, v)) if i > 0 => format!("{}: {v}", n.to_ascii_lowercase()),
+                _ => l.to_string(),
+            })
+            .collect()
+    })
+    .collect()
+}
+
+/// tests/diff seeds 6 to 8, side by side: a classic `path` ACL reads the
+/// path of an absolute target once a rule edited the head (not its
+/// authority) and matches nothing when there is no path;
+/// `capture.req.uri` gives nothing for a target without a path; a `Host`
+/// a rule rewrote becomes the authority of the absolute target a
+/// `set-uri` made, its user part kept.
+#[test]
+fn targets_after_rewrites() {
+    let srv = head_echo();
+    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let want = vec![
+        lines(&[
+            "GET http://example.com/a? HTTP/1.1",
+            "host: example.com",
+            "x-case: 1",
+            "x-0: z",
+            "x-cap: /a?--",
+        ]),
+        lines(&[
+            "GET http://example.com HTTP/1.1",
+            "host: example.com",
+            "x-case: 2",
+            "x-0: z",
+            "x-cap: ",
+        ]),
+        lines(&[
+            "GET x/ HTTP/1.1",
+            "host: x",
+            "x-case: 3",
+            "x-0: z",
+            "x-cap: /A/B--",
+        ]),
+        lines(&[
+            "GET http://u@v/x?y HTTP/1.1",
+            "host: v",
+            "x-case: 4",
+            "x-0: z",
+            "x-cap: /p--",
+        ]),
+    ];
+    ebb_and_haproxy(
+        "hap-targets",
+        |b| targets_config(b, srv),
+        targets_seen,
+        &want,
+    );
+}
+
+/// A server whose every answer is 300 bytes of text/plain.
+fn text_origin() -> SocketAddr {
+    common::origin::serve_each(|mut s| {
+        while common::origin::read_head(&mut s).is_some() {
+            let r = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 300\r\n\r\n{}",
+                "x".repeat(300)
+            );
+            if s.write_all(r.as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn comp_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    compression algo raw-deflate gzip\n    compression type text/plain\n\
+    http-response set-header x-comp \"%[res.comp] <%[res.comp_algo]>\"\n\
+    http-after-response set-header x-after \"%[res.comp] <%[res.comp_algo]>\"\n\
+    default_backend be\n\
+backend be\n    server s {server}\n"
+    )
+}
+
+fn comp_seen(addr: SocketAddr) -> Vec<(Option<String>, Option<String>)> {
+    ["gzip", "deflate", "identity;q=1, *;q=0"]
+        .iter()
+        .map(|ae| {
+            let mut c = Client::connect(addr);
+            c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: {ae}\r\nConnection: close\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            (r.header("x-comp").map(String::from), r.header("x-after").map(String::from))
+        })
+        .collect()
+}
+
+/// `res.comp` and `res.comp_algo` in response rules: the compression is
+/// decided before they run, as HAProxy's filter decides it.
+#[test]
+fn compression_fetches() {
+    let srv = text_origin();
+    let pair = |v: &str| (Some(v.to_string()), Some(v.to_string()));
+    let want = vec![pair("1 <gzip>"), pair("1 <raw-deflate>"), pair("0 <>")];
+    ebb_and_haproxy("hap-comp", |b| comp_config(b, srv), comp_seen, &want);
 }
