@@ -1,6 +1,10 @@
 //! Load-balancing keywords through the real binary, side by side with
 //! HAProxy 2.6 when it is installed: a persisted stream whose server's
-//! own queue is full (`maxqueue`), with and without `option redispatch`.
+//! own queue is full (`maxqueue`), with and without `option redispatch`;
+//! the order of the queues (a new stream never passes those waiting, a
+//! freed slot goes to the oldest waiter of the server's and the backend's
+//! queues); `option prefer-last-server` on a full server, and `no option
+//! prefer-last-server`.
 
 mod common;
 
@@ -85,6 +89,267 @@ fn persisted_stream_on_a_full_server_queue_as_haproxy() {
         drop(e);
         if let Some((h, a)) = haproxy_beside("kw-lb-maxqueue", cfg) {
             check("haproxy", run(a, &h.sock));
+        }
+    }
+}
+
+/// A `listen px` on `bind` with the lines `lb` and `servers`, 30 s
+/// timeouts (`timeout queue` too), its admin socket at `sock`.
+fn px_cfg(sock: &Path, bind: &str, lb: &str, servers: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         listen px\n    bind {bind}\n    {lb}\n    {servers}\n",
+        sock.display()
+    )
+}
+
+/// `GET path` on a new connection with `Cookie: SRV=a` when `cookie`,
+/// in a thread: the status.
+fn send_get(a: SocketAddr, path: &str, cookie: bool) -> std::thread::JoinHandle<u16> {
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: t\r\n{}Connection: close\r\n\r\n",
+        if cookie { "Cookie: SRV=a\r\n" } else { "" }
+    );
+    std::thread::spawn(move || {
+        let mut c = Client::connect(a);
+        c.send(req.as_bytes());
+        c.read_resp().status
+    })
+}
+
+/// A server with a free slot takes no new stream while others wait in
+/// its queue (HAProxy 2.6's assign_server_and_queue). `balance uri` binds
+/// every stream to server `a` (`minconn 1 maxconn 10`, `fullconn 20`):
+/// its limit is `max(1, load x 10 / 20)`, the load counting the arriving
+/// stream. Five requests arrive one after the other while `a` holds
+/// them: the first is served, the next ones queue; at the fifth the limit
+/// is 2 (a slot free) but four wait: it queues behind them. Beside
+/// haproxy.
+#[test]
+fn a_new_stream_queues_behind_those_waiting_for_its_server() {
+    let gate = Gate::default();
+    let oa = Origin::start("a", Mode::Gate(gate.clone()));
+    let aa = oa.addr;
+    let cfg = |sock: &Path, bind: &str| {
+        let lb = "balance uri\n    fullconn 20";
+        px_cfg(
+            sock,
+            bind,
+            lb,
+            &format!("server a {aa} minconn 1 maxconn 10"),
+        )
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<usize> {
+        gate.close();
+        let base = oa.busy.load(Ordering::SeqCst);
+        let mut ths = Vec::new();
+        let mut busy = Vec::new();
+        for i in 0..5usize {
+            ths.push(send_get(a, &format!("/q{i}"), false));
+            wait_until(&format!("request {i} served or queued"), || {
+                let q: usize = (stat_row(sock, "px", "a").get("qcur"))
+                    .and_then(|q| q.parse().ok())
+                    .unwrap_or(0);
+                oa.busy.load(Ordering::SeqCst) - base + q == i + 1
+            });
+            busy.push(oa.busy.load(Ordering::SeqCst) - base);
+        }
+        gate.open();
+        for t in ths {
+            assert_eq!(t.join().unwrap(), 200);
+        }
+        busy
+    };
+    let (e, sock) = ebb_with_admin("kw-lb-behind", cfg);
+    let ours = run(e.addr(), &sock);
+    drop(e);
+    assert_eq!(ours, vec![1; 5]);
+    if let Some((h, a)) = haproxy_beside("kw-lb-behind", cfg) {
+        assert_eq!(run(a, &h.sock), ours, "ebb vs haproxy");
+    }
+}
+
+/// A freed slot goes to the older of the first waiters of the server's
+/// queue and the backend's (HAProxy 2.6's pendconn_process_next_strm),
+/// not to the server's queue first. One server `a` (`maxconn 1`),
+/// cookie persistence: /1 is served; /2 (no cookie) waits in the
+/// backend's queue; /3 (the cookie: bound to `a`) in `a`'s queue; /4 in
+/// the backend's, behind /2. `a` then serves them in their order of
+/// arrival. Beside haproxy.
+#[test]
+fn a_freed_slot_goes_to_the_oldest_waiter_of_either_queue() {
+    let gate = Gate::default();
+    let oa = Origin::start("a", Mode::Gate(gate.clone()));
+    let aa = oa.addr;
+    let cfg = |sock: &Path, bind: &str| {
+        let lb = "balance roundrobin\n    cookie SRV";
+        px_cfg(sock, bind, lb, &format!("server a {aa} maxconn 1 cookie a"))
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        gate.close();
+        oa.heads.lock().unwrap().clear();
+        let base = oa.busy.load(Ordering::SeqCst);
+        let q = |srv: &str| -> usize {
+            (stat_row(sock, "px", srv).get("qcur"))
+                .and_then(|q| q.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut ths = vec![send_get(a, "/1", false)];
+        wait_until("/1 at a", || oa.busy.load(Ordering::SeqCst) > base);
+        // HAProxy orders its queues by the millisecond of arrival (the
+        // server's queue first on a tie): each waiter arrives in a later
+        // millisecond than the one before.
+        let tick = || std::thread::sleep(std::time::Duration::from_millis(3));
+        ths.push(send_get(a, "/2", false));
+        wait_until("/2 in the backend's queue", || q("BACKEND") == 1);
+        tick();
+        ths.push(send_get(a, "/3", true));
+        wait_until("/3 in a's queue", || q("a") == 1);
+        tick();
+        ths.push(send_get(a, "/4", false));
+        wait_until("/4 in the backend's queue", || q("BACKEND") == 2);
+        gate.open();
+        for t in ths {
+            assert_eq!(t.join().unwrap(), 200);
+        }
+        let heads = oa.heads.lock().unwrap();
+        heads
+            .iter()
+            .filter_map(|h| h.split_whitespace().nth(1).map(String::from))
+            .collect()
+    };
+    let want: Vec<String> = ["/1", "/2", "/3", "/4"].map(String::from).to_vec();
+    let (e, sock) = ebb_with_admin("kw-lb-oldest", cfg);
+    assert_eq!(run(e.addr(), &sock), want);
+    drop(e);
+    if let Some((h, a)) = haproxy_beside("kw-lb-oldest", cfg) {
+        assert_eq!(run(a, &h.sock), want, "haproxy");
+    }
+}
+
+/// Sends `GET path` on `c` (kept alive): the status and the body.
+fn ka_get(c: &mut Client, path: &str) -> (u16, String) {
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    let r = c.read_resp();
+    (r.status, r.text())
+}
+
+/// `option prefer-last-server` sends a client's next request to the
+/// server of its previous one even when that server is full; its queue
+/// at its `maxqueue`, HAProxy 2.6 refuses the request with 503 (a failed
+/// connection counted on the server: `econ`), `option redispatch` or not:
+/// it redispatches on a full queue only what persistence sent there.
+/// Servers `a` and `b` (`maxconn 1 maxqueue 1`, `http-reuse never`, so the
+/// client keeps its server connection): the client's first request shows
+/// its server X; two requests carrying X's cookie fill X (one served,
+/// one queued); the client's second request is refused. Beside haproxy.
+#[test]
+fn prefer_last_server_on_a_full_queue_is_refused_as_haproxy() {
+    let (ga, gb) = (Gate::default(), Gate::default());
+    let oa = Origin::start("a", Mode::Gate(ga.clone()));
+    let ob = Origin::start("b", Mode::Gate(gb.clone()));
+    let (aa, ab) = (oa.addr, ob.addr);
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+             listen px\n    bind {bind}\n    balance roundrobin\n    cookie SRV\n    http-reuse never\n\
+             \x20   option prefer-last-server\n    option redispatch\n\
+             \x20   server a {aa} maxconn 1 maxqueue 1 cookie a\n\
+             \x20   server b {ab} maxconn 1 maxqueue 1 cookie b\n",
+            sock.display()
+        )
+    };
+    let run = |a: SocketAddr, sock: &Path| {
+        ga.open();
+        gb.open();
+        let mut c = Client::connect(a);
+        let (st, body) = ka_get(&mut c, "/first");
+        assert_eq!(st, 200);
+        let x = if body.starts_with("a ") { "a" } else { "b" };
+        let (ox, gx) = if x == "a" { (&oa, &ga) } else { (&ob, &gb) };
+        gx.close();
+        let base = ox.busy.load(Ordering::SeqCst);
+        let held = |path: &'static str| {
+            let req = format!(
+                "GET {path} HTTP/1.1\r\nHost: t\r\nCookie: SRV={x}\r\nConnection: close\r\n\r\n"
+            );
+            std::thread::spawn(move || {
+                let mut c = Client::connect(a);
+                c.send(req.as_bytes());
+                c.read_resp().status
+            })
+        };
+        let h1 = held("/h1");
+        wait_until("/h1 at X", || ox.busy.load(Ordering::SeqCst) > base);
+        let h2 = held("/h2");
+        wait_until("/h2 in X's queue", || {
+            stat_row(sock, "px", x)
+                .get("qcur")
+                .is_some_and(|q| q == "1")
+        });
+        let (st, _) = ka_get(&mut c, "/second");
+        assert_eq!(st, 503, "the client's second request, its server {x} full");
+        let row = stat_row(sock, "px", x);
+        gx.open();
+        assert_eq!(h1.join().unwrap(), 200);
+        assert_eq!(h2.join().unwrap(), 200);
+        assert_eq!(row.get("econ").map(String::as_str), Some("1"), "{row:?}");
+        assert_eq!(row.get("wredis").map(String::as_str), Some("0"), "{row:?}");
+    };
+    let (e, sock) = ebb_with_admin("kw-lb-last-full", cfg);
+    run(e.addr(), &sock);
+    drop(e);
+    if let Some((h, a)) = haproxy_beside("kw-lb-last-full", cfg) {
+        run(a, &h.sock);
+    }
+}
+
+/// `option prefer-last-server` in `defaults` keeps a client's requests
+/// on one server; `no option prefer-last-server` in the backend turns it
+/// off: the round robin alternates them. Beside haproxy.
+#[test]
+fn no_option_prefer_last_server_as_haproxy() {
+    let oa = Origin::start("a", Mode::Ok);
+    let ob = Origin::start("b", Mode::Ok);
+    let (aa, ab) = (oa.addr, ob.addr);
+    for no in [false, true] {
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+                 \x20   option prefer-last-server\n    http-reuse never\n\
+                 listen px\n    bind {bind}\n    balance roundrobin\n{}\
+                 \x20   server a {aa}\n    server b {ab}\n",
+                sock.display(),
+                if no {
+                    "    no option prefer-last-server\n"
+                } else {
+                    ""
+                }
+            )
+        };
+        let run = |a: SocketAddr| -> Vec<String> {
+            let mut c = Client::connect(a);
+            (0..4)
+                .map(|i| {
+                    let (st, body) = ka_get(&mut c, &format!("/p{i}"));
+                    assert_eq!(st, 200);
+                    body.split(' ').next().unwrap_or("").to_string()
+                })
+                .collect()
+        };
+        let check = |who: &str, got: Vec<String>| {
+            let same = got.iter().all(|s| *s == got[0]);
+            let alternate = got.windows(2).all(|w| w[0] != w[1]);
+            assert!(if no { alternate } else { same }, "{who} no={no}: {got:?}");
+        };
+        let (e, _sock) = ebb_with_admin("kw-lb-no-last", cfg);
+        check("ebb", run(e.addr()));
+        drop(e);
+        if let Some((_h, a)) = haproxy_beside("kw-lb-no-last", cfg) {
+            check("haproxy", run(a));
         }
     }
 }

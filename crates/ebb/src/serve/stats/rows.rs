@@ -543,7 +543,9 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     match &be.kind {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;
-            r.qcur = f.queued() as u64;
+            // The backend's own queue (HAProxy's `px->queue.length`):
+            // its servers' queues are on their rows.
+            r.qcur = f.queue.lock().map_or(0, |q| q.len() as u64);
             // The active servers' weights: effective (ramped during a
             // `slowstart`), and as configured.
             let (mut w, mut uw) = (0, 0);
