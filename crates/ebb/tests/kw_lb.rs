@@ -4,7 +4,8 @@
 //! the order of the queues (a new stream never passes those waiting, a
 //! freed slot goes to the oldest waiter of the server's and the backend's
 //! queues); `option prefer-last-server` on a full server, and `no option
-//! prefer-last-server`.
+//! prefer-last-server`; `disable health`/`enable health`;
+//! `hash-balance-factor`.
 
 mod common;
 
@@ -351,5 +352,140 @@ fn no_option_prefer_last_server_as_haproxy() {
         if let Some((_h, a)) = haproxy_beside("kw-lb-no-last", cfg) {
             check("haproxy", run(a));
         }
+    }
+}
+
+/// `disable health` stops a server's check and nothing else: a DOWN
+/// server stays DOWN and takes no traffic (HAProxy 2.6's code; its
+/// manual says "considered UP"), `show stat` hides its check and `show
+/// servers state` gives the check as configured but not enabled (state
+/// 2); `enable health` resumes the check; on a server without `check` it
+/// is refused with HAProxy's message. Beside haproxy.
+#[test]
+fn disable_health_keeps_a_down_server_down_as_haproxy() {
+    let dead = closed_port();
+    let ot = Origin::start("t", Mode::Ok);
+    let (sa, ta) = (dead.addr, ot.addr);
+    let cfg = |sock: &Path, bind: &str| {
+        px_cfg(
+            sock,
+            bind,
+            "balance roundrobin",
+            &format!(
+                "server s {sa} check inter 100ms fall 1 rise 1\n    server t {ta} check inter 100ms\n    server u {ta}"
+            ),
+        )
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        let status = || {
+            stat_row(sock, "px", "s")
+                .get("status")
+                .cloned()
+                .unwrap_or_default()
+        };
+        wait_until("s DOWN", || status() == "DOWN");
+        assert_eq!(cli_cmd(sock, "disable health px/s").trim(), "");
+        assert_eq!(status(), "DOWN");
+        let row = stat_row(sock, "px", "s");
+        assert_eq!(
+            row.get("check_status").map(String::as_str),
+            Some(""),
+            "{row:?}"
+        );
+        for i in 0..4 {
+            assert_eq!(get(a, &format!("/d{i}")).status, 200);
+        }
+        assert_eq!(status(), "DOWN");
+        let state = cli_cmd(sock, "show servers state px");
+        let line: Vec<String> = (state.lines())
+            .find(|l| l.split(' ').nth(3) == Some("s"))
+            .unwrap_or("")
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let refused = cli_cmd(sock, "enable health px/u");
+        assert_eq!(cli_cmd(sock, "enable health px/s").trim(), "");
+        assert_eq!(status(), "DOWN");
+        // Columns 5 to 14 but the time since the last change (9).
+        let mut got: Vec<String> = line.get(5..15).unwrap_or(&[]).to_vec();
+        if got.len() > 4 {
+            got.remove(4);
+        }
+        got.push(refused.trim_end().to_string());
+        got
+    };
+    let (e, sock) = ebb_with_admin("kw-lb-dhealth", cfg);
+    let ours = run(e.addr(), &sock);
+    drop(e);
+    assert_eq!(
+        ours,
+        ["0", "0", "1", "1", "8", "2", "0", "2", "0"]
+            .map(String::from)
+            .into_iter()
+            .chain(["Health check was not configured on this server, cannot enable.".to_string()])
+            .collect::<Vec<_>>()
+    );
+    if let Some((h, a)) = haproxy_beside("kw-lb-dhealth", cfg) {
+        assert_eq!(run(a, &h.sock), ours, "ebb vs haproxy");
+    }
+}
+
+/// `hash-balance-factor 150` under `hash-type consistent`: requests for
+/// one URI go to its server while it serves fewer than its share of the
+/// streams in use (plus the arriving one) times 1.5, then to the next
+/// server on the ring (HAProxy 2.6's chash_server_is_eligible). Eight
+/// requests for /same arrive one after the other at two servers that
+/// hold them: the streams each serves after each arrival, beside
+/// haproxy; without the factor all would go to one server.
+#[test]
+fn hash_balance_factor_spreads_one_key_as_haproxy() {
+    let gate = Gate::default();
+    let oa = Origin::start("a", Mode::Gate(gate.clone()));
+    let ob = Origin::start("b", Mode::Gate(gate.clone()));
+    let (aa, ab) = (oa.addr, ob.addr);
+    let cfg = |sock: &Path, bind: &str| {
+        px_cfg(
+            sock,
+            bind,
+            "balance uri\n    hash-type consistent\n    hash-balance-factor 150",
+            &format!("server a {aa}\n    server b {ab}"),
+        )
+    };
+    let run = |a: SocketAddr| -> Vec<(usize, usize)> {
+        gate.close();
+        let base = (
+            oa.busy.load(Ordering::SeqCst),
+            ob.busy.load(Ordering::SeqCst),
+        );
+        let now = || {
+            (
+                oa.busy.load(Ordering::SeqCst) - base.0,
+                ob.busy.load(Ordering::SeqCst) - base.1,
+            )
+        };
+        let mut ths = Vec::new();
+        let mut seen = Vec::new();
+        for i in 0..8usize {
+            ths.push(send_get(a, "/same", false));
+            wait_until(&format!("request {i} at a server"), || {
+                let (x, y) = now();
+                x + y == i + 1
+            });
+            seen.push(now());
+        }
+        gate.open();
+        for t in ths {
+            assert_eq!(t.join().unwrap(), 200);
+        }
+        seen
+    };
+    let (e, _sock) = ebb_with_admin("kw-lb-hbf", cfg);
+    let ours = run(e.addr());
+    drop(e);
+    println!("served by a, b after each arrival: {ours:?}");
+    let last = ours[ours.len() - 1];
+    assert!(last.0 > 0 && last.1 > 0, "{ours:?}");
+    if let Some((_h, a)) = haproxy_beside("kw-lb-hbf", cfg) {
+        assert_eq!(run(a), ours, "ebb vs haproxy");
     }
 }
