@@ -489,3 +489,71 @@ fn hash_balance_factor_spreads_one_key_as_haproxy() {
         assert_eq!(run(a), ours, "ebb vs haproxy");
     }
 }
+
+/// `cookie SRV insert dynamic` with `dynamic-cookie-key`: a server
+/// without `cookie VALUE` gets HAProxy 2.6's derived value (XXH64 of the
+/// key, its address and port), the same byte for byte as haproxy's in
+/// `show stat` (IPv4 and IPv6, a server in maintenance too), in the
+/// `Set-Cookie` it inserts, and to persist on; `set server ... addr`
+/// derives it again. Beside haproxy.
+#[test]
+fn dynamic_cookies_are_haproxys() {
+    let oa = Origin::start("a", Mode::Ok);
+    let ob = Origin::start("b", Mode::Ok);
+    let (aa, ab) = (oa.addr, ob.addr);
+    let cfg = |sock: &Path, bind: &str| {
+        px_cfg(
+            sock,
+            bind,
+            "cookie SRV insert dynamic\n    dynamic-cookie-key MySecretKey",
+            &format!(
+                "server s {aa}\n    server t {ab} cookie fixed\n    server u [::1]:{} disabled",
+                aa.port()
+            ),
+        )
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        let col = |srv: &str| {
+            stat_row(sock, "px", srv)
+                .get("cookie")
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut seen: Vec<String> = ["s", "t", "u", "BACKEND"].iter().map(|s| col(s)).collect();
+        // The inserted cookies, and persistence on the derived one.
+        let mut set = std::collections::BTreeSet::new();
+        for _ in 0..2 {
+            let r = get(a, "/x");
+            set.insert(r.header("set-cookie").unwrap_or("").to_string());
+        }
+        seen.extend(set);
+        for _ in 0..3 {
+            let mut c = Client::connect(a);
+            let req = format!(
+                "GET /p HTTP/1.1\r\nHost: t\r\nCookie: SRV={}\r\nConnection: close\r\n\r\n",
+                seen[0]
+            );
+            c.send(req.as_bytes());
+            assert_eq!(c.read_resp().text(), "a /p");
+        }
+        cli_cmd(sock, "set server px/s addr 127.0.0.2");
+        seen.push(col("s"));
+        seen
+    };
+    let (e, sock) = ebb_with_admin("kw-lb-dyncookie", cfg);
+    let ours = run(e.addr(), &sock);
+    drop(e);
+    println!("{ours:?}");
+    assert_eq!(ours[0].len(), 16, "{ours:?}");
+    assert_eq!(ours[1], "fixed");
+    assert_eq!(ours[3], "SRV");
+    assert_ne!(Some(&ours[0]), ours.last(), "{ours:?}");
+    // The key is required, by both.
+    let d = scratch("kw-lb-dyncookie-bad");
+    let text = "defaults\n    mode http\nbackend be\n    cookie SRV insert dynamic\n    dynamic-cookie-key\n    server s 127.0.0.1:9\n";
+    let what = "e.cfg:5: 'dynamic-cookie-key' expects <secret_key> as argument.";
+    assert_refused(&d, "e.cfg", text, what, true);
+    if let Some((h, a)) = haproxy_beside("kw-lb-dyncookie", cfg) {
+        assert_eq!(run(a, &h.sock), ours, "ebb vs haproxy");
+    }
+}
