@@ -557,3 +557,63 @@ fn dynamic_cookies_are_haproxys() {
         assert_eq!(run(a, &h.sock), ours, "ebb vs haproxy");
     }
 }
+
+/// In a tcp proxy too, a stream the balancer binds to a server whose
+/// queue is at its `maxqueue` is refused with HAProxy's queue error: the
+/// log's termination state `SQ` (was `SC`), with the server's name (was
+/// `<NOSRV>`). `balance source` binds every
+/// connection to `a` (`maxconn 1 maxqueue 1`): the first is served, the
+/// second waits in `a`'s queue, the third is refused. Beside haproxy.
+#[test]
+fn tcp_stream_on_a_full_server_queue_logs_sq_as_haproxy() {
+    let gate = Gate::default();
+    let oa = Origin::start("a", Mode::Gate(gate.clone()));
+    let aa = oa.addr;
+    let run = |log: &Syslog, a: SocketAddr, sock: &Path| -> String {
+        gate.close();
+        let base = oa.busy.load(Ordering::SeqCst);
+        let send = move || {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(a);
+                c.send(b"GET /t HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                c.read_resp_opt(false).map(|r| r.status)
+            })
+        };
+        let first = send();
+        wait_until("the first at a", || oa.busy.load(Ordering::SeqCst) > base);
+        let second = send();
+        wait_until("the second in a's queue", || {
+            stat_row(sock, "px", "a")
+                .get("qcur")
+                .is_some_and(|q| q == "1")
+        });
+        let third = send().join().unwrap();
+        assert_eq!(third, None, "the third is closed");
+        let line = log.next("127.0.0.1:");
+        gate.open();
+        assert_eq!(first.join().unwrap(), Some(200));
+        assert_eq!(second.join().unwrap(), Some(200));
+        println!("{line}");
+        let f: Vec<&str> = line.split_whitespace().collect();
+        format!("{} {}", f.get(3).unwrap_or(&""), f.get(6).unwrap_or(&""))
+    };
+    let cfg = |log: SocketAddr| {
+        move |sock: &Path, bind: &str| {
+            format!(
+                "global\n    stats socket {} level admin\n\
+                 defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+                 listen px\n    bind {bind}\n    log {log} local0\n    option tcplog\n    balance source\n\
+                 \x20   server a {aa} maxconn 1 maxqueue 1\n",
+                sock.display()
+            )
+        }
+    };
+    let log = Syslog::new();
+    let (e, sock) = ebb_with_admin("kw-lb-tcp-sq", cfg(log.addr()));
+    assert_eq!(run(&log, e.addr(), &sock), "px/a SQ");
+    drop(e);
+    let hlog = Syslog::new();
+    if let Some((h, a)) = haproxy_beside("kw-lb-tcp-sq", cfg(hlog.addr())) {
+        assert_eq!(run(&hlog, a, &h.sock), "px/a SQ", "haproxy");
+    }
+}

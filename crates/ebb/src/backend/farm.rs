@@ -32,8 +32,11 @@ pub enum Pick {
     Server(Arc<ServerRt>),
     /// Wait: we are in a queue.
     Queued(Arc<Waiter>),
-    /// No server can take the stream (all down, or queues full): 503.
+    /// No server can take the stream (all down): 503.
     NoServer(&'static str),
+    /// The server the stream was assigned to has its queue at its
+    /// `maxqueue`: 503 (HAProxy's queue error, `SQ`).
+    QueueFull(Arc<ServerRt>),
 }
 
 /// What the load balancer may look at in the request.

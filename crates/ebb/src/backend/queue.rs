@@ -39,9 +39,6 @@ use sched::{RuntimeHandle, TaskletId};
 
 use super::{Farm, Pick, ServerRt};
 
-/// [`Pick::NoServer`]'s reason when the server's queue is full.
-pub const QUEUE_FULL: &str = "server queue full";
-
 /// What a waiting stream gets.
 #[derive(Debug, Clone)]
 pub enum WaitState {
@@ -140,10 +137,13 @@ impl Farm {
     /// `maxqueue`: HAProxy 2.6 counts a failed connection on the server
     /// (and so the backend) and answers 503 (`SQ`).
     pub(super) fn queue_full(&self, i: usize) -> Pick {
-        if let Some(s) = self.servers.get(i) {
-            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+        match self.servers.get(i) {
+            Some(s) => {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+                Pick::QueueFull(Arc::clone(s))
+            }
+            None => Pick::NoServer("no server available"),
         }
-        Pick::NoServer(QUEUE_FULL)
     }
 
     /// [`Farm::enqueue_server`], giving `handle` back when the server's

@@ -77,14 +77,14 @@ impl Stream {
                 up.deadline = ticks::add(ctx.now(), up.timeouts.queue);
                 self.up = Some(up);
             }
-            Pick::NoServer(why) => {
+            Pick::NoServer(_why) => {
                 self.up = Some(up);
-                let e = if why == crate::backend::QUEUE_FULL {
-                    ExchangeError::queue_full()
-                } else {
-                    ExchangeError::no_server()
-                };
-                self.fail(c, ctx, e);
+                self.fail(c, ctx, ExchangeError::no_server());
+            }
+            Pick::QueueFull(s) => {
+                up.refused_by = Some(s);
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::queue_full());
             }
         }
     }
