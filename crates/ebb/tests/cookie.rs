@@ -263,7 +263,6 @@ fn cookie_modes_match_haproxy() {
 #[test]
 fn cookie_lines_ebb_cannot_honour_are_refused() {
     for (line, why) in [
-        ("cookie SRV insert dynamic", "dynamic"),
         ("cookie SRV insert rewrite", "mutually exclusive"),
         ("cookie SRV rewrite preserve", "requires at least"),
         ("cookie SRV rewrite indirect", "incompatible"),

@@ -210,7 +210,7 @@ fn judge(
     }
     let Some(s) = servers
         .iter()
-        .find(|s| s.opts.cookie.as_deref().is_some_and(|v| v.as_bytes() == id))
+        .find(|s| s.cookie().is_some_and(|v| v.as_bytes() == id))
     else {
         return b'I';
     };
@@ -281,7 +281,8 @@ pub fn response(
 ) {
     let now = r.now;
     let mut found = false;
-    let srv_cookie = srv.and_then(|s| s.opts.cookie.as_deref());
+    let srv_cookie = srv.and_then(|s| s.cookie());
+    let srv_cookie = srv_cookie.as_deref();
     let mut i = 0;
     while i < fields.len() {
         let (name, value) = &mut fields[i];
@@ -351,7 +352,8 @@ pub fn response(
     let mut v = Vec::with_capacity(64);
     v.extend_from_slice(c.name.as_bytes());
     v.push(b'=');
-    match s.opts.cookie.as_deref() {
+    let own = s.cookie();
+    match own.as_deref() {
         // A server without a cookie value asks the client to forget it.
         None => v.extend_from_slice(b"; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/"),
         Some(id) => {
@@ -387,11 +389,7 @@ pub fn response(
         v.extend_from_slice(a.as_bytes());
     }
     fields.push((b"Set-Cookie".to_vec(), v));
-    info.ck_server = if s.opts.cookie.is_some() && direct {
-        b'U'
-    } else {
-        b'I'
-    };
+    info.ck_server = if own.is_some() && direct { b'U' } else { b'I' };
     if c.nocache && r.cacheable {
         fields.push((b"Cache-control".to_vec(), b"private".to_vec()));
     }

@@ -85,6 +85,12 @@ impl ExchangeError {
         Self::new(Side::Server, Phase::Queue, true, Some(503))
     }
 
+    /// The server's own queue was at its `maxqueue` (HAProxy's
+    /// `STRM_ET_QUEUE_ERR`): 503, `SQ`.
+    pub const fn queue_full() -> Self {
+        Self::new(Side::Server, Phase::Queue, false, Some(503))
+    }
+
     /// A broken request body (a bad chunk size, say) once its head went
     /// to the server: 400 if no answer started, else a cut; the proxy's
     /// refusal while it waited for the answer's head or sent its data

@@ -32,8 +32,11 @@ pub enum Pick {
     Server(Arc<ServerRt>),
     /// Wait: we are in a queue.
     Queued(Arc<Waiter>),
-    /// No server can take the stream (all down, or queues full): 503.
+    /// No server can take the stream (all down): 503.
     NoServer(&'static str),
+    /// The server the stream was assigned to has its queue at its
+    /// `maxqueue`: 503 (HAProxy's queue error, `SQ`).
+    QueueFull(Arc<ServerRt>),
 }
 
 /// What the load balancer may look at in the request.
@@ -74,6 +77,8 @@ pub struct Farm {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// The backend queue's `ServerRt::waiting`.
     pub(super) waiting: AtomicU32,
+    /// The next waiter's place in the order of arrival ([`Waiter`]).
+    pub(super) qseq: AtomicU64,
     /// `fullconn`: the backend's load at which servers with a `minconn`
     /// reach their `maxconn` (see [`Farm::limit`]).
     pub fullconn: u32,
@@ -149,6 +154,7 @@ impl Farm {
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             waiting: AtomicU32::new(0),
+            qseq: AtomicU64::new(0),
             fullconn: 1,
             counters: Counters::default(),
             be_ext: extra::SrvExtra::default(),
@@ -295,7 +301,7 @@ impl Farm {
                 return Pick::NoServer("no server available");
             };
             // Streams waiting already go first (FIFO), as HAProxy's.
-            if self.waiting.load(Ordering::Relaxed) == 0 && self.has_room(s) && self.try_take(s) {
+            if self.waiting.load(Ordering::Relaxed) == 0 && self.try_take_new(s) {
                 return Pick::Server(Arc::clone(s));
             }
             // Full (or raced to full): the backend's queue.
@@ -332,6 +338,18 @@ impl Farm {
             return Pick::NoServer("no server available");
         }
         let backup = self.servers[elig[0]].opts.backup;
+        // HAProxy 2.6 (assign_server): with `first`, `roundrobin` or
+        // `static-rr`, streams waiting in the backend's queue mean every
+        // server is full: a new one waits behind them, unless the queue
+        // holds every stream of the backend.
+        let fifo_algo = matches!(
+            self.balance,
+            Balance::RoundRobin | Balance::StaticRr | Balance::First
+        );
+        if fifo_algo && self.backend_queue_behind() {
+            return self.enqueue_backend(elig, me, handle);
+        }
+        let leastconn = matches!(self.balance, Balance::LeastConn);
         // A round robin among the active servers moves on with one left
         // (HAProxy's position advances), so it picks even then.
         let choice = if elig.len() == 1 && !self.balance_hashes() && (backup || !rr_kind) {
@@ -339,7 +357,7 @@ impl Farm {
             // it: it takes the stream if it has room, else the stream
             // waits in the backend's queue, whatever the algorithm.
             let i = elig[0];
-            if self.has_room(&self.servers[i]) {
+            if self.takes_new(&self.servers[i]) {
                 lb::Choice::Server(i)
             } else {
                 lb::Choice::AllFull
@@ -362,8 +380,20 @@ impl Farm {
                 } else {
                     s.effective_weight()
                 });
-                cur.push(s.cur.load(Ordering::Relaxed));
-                room.push(self.has_room(s));
+                if leastconn {
+                    // HAProxy's leastconn weighs the streams served and
+                    // queued, and passes over a server only when both
+                    // reach its limit plus its `maxqueue`.
+                    let c = s.cur.load(Ordering::Relaxed);
+                    let q = s.waiting.load(Ordering::Relaxed);
+                    cur.push(c.saturating_add(q));
+                    let m = self.limit_with(s, 1);
+                    let mq = s.opts.maxqueue.unwrap_or(0);
+                    room.push(m == 0 || c.saturating_add(q) < m.saturating_add(mq));
+                } else {
+                    cur.push(s.cur.load(Ordering::Relaxed));
+                    room.push(self.takes_new(s));
+                }
             }
             let (b, sh, grp) = (&self.balance, &self.rr, lb::Group { backup, avoid });
             lb::choose(b, st, elig, weights, cur, room, input, sh, grp)
@@ -372,11 +402,18 @@ impl Farm {
         match choice {
             lb::Choice::Server(i) => {
                 let s = &self.servers[i];
-                if self.try_take(s) {
+                if self.try_take_new(s) {
                     return Pick::Server(Arc::clone(s));
                 }
-                // Raced to full: queue on the backend like any full case.
-                self.enqueue_backend(elig, me, handle)
+                // Full, or streams wait for it: a server the balancer
+                // assigned takes the stream in its own queue (HAProxy's
+                // assign_server_and_queue; leastconn's choice may be such
+                // a server), except after a lost race among the others.
+                if leastconn || self.balance_hashes() {
+                    self.enqueue_server(i, me, handle)
+                } else {
+                    self.enqueue_backend(elig, me, handle)
+                }
             }
             lb::Choice::Bound(i) => self.enqueue_server(i, me, handle),
             lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
@@ -426,7 +463,24 @@ impl Farm {
                     .fetch_add(1, Ordering::Relaxed);
                 self.pick(input, Some(i), me, handle)
             }
-            Err(_) => Pick::NoServer("server queue full"),
+            Err(_) => self.queue_full(i),
+        }
+    }
+
+    /// Server `i`, the one this client's previous request used (`option
+    /// prefer-last-server`), takes the stream or queues it; its queue at
+    /// its `maxqueue`, the stream is refused (503, `SQ`) even with
+    /// `option redispatch`: HAProxy 2.6 redispatches on a full queue only
+    /// a stream persistence sent there (`SF_DIRECT`).
+    pub fn pick_last(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
+        match self.try_enqueue_server(i, me, handle) {
+            Ok(p) => p,
+            Err(_) => self.queue_full(i),
         }
     }
 }
@@ -445,6 +499,14 @@ impl Farm {
                     (a + 1, b)
                 }
             })
+    }
+
+    /// Whether streams wait in the backend's queue while others of the
+    /// backend are served or wait for a server (HAProxy's
+    /// `queue.length && queue.length != beconn`).
+    pub(super) fn backend_queue_behind(&self) -> bool {
+        let w = self.waiting.load(Ordering::SeqCst);
+        w != 0 && self.load() != w
     }
 
     /// Streams waiting now, all queues together.

@@ -621,26 +621,24 @@ pub fn choose(
             None => keyless(st, elig, weights, room, grp, rr),
         },
         Balance::Random { draws } => {
+            // HAProxy's get_server_rnd: of the draws, the one serving
+            // fewer streams for its weight (the later draw on a tie);
+            // when that one is full or has streams queued, the stream
+            // waits in the backend's queue.
             let mut best: Option<usize> = None;
             let total: u64 = weights.iter().map(|&w| u64::from(w.max(1))).sum();
             for _ in 0..(*draws).max(1) {
                 let i = by_weight(st.rand() % total.max(1), elig, weights);
                 let k = elig.iter().position(|&x| x == i).unwrap_or(0);
-                if !room[k] {
-                    continue;
-                }
+                let load = |x: usize, by: usize| u64::from(cur[x]) * u64::from(weights[by].max(1));
                 best = match best {
-                    Some(b) if cur[b] <= cur[k] => Some(b),
+                    Some(b) if b != k && load(k, b) > load(b, k) => Some(b),
                     _ => Some(k),
                 };
             }
             match best {
-                Some(k) => Choice::Server(elig[k]),
-                // Every draw was full: any free one, else wait.
-                None => match room.iter().position(|&r| r) {
-                    Some(k) => Choice::Server(elig[k]),
-                    None => Choice::AllFull,
-                },
+                Some(k) if room[k] => Choice::Server(elig[k]),
+                _ => Choice::AllFull,
             }
         }
     }

@@ -61,6 +61,9 @@ pub struct Waiter {
     pub ahead: u32,
     /// It waits in the backend's queue (`%bq`), not a server's (`%sq`).
     pub on_backend: bool,
+    /// Its place in the farm's order of arrival: a freed slot goes to the
+    /// older of its server queue's and the backend queue's first waiters.
+    pub(super) seq: u64,
 }
 
 impl Waiter {
@@ -103,6 +106,7 @@ impl Waiter {
 
 impl Farm {
     pub(super) fn waiter(
+        &self,
         me: TaskletId,
         handle: RuntimeHandle,
         ahead: usize,
@@ -114,6 +118,7 @@ impl Farm {
             handle,
             ahead: u32::try_from(ahead).unwrap_or(u32::MAX),
             on_backend,
+            seq: self.qseq.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -125,7 +130,20 @@ impl Farm {
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
         self.try_enqueue_server(i, me, handle)
-            .unwrap_or(Pick::NoServer("server queue full"))
+            .unwrap_or_else(|_| self.queue_full(i))
+    }
+
+    /// Refuses a stream server `i` was assigned to, its queue at its
+    /// `maxqueue`: HAProxy 2.6 counts a failed connection on the server
+    /// (and so the backend) and answers 503 (`SQ`).
+    pub(super) fn queue_full(&self, i: usize) -> Pick {
+        match self.servers.get(i) {
+            Some(s) => {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+                Pick::QueueFull(Arc::clone(s))
+            }
+            None => Pick::NoServer("no server available"),
+        }
     }
 
     /// [`Farm::enqueue_server`], giving `handle` back when the server's
@@ -142,8 +160,11 @@ impl Farm {
         // Counted first, then a last look for a slot (under the lock a
         // releasing stream's slow path takes; its fast path skips the
         // lock, see `release`).
+        // Only with nobody queued before it (HAProxy's
+        // assign_server_and_queue: a queue not empty means queue behind
+        // it, even with a slot free).
         s.waiting.fetch_add(1, Ordering::SeqCst);
-        if self.try_take(s) {
+        if q.is_empty() && self.try_take(s) {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Ok(Pick::Server(Arc::clone(s)));
         }
@@ -151,7 +172,7 @@ impl Farm {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(handle);
         }
-        let w = Self::waiter(me, handle(), q.len(), false);
+        let w = self.waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
@@ -171,9 +192,11 @@ impl Farm {
         // Behind streams already waiting (FIFO, as HAProxy): no last look
         // then; a release serves the queue's head, which every release
         // sees (they count before it) and hands its slot to.
+        // A server whose own queue holds streams serves them first.
         let behind = !q.is_empty();
         for &i in elig.iter().filter(|_| !behind) {
-            if self.try_take(&self.servers[i]) {
+            let s = &self.servers[i];
+            if s.waiting.load(Ordering::SeqCst) == 0 && self.try_take(s) {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 return Pick::Server(Arc::clone(&self.servers[i]));
             }
@@ -181,7 +204,7 @@ impl Farm {
         // No bound but `timeout queue`: a server's `maxqueue` bounds only
         // its own queue (HAProxy 2.6 queues a stream no server can take
         // on the backend whatever the servers' maxqueue).
-        let w = Self::waiter(me, handle(), q.len(), true);
+        let w = self.waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -197,13 +220,21 @@ impl Farm {
     /// from `fullconn` on; during a `slowstart` ramp (after coming UP),
     /// that share of it, at least 1, as HAProxy counts it (whole seconds).
     pub fn limit(&self, s: &ServerRt) -> u32 {
+        self.limit_with(s, 0)
+    }
+
+    /// [`Farm::limit`] with `extra` streams more in the backend's load: a
+    /// stream asking for a slot before it counts in any queue counts
+    /// itself (HAProxy's `beconn` counts a stream from the moment it
+    /// enters the backend).
+    pub(super) fn limit_with(&self, s: &ServerRt, extra: u32) -> u32 {
         let m = s.maxconn.load(Ordering::Relaxed);
         if m == 0 || (s.minconn == 0 && s.opts.slowstart.is_none()) {
             return m;
         }
         let mut max = m;
         if s.minconn != 0 && s.minconn < m {
-            let load = self.load();
+            let load = self.load().saturating_add(extra);
             if load < self.fullconn {
                 let share = u64::from(load) * u64::from(m) / u64::from(self.fullconn.max(1));
                 max = s.minconn.max(u32::try_from(share).unwrap_or(m));
@@ -235,6 +266,21 @@ impl Farm {
     /// Whether `s` has a free slot under [`Farm::limit`].
     pub fn has_room(&self, s: &ServerRt) -> bool {
         s.has_room_under(self.limit(s))
+    }
+
+    /// Whether a new stream (not yet counted in any queue) may take a
+    /// slot of `s` at once: no limit, or nobody in its queue and a slot
+    /// free (HAProxy's rule in its balancers and assign_server_and_queue:
+    /// a stream never passes those already waiting for the server).
+    pub fn takes_new(&self, s: &ServerRt) -> bool {
+        let m = self.limit_with(s, 1);
+        m == 0 || (s.waiting.load(Ordering::SeqCst) == 0 && s.has_room_under(m))
+    }
+
+    /// Takes a slot of `s` for a new stream if [`Farm::takes_new`].
+    pub fn try_take_new(&self, s: &ServerRt) -> bool {
+        let m = self.limit_with(s, 1);
+        (m == 0 || s.waiting.load(Ordering::SeqCst) == 0) && s.try_take_under(m)
     }
 
     /// Takes a slot of `s` if one is free under [`Farm::limit`].
@@ -281,24 +327,34 @@ impl Farm {
             return;
         }
         if usable {
-            while let Some(w) = sq.pop_front() {
-                s.waiting.fetch_sub(1, Ordering::SeqCst);
-                if w.assign(s) {
-                    return;
-                }
-            }
-            let mut bq = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            while let Some(w) = bq.pop_front() {
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
-                if w.assign(s) {
-                    // A dynamic limit may have grown with the load: serve
-                    // the queue while there is room (HAProxy dequeues up
-                    // to the limit at each release).
-                    if (s.minconn != 0 || s.opts.slowstart.is_some()) && !bq.is_empty() {
-                        drop(bq);
-                        drop(sq);
-                        self.kick_backend_queue();
-                    }
+            // The older of the two queues' first waiters takes the slot
+            // (HAProxy's pendconn_process_next_strm), the backend's queue
+            // only for a server the balancer may use (not a backup while
+            // an active server is up: HAProxy's `px_ok`).
+            let dynamic = s.minconn != 0 || s.opts.slowstart.is_some();
+            let mut bq = (self.serves_backend_queue(s)
+                && (sq.is_empty() || dynamic || self.waiting.load(Ordering::SeqCst) != 0))
+                .then(|| self.queue.lock().unwrap_or_else(|p| p.into_inner()));
+            loop {
+                let from_backend = match (sq.front(), bq.as_ref().and_then(|q| q.front())) {
+                    (Some(a), Some(b)) => b.seq < a.seq,
+                    (Some(_), None) => false,
+                    (None, Some(_)) => true,
+                    (None, None) => break,
+                };
+                let w = if from_backend {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    bq.as_mut().and_then(|q| q.pop_front())
+                } else {
+                    s.waiting.fetch_sub(1, Ordering::SeqCst);
+                    sq.pop_front()
+                };
+                let Some(w) = w else { break };
+                // A dynamic limit may have grown with the load: the queues
+                // are served while there is room (HAProxy dequeues up to
+                // the limit at each release), each waiter with a slot of
+                // its own.
+                if w.assign(s) && !(dynamic && self.try_take(s)) {
                     return;
                 }
             }
@@ -308,6 +364,22 @@ impl Farm {
         s.cur.fetch_sub(1, Ordering::SeqCst);
         drop(sq);
         self.kick_backend_queue();
+    }
+
+    /// Whether a slot `s` frees may go to the backend's queue: `s` is an
+    /// active server, or a backup the balancer uses now (no active server
+    /// usable, and it is the first usable backup or `option allbackups`).
+    fn serves_backend_queue(&self, s: &ServerRt) -> bool {
+        if !s.opts.backup {
+            return true;
+        }
+        if self.servers.iter().any(|x| !x.opts.backup && x.usable()) {
+            return false;
+        }
+        self.allbackups
+            || (self.servers.iter())
+                .find(|x| x.opts.backup && x.usable())
+                .is_some_and(|x| x.idx == s.idx)
     }
 
     /// A waiter gave up: take it out of whichever queue holds it.

@@ -79,6 +79,11 @@ pub fn new_server(
         tracked: OnceLock::new(),
         trackers: Mutex::new(Vec::new()),
         iadmin: AtomicU8::new(ADMIN_READY),
+        dyn_cookie: Mutex::new(
+            opts.dyncookie_key
+                .as_deref()
+                .and_then(|k| dyn_cookie(k, addr)),
+        ),
         tls,
         name,
         addr: AtomicAddr::new(addr),
@@ -199,6 +204,24 @@ pub struct ServerRt {
     /// (HAProxy's IMAINT/IDRAIN): the server is in the stronger of it
     /// and its own.
     pub iadmin: AtomicU8,
+    /// `cookie ... dynamic`'s value for a server without `cookie VALUE`,
+    /// derived from its address (changed with it).
+    pub dyn_cookie: Mutex<Option<String>>,
+}
+
+/// `cookie ... dynamic`'s value for a server at `addr` (an IP address:
+/// none without one): HAProxy 2.6's srv_set_dyncookie, XXH64 (seed 0) of
+/// the key's bytes, the address's (4 or 16, network order) and the port
+/// as 4 bytes in network order, written as 16 lower-case hex digits.
+pub fn dyn_cookie(key: &str, addr: Option<SocketAddr>) -> Option<String> {
+    let a = addr?;
+    let mut buf = key.as_bytes().to_vec();
+    match a.ip() {
+        std::net::IpAddr::V4(v4) => buf.extend_from_slice(&v4.octets()),
+        std::net::IpAddr::V6(v6) => buf.extend_from_slice(&v6.octets()),
+    }
+    buf.extend_from_slice(&u32::from(a.port()).to_be_bytes());
+    Some(format!("{:016x}", crate::hash::xxh64(&buf, 0)))
 }
 
 /// TLS settings of a server: the client configuration and the name sent
@@ -281,6 +304,21 @@ impl ServerRt {
         }
         self.moved.store(true, Ordering::Relaxed);
         self.addr.set(a);
+        // HAProxy derives a dynamic cookie again from the new address.
+        if let Some(k) = self.opts.dyncookie_key.as_deref() {
+            *self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner()) = dyn_cookie(k, a);
+        }
+    }
+
+    /// The server's persistence cookie value: `cookie VALUE`, else the
+    /// one `cookie ... dynamic` derived from its address.
+    pub fn cookie(&self) -> Option<std::borrow::Cow<'_, str>> {
+        if let Some(c) = self.opts.cookie.as_deref() {
+            return Some(std::borrow::Cow::Borrowed(c));
+        }
+        self.opts.dyncookie_key.as_ref()?;
+        let g = self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner());
+        g.clone().map(std::borrow::Cow::Owned)
     }
 
     /// Whether a server connection still goes to this server's address:

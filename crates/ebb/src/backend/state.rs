@@ -170,7 +170,7 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
 
 /// `enable|disable health|agent BACKEND/NAME` (the CLI's and the stats
 /// page's admin action).
-pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
+pub fn check_switch(s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
     if agent {
         // HAProxy: enabling needs `agent-check`; disabling never fails.
         // Neither changes the server's state by itself.
@@ -183,15 +183,10 @@ pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<
     if on && !s.opts.check {
         return Err("Health check was not configured on this server, cannot enable.\n".into());
     }
+    // Only the check stops or resumes: the server keeps its state, a
+    // DOWN one stays DOWN (HAProxy 2.6's cli_parse_disable_health clears
+    // the check's flag and nothing else, whatever its manual says).
     s.check_on.store(on, Ordering::Relaxed);
-    let agent_ok = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
-    if !on && agent_ok && !s.up.swap(true, Ordering::AcqRel) {
-        // Unchecked: considered UP unless the agent forces it down
-        // (HAProxy's `disable health`).
-        s.ext.changed(s.usable());
-        farm.note_state();
-        farm.kick_backend_queue();
-    }
     Ok(String::new())
 }
 

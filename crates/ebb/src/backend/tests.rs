@@ -121,7 +121,7 @@ fn cancelled_waiters_are_skipped_and_maxqueue_bounds_a_servers_queue_only() {
     };
     assert!(matches!(
         f.pick(&input, None, me, || h.clone()),
-        Pick::NoServer(_)
+        Pick::NoServer(_) | Pick::QueueFull(_)
     ));
     assert!(w.cancel().is_none());
     f.unqueue(&w);
@@ -220,7 +220,7 @@ fn backups_only_when_all_actives_are_down() {
     f.servers[1].up.store(false, Ordering::Relaxed);
     assert!(matches!(
         f.pick(&LbInput::default(), None, me, || h.clone()),
-        Pick::NoServer(_)
+        Pick::NoServer(_) | Pick::QueueFull(_)
     ));
 }
 
@@ -236,6 +236,7 @@ fn slot_of(p: Pick) -> Arc<ServerRt> {
             std::thread::yield_now();
         },
         Pick::NoServer(r) => panic!("{r}"),
+        Pick::QueueFull(s) => panic!("{} full", s.name),
     }
 }
 

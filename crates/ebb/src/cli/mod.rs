@@ -700,8 +700,8 @@ pub fn execute(
         [verb @ ("enable" | "disable"), what @ ("health" | "agent"), spec] => {
             need(level, Admin, &format!("{verb} {what}"))?;
             let c = p.live.compiled();
-            let (farm, srv) = stats::find_server(&c, spec)?;
-            servers::check_switch(&farm, &srv, *verb == "enable", *what == "agent")
+            let (_, srv) = stats::find_server(&c, spec)?;
+            servers::check_switch(&srv, *verb == "enable", *what == "agent")
         }
         [verb @ ("enable" | "disable"), "server", spec] => {
             need(level, Admin, &format!("{verb} server"))?;

@@ -36,6 +36,9 @@ pub struct CookieCfg {
     pub attrs: Vec<String>,
     /// The backend's `option persist` (set when the backend is built).
     pub persist: bool,
+    /// `dynamic`: servers without a `cookie` value get one derived from
+    /// the backend's `dynamic-cookie-key` and their address.
+    pub dynamic: bool,
 }
 
 /// Parses the words after `cookie`.
@@ -60,6 +63,7 @@ pub fn parse(w: &[String]) -> Result<CookieCfg, String> {
         maxlife: None,
         attrs: Vec::new(),
         persist: false,
+        dynamic: false,
     };
     let mut i = 1;
     while i < w.len() {
@@ -121,15 +125,10 @@ pub fn parse(w: &[String]) -> Result<CookieCfg, String> {
                 }
                 c.attrs.push(a.clone());
             }
-            "dynamic" => {
-                return Err(
-                    "'cookie ... dynamic' (cookies derived from 'dynamic-cookie-key') is not supported by ebb yet"
-                        .to_string(),
-                )
-            }
+            "dynamic" => c.dynamic = true,
             o => {
                 return Err(format!(
-                    "'cookie': unknown option '{o}' (supported: rewrite, insert, prefix, indirect, nocache, postonly, preserve, httponly, secure, domain, maxidle, maxlife, attr)"
+                    "'cookie': unknown option '{o}' (supported: rewrite, insert, prefix, indirect, nocache, postonly, preserve, httponly, secure, domain, maxidle, maxlife, attr, dynamic)"
                 ))
             }
         }

@@ -1152,9 +1152,9 @@ fn keyword_capabilities() {
         "(did you mean 'server'?)",
     );
     err1(
-        &be("    cookie SRV insert dynamic"),
+        &be("    dynamic-cookie-key"),
         "t.cfg:2: ",
-        "'cookie ... dynamic'",
+        "'dynamic-cookie-key' expects <secret_key> as argument.",
     );
     err1(
         &be("    option tcplog"),

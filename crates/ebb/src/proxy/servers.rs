@@ -331,6 +331,10 @@ pub(super) fn compile_servers(
         }
         let mut opts = s.opts.clone();
         opts.sock = srv_sock(p);
+        // `cookie ... dynamic`: a server without a value of its own.
+        if opts.cookie.is_none() && p.cookie.as_ref().is_some_and(|c| c.dynamic) {
+            opts.dyncookie_key = p.dynamic_cookie_key.clone();
+        }
         list.push((s.name.clone(), addr, opts, tls));
     }
     let host = p

@@ -88,6 +88,9 @@ pub(super) struct Session {
     /// `timeout tunnel`, when set on the backend.
     tunnel: Option<u32>,
     server: Option<Arc<ServerRt>>,
+    /// The server whose full queue refused the session (logged; no slot
+    /// of it is held).
+    refused_by: Option<Arc<ServerRt>>,
     waiter: Option<Arc<Waiter>>,
     retries_left: u32,
     retries_done: u32,
@@ -185,6 +188,7 @@ impl Session {
             },
             tunnel: None,
             server: None,
+            refused_by: None,
             waiter: None,
             retries_left: 0,
             retries_done: 0,
@@ -498,17 +502,19 @@ impl Session {
             Pick::Server(s) => self.use_server(ctx, s),
             Pick::Queued(w) => {
                 let now = ctx.now();
+                // HAProxy's %sq/%bq: how many waited before this one, in
+                // the queue it joined (a server's or the backend's).
+                let ahead = w.ahead as usize;
+                self.queues = if w.on_backend { (0, ahead) } else { (ahead, 0) };
                 self.waiter = Some(w);
                 self.st = St::Queued;
-                // HAProxy's %sq/%bq: how many waited before this one.
-                self.queues = (
-                    0,
-                    farm.queue
-                        .lock()
-                        .map(|q| q.len().saturating_sub(1))
-                        .unwrap_or(0),
-                );
                 self.deadline = ticks::add(now, self.timeouts.queue);
+            }
+            // A server's full queue is HAProxy's queue error (`SQ`),
+            // logged with that server's name.
+            Pick::QueueFull(s) => {
+                self.refused_by = Some(s);
+                self.end_with(b"SQ")
             }
             Pick::NoServer(_) => self.end_with(b"SC"),
         }
@@ -1235,7 +1241,8 @@ impl Session {
                 accept: self.accept_time,
                 frontend: &self.fe.name,
                 backend: self.be.as_ref().map_or(self.fe.name.as_str(), |b| &b.name),
-                server: self.server.as_ref().map_or("<NOSRV>", |s| &s.name),
+                server: (self.server.as_ref().or(self.refused_by.as_ref()))
+                    .map_or("<NOSRV>", |s| &s.name),
                 tq: -1,
                 tw,
                 tc,
@@ -1271,7 +1278,8 @@ impl Session {
             frontend: &self.fe.name,
             tls: self.tls,
             backend: self.be.as_ref().map_or(self.fe.name.as_str(), |b| &b.name),
-            server: self.server.as_ref().map_or("<NOSRV>", |s| &s.name),
+            server: (self.server.as_ref().or(self.refused_by.as_ref()))
+                .map_or("<NOSRV>", |s| &s.name),
             tw,
             tc,
             tt: d(self.t_accept, now),

@@ -234,6 +234,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         rate_limit_sessions: 0,
         fullconn: None,
         max_keep_alive_queue: None,
+        dynamic_cookie_key: None,
         id: None,
         description: None,
         source: None,

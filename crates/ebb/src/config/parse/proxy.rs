@@ -41,6 +41,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "rate-limit",
     "fullconn",
     "max-keep-alive-queue",
+    "dynamic-cookie-key",
     "email-alert",
     "option",
     "log",
@@ -566,6 +567,14 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             };
             // HAProxy's atol: 0 is "unset" (the default is computed).
             px.fullconn = Some(parse_u32_range(kw, n, 0, i32::MAX as u32)?).filter(|n| *n > 0);
+        }
+        "dynamic-cookie-key" => {
+            ctx.allow(kw, BE, true)?;
+            // HAProxy takes the first word (later ones are not looked at).
+            let Some(k) = w.get(1).filter(|k| !k.is_empty()) else {
+                return Err("'dynamic-cookie-key' expects <secret_key> as argument.".to_string());
+            };
+            px.dynamic_cookie_key = Some(k.clone());
         }
         "max-keep-alive-queue" => {
             ctx.allow(kw, BE, true)?;

@@ -81,6 +81,8 @@ pub struct Proxy {
     /// connection's server only if that server has a free slot or fewer
     /// than N streams queued; else it is balanced.
     pub max_keep_alive_queue: Option<u32>,
+    /// `dynamic-cookie-key KEY` (for `cookie ... dynamic`).
+    pub dynamic_cookie_key: Option<String>,
     /// `rate-limit sessions N` (frontends): most new sessions per second;
     /// 0 or unset, none.
     pub rate_limit_sessions: u32,

@@ -84,6 +84,10 @@ pub struct ServerOptions {
     pub pp_v2: PpV2Options,
     /// `cookie VALUE`: the server's persistence cookie value.
     pub cookie: Option<String>,
+    /// Without `cookie VALUE`, under `cookie ... dynamic`: the backend's
+    /// `dynamic-cookie-key` (set when the backend is built), from which
+    /// and its address the server's cookie value is derived.
+    pub dyncookie_key: Option<String>,
     /// `check-send-proxy`: health checks send one too (they also do when
     /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
     pub check_send_proxy: bool,
@@ -275,6 +279,7 @@ impl Default for ServerOptions {
             pp_v2: PpV2Options::default(),
             check_send_proxy: false,
             cookie: None,
+            dyncookie_key: None,
             resolvers: None,
             resolve_prefer_v4: false,
             init_addr: None,

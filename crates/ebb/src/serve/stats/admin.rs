@@ -178,13 +178,13 @@ fn form_action(farm: &Farm, s: &ServerRt, action: &str) -> Option<bool> {
             if !s.opts.check {
                 return Some(false);
             }
-            crate::backend::check_switch(farm, s, action == "ehlth", false).is_ok()
+            crate::backend::check_switch(s, action == "ehlth", false).is_ok()
         }
         "dagent" | "eagent" => {
             if !s.agent.configured {
                 return Some(false);
             }
-            crate::backend::check_switch(farm, s, action == "eagent", true).is_ok()
+            crate::backend::check_switch(s, action == "eagent", true).is_ok()
         }
         "arunn" | "adown" => {
             if !s.agent.enabled() {

@@ -295,6 +295,9 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if !r.addr.is_empty() {
         v[73] = st(&r.addr);
     }
+    if !r.cookie.is_empty() {
+        v[74] = st(&r.cookie);
+    }
     v[75] = st(r.mode);
     if !r.algo.is_empty() {
         v[76] = st(&r.algo);

@@ -96,6 +96,8 @@ pub struct Row {
     pub agent_fall: Option<u64>,
     pub agent_health: Option<u64>,
     pub addr: String,
+    /// A server's persistence cookie value, a backend's cookie name.
+    pub cookie: String,
     pub algo: String,
     pub uweight: Option<u64>,
     /// HAProxy's h2 module, from `h2_open_connections` on:
@@ -195,6 +197,7 @@ impl Row {
             agent_fall: None,
             agent_health: None,
             addr: String::new(),
+            cookie: String::new(),
             algo: String::new(),
             uweight: None,
             h2: [None; 4],
@@ -387,6 +390,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
     r.addr = s.addr().map(|a| a.to_string()).unwrap_or_default();
+    r.cookie = s.cookie().map(|c| c.into_owned()).unwrap_or_default();
     r.icur = Some(u64::from(s.idle_count()));
     r.ilim = s.opts.pool_max_conn.map(u64::from);
     if s.opts.slowstart.is_some() && s.usable() {
@@ -543,7 +547,9 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     match &be.kind {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;
-            r.qcur = f.queued() as u64;
+            // The backend's own queue (HAProxy's `px->queue.length`):
+            // its servers' queues are on their rows.
+            r.qcur = f.queue.lock().map_or(0, |q| q.len() as u64);
             // The active servers' weights: effective (ramped during a
             // `slowstart`), and as configured.
             let (mut w, mut uw) = (0, 0);
@@ -583,6 +589,11 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             }
             r.smax = Some(peak(format!("be/{}/c", be.name), r.scur));
             r.algo = algo_name(&f.balance).to_string();
+            r.cookie = sv
+                .cookie
+                .as_ref()
+                .map(|c| c.name.clone())
+                .unwrap_or_default();
             r.uweight = Some(uw);
             r.weight = Some(w);
             r.act = Some(act);

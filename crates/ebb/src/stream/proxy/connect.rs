@@ -43,15 +43,20 @@ impl Stream {
             None if ck.is_some() => (ck, force, stay),
             None => match c.stk.prefer_force() {
                 Some(st) => (c.stk.prefer(), true, st),
-                None => (
-                    c.stk.prefer().or_else(|| self.last_server(&up)),
-                    force,
-                    stay,
-                ),
+                None => (c.stk.prefer(), force, stay),
             },
         };
         let h = || ctx.handle();
-        let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);
+        // The last server is no persistence: its full queue refuses.
+        let last = prefer
+            .is_none()
+            .then(|| self.last_server(&up))
+            .flatten()
+            .filter(|&i| up.avoid != Some(i));
+        let pick = match last {
+            Some(i) => up.farm.pick_last(i, me, h),
+            None => (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h),
+        };
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -75,6 +80,11 @@ impl Stream {
             Pick::NoServer(_why) => {
                 self.up = Some(up);
                 self.fail(c, ctx, ExchangeError::no_server());
+            }
+            Pick::QueueFull(s) => {
+                up.refused_by = Some(s);
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::queue_full());
             }
         }
     }

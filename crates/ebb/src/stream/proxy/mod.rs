@@ -151,6 +151,9 @@ pub(super) struct Upstream {
     timeouts: BeTimeouts,
     server: Option<Arc<ServerRt>>,
     waiter: Option<Arc<Waiter>>,
+    /// The server whose full queue refused the stream (HAProxy logs its
+    /// name): no slot of it is held.
+    refused_by: Option<Arc<ServerRt>>,
     reused: bool,
     pub(super) state: UpState,
     /// The rewritten request head, kept until a response byte arrives so a
@@ -372,6 +375,7 @@ impl Upstream {
             timeouts,
             server: None,
             waiter: None,
+            refused_by: None,
             reused: false,
             state: UpState::Queued,
             head: Vec::new(),
@@ -689,6 +693,7 @@ impl Stream {
             timeouts: u_timeouts,
             server,
             waiter,
+            refused_by,
             reused,
             state,
             head,
@@ -747,6 +752,7 @@ impl Stream {
         *u_timeouts = timeouts;
         *server = None;
         *waiter = None;
+        *refused_by = None;
         *reused = false;
         *state = UpState::Queued;
         *head = out;

@@ -709,7 +709,8 @@ pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool)
     if let Some(v) = c.vars.cell() {
         crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
     }
-    let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+    let server =
+        (up.server.as_ref().or(up.refused_by.as_ref())).map_or("<NOSRV>", |s| s.name.as_str());
     let mut entry = c.log_entry(LogFacts {
         backend: &up.be.name,
         server,
