@@ -6,7 +6,9 @@
 
 pub(crate) mod backend;
 pub(crate) mod blocking;
+pub(crate) mod calendar;
 pub(crate) mod cli;
+pub mod clientcert;
 pub mod compress;
 pub mod config;
 pub mod dns;

@@ -972,25 +972,12 @@ pub fn httplog() -> &'static LogLine {
     })
 }
 
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), Howard
-/// Hinnant's `civil_from_days`.
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub(crate) use crate::calendar::civil_from_days;
 
 /// The pieces of one access-log line.
 pub struct Entry<'a> {
     /// The client's certificate (`ssl_c_*` in a `log-format`).
-    pub client_cert: Option<crate::tls::clientauth::ClientCertView<'a>>,
+    pub client_cert: Option<crate::clientcert::ClientCertView<'a>>,
     pub client: std::net::SocketAddr,
     pub accept: std::time::SystemTime,
     pub frontend: &'a str,

@@ -241,7 +241,7 @@ pub struct Ctx<'a> {
     pub sni: Option<&'a str>,
     /// The client's certificate and its verification (`ssl_c_*`; `None`
     /// without TLS).
-    pub client_cert: Option<crate::tls::clientauth::ClientCertView<'a>>,
+    pub client_cert: Option<crate::clientcert::ClientCertView<'a>>,
     pub req: Option<Req<'a>>,
     pub res: Option<Res<'a>>,
     /// The exchange's variables (`None`: `var()` finds nothing and

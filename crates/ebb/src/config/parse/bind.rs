@@ -88,7 +88,7 @@ fn ignore_err_list(kw: &str, v: &str) -> Result<u64, String> {
                 "'{kw}' : ID '{n}' out of range (1..63) in error IDs list '{v}'"
             ));
         }
-        if crate::tls::clientauth::NOT_IGNORABLE.contains(&n) {
+        if crate::clientcert::NOT_IGNORABLE.contains(&n) {
             return Err(format!(
                 "'{kw}' : ignoring error {n} is not supported by ebb: its verification cannot go on past it (use 'all' to accept any certificate)"
             ));

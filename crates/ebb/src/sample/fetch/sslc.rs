@@ -3,8 +3,8 @@
 //! from the client. Kept apart from the other fetches (their own compile,
 //! evaluate and type functions).
 
+use crate::clientcert::{field, CertField, FieldVal};
 use crate::sample::{Ctx, Scratch, Type, Val};
-use crate::tls::clientauth::{field, CertField, FieldVal};
 
 #[derive(Clone, Debug)]
 pub(in crate::sample) enum SslC {
