@@ -51,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
             payload: None,
             stk: None,
             res_body: Some((b"{\"k\":1}", 7)),
+            client_cert: None,
         };
         let mut out = Vec::new();
         f.render(&ctx, &mut out);
