@@ -12,23 +12,11 @@ SMUGG) reaching ebb's client as a desync (exit status 1).
 """
 import os, random, socket, subprocess, sys, threading, time, re
 
-WORK = os.path.join("target", "garden")
-os.makedirs(WORK, exist_ok=True)
+from common import WORK, free_port, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 200
-def _free_port():
-    import random as _r
-    for _ in range(200):
-        p = _r.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p)); s.close(); return p
-        except OSError:
-            s.close()
-    raise SystemExit("no free port")
-
-OPORT, EPORT, HPORT = _free_port(), _free_port(), _free_port()
+OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 answers = {}  # tag -> bytes to send, close flag
 
 def origin():
@@ -77,15 +65,7 @@ backend be
 """
 
 def start():
-    open(WORK + "/re.cfg", "w").write(CFG % (EPORT, OPORT))
-    open(WORK + "/rh.cfg", "w").write(CFG % (HPORT, OPORT))
-    e = subprocess.Popen([EBB, "-f", WORK + "/re.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/re.log", "w"))
-    h = subprocess.Popen(["haproxy", "-db", "-f", WORK + "/rh.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/rh.log", "w"))
-    for p in (EPORT, HPORT):
-        for _ in range(100):
-            try: socket.create_connection(("127.0.0.1", p)).close(); break
-            except OSError: time.sleep(0.05)
-    return e, h
+    return start_pair(EBB, CFG, "r", EPORT, HPORT, OPORT)
 
 R = random.Random(SEED)
 SL = [b"HTTP/1.1 200 OK", b"HTTP/1.1 200", b"HTTP/1.1 200 ", b"HTTP/1.0 200 OK", b"HTTP/1.1 204 No Content", b"HTTP/1.1 304 Not Modified",

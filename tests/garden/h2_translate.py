@@ -12,21 +12,9 @@ GOAWAY code) and, where they differ, what reached the origin.
 import os, socket, subprocess, sys, threading, time, re
 import h2.connection, h2.config, h2.events
 
-WORK = os.path.join("target", "garden")
-os.makedirs(WORK, exist_ok=True)
+from common import free_port, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
-def _free_port():
-    import random as _r
-    for _ in range(200):
-        p = _r.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p)); s.close(); return p
-        except OSError:
-            s.close()
-    raise SystemExit("no free port")
-
-OPORT, EPORT, HPORT = _free_port(), _free_port(), _free_port()
+OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 seen = {}
 lock = threading.Lock()
 
@@ -203,11 +191,7 @@ case("expect-100", lambda t: base(t, "POST") + [("expect", "100-continue"), ("co
 
 def main():
     threading.Thread(target=origin, daemon=True).start()
-    open(WORK + "/h2e.cfg", "w").write(CFGE % (EPORT, OPORT))
-    open(WORK + "/h2h.cfg", "w").write(CFGE % (HPORT, OPORT))
-    e = subprocess.Popen([EBB, "-f", WORK + "/h2e.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/h2e.log", "w"))
-    h = subprocess.Popen(["haproxy", "-db", "-f", WORK + "/h2h.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/h2h.log", "w"))
-    time.sleep(0.5)
+    e, h = start_pair(EBB, CFGE, "h2", EPORT, HPORT, OPORT)
     nd = 0
     for name, hf, kw in CASES:
         out = {}

@@ -13,23 +13,11 @@ ebb dies or hangs where HAProxy answers.
 """
 import os, random, socket, subprocess, sys, threading, time, re
 
-WORK = os.path.join("target", "garden")
-os.makedirs(WORK, exist_ok=True)
+from common import WORK, free_port, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 300
-def _free_port():
-    import random as _r
-    for _ in range(200):
-        p = _r.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p)); s.close(); return p
-        except OSError:
-            s.close()
-    raise SystemExit("no free port")
-
-OPORT, EPORT, HPORT = _free_port(), _free_port(), _free_port()
+OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 
 recv = {}  # tag -> list of (head, body)
 lock = threading.Lock()
@@ -110,15 +98,7 @@ backend be
 """
 
 def start():
-    open(WORK + "/e.cfg", "w").write(CFG % (EPORT, OPORT))
-    open(WORK + "/h.cfg", "w").write(CFG % (HPORT, OPORT))
-    e = subprocess.Popen([EBB, "-f", WORK + "/e.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/e.log", "w"))
-    h = subprocess.Popen(["haproxy", "-db", "-f", WORK + "/h.cfg"], stdout=subprocess.DEVNULL, stderr=open(WORK + "/h.log", "w"))
-    for p in (EPORT, HPORT):
-        for _ in range(100):
-            try: socket.create_connection(("127.0.0.1", p)).close(); break
-            except OSError: time.sleep(0.05)
-    return e, h
+    return start_pair(EBB, CFG, "", EPORT, HPORT, OPORT)
 
 def exchange(port, data, halfclose):
     s = socket.create_connection(("127.0.0.1", port)); s.settimeout(3)
