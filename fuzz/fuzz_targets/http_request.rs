@@ -4,8 +4,8 @@
 #![no_main]
 
 use ebb::http1::{
-    parse_request, parse_request_into, BodyFraming, ChunkedDecoder, Limits, RequestHead, Span,
-    Status, Version,
+    parse_request, parse_request_into, BodyFraming, ChunkedDecoder, Limits, Method, RequestHead,
+    Span, Status, Version,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -68,6 +68,12 @@ fn check(buf: &[u8], h: &RequestHead, limits: &Limits) {
     }
     let te = h.header(buf, "transfer-encoding").is_some();
     let cl = h.header(buf, "content-length").is_some();
+    if h.method == Method::Connect {
+        // A CONNECT has no content whatever its fields say (RFC 9110
+        // §9.3.6): the bytes after its head are the tunnel's.
+        assert_eq!(h.framing, BodyFraming::None);
+        return check_prefixes(buf, h, limits);
+    }
     match h.framing {
         // Transfer-Encoding wins over Content-Length, in HTTP/1.0 too (as
         // HAProxy; the connection closes after such an exchange).
@@ -76,6 +82,10 @@ fn check(buf: &[u8], h: &RequestHead, limits: &Limits) {
         BodyFraming::None => assert!(!te),
         BodyFraming::UntilClose => panic!("a request framed until close"),
     }
+    check_prefixes(buf, h, limits);
+}
+
+fn check_prefixes(buf: &[u8], h: &RequestHead, limits: &Limits) {
     if !limits.allow_bare_lf {
         let head = &buf[..h.head_len];
         for (i, &b) in head.iter().enumerate() {
