@@ -190,6 +190,9 @@ pub struct ServerTlsPolicy {
     /// certificate must carry when no SNI was sent (the health checks'
     /// too); without it and without SNI the names are not checked.
     pub verify_host: Option<String>,
+    /// `crt FILE`: the certificate and key (in FILE, else in `FILE.key`)
+    /// sent to a server that asks for a client certificate.
+    pub crt: Option<PathBuf>,
 }
 
 impl ServerTlsPolicy {
