@@ -252,3 +252,48 @@ fn server_crt_is_sent_to_a_server_that_asks() {
         false,
     );
 }
+
+#[test]
+fn add_server_takes_a_unix_socket_path_with_ssl_and_crt() {
+    // The reg-test ssl/dynamic_server_ssl's `add server B/S /PATH ssl
+    // verify none crt FILE`, towards the inner proxy of the `crt` test.
+    let d = scratch("sslreg-add");
+    if !client_pki(&d) {
+        return;
+    }
+    let inner = server_crt_cfg(&d, "BIND", "BIND");
+    let (e, sock) = ebb_with_admin("sslreg-add-cli", |s, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{}\
+             frontend fe\n    bind {bind}\n    default_backend test\n\
+             backend test\n",
+            s.display(),
+            inner.replace("global\n", "")
+        )
+    });
+    let fe = e.addrs[2];
+    let answer = cli_cmd(
+        &sock,
+        &format!(
+            "add server test/s1 {}/in.sock ssl verify none crt {}/client.pem",
+            d.display(),
+            d.display()
+        ),
+    );
+    assert!(answer.contains("New server registered."), "{answer}");
+    // Refused there as on a server line.
+    let answer = cli_cmd(
+        &sock,
+        &format!("add server test/s2 {}/in.sock check", d.display()),
+    );
+    assert!(
+        answer.contains("on an UNIX socket server are not supported"),
+        "{answer}"
+    );
+    cli_cmd(&sock, "enable server test/s1");
+    let r = get(fe, "/");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "cn=client one verify=0".to_string())
+    );
+}
