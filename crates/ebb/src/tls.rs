@@ -1112,10 +1112,18 @@ pub fn client_config_with(
                 Some(p) => roots_from_file(p)?,
                 None => system_roots()?,
             };
+            let crls = match &tls.crl_file {
+                Some(p) => crls_from_file(p)?,
+                None => Vec::new(),
+            };
+            // With CRLs, every certificate of the chain is checked, and
+            // one whose issuer has no CRL fails (OpenSSL's CRL_CHECK_ALL,
+            // which HAProxy sets).
             let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(roots),
                 Arc::clone(&provider),
             )
+            .with_crls(crls)
             .build()
             .map_err(|e| format!("TLS verification settings refused: {e}"))?;
             let verify_host = match tls.verify_host.as_deref() {
@@ -1140,6 +1148,25 @@ pub fn client_config_with(
             .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
     }
     Ok(Arc::new(config))
+}
+
+/// The CRLs of a server's `crl-file` (PEM blocks).
+fn crls_from_file(
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateRevocationListDer<'static>>, String> {
+    let why = |m: String| format!("'crl-file' : unable to load {}: {m}", path.display());
+    let pem = read_file(path).map_err(why)?;
+    let mut out = Vec::new();
+    for c in rustls::pki_types::CertificateRevocationListDer::pem_slice_iter(&pem) {
+        let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
+        webpki::OwnedCertRevocationList::from_der(c.as_ref())
+            .map_err(|e| why(format!("bad CRL: {e:?}")))?;
+        out.push(c);
+    }
+    if out.is_empty() {
+        return Err(why("no CRL (no BEGIN X509 CRL block) in it".into()));
+    }
+    Ok(out)
 }
 
 fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {

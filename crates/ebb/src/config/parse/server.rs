@@ -348,6 +348,9 @@ pub(super) fn parse_server_opts(
                     }
                     "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
                     "crt" => o.tls.crt = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v)),
+                    "crl-file" => {
+                        o.tls.crl_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v))
+                    }
                     "ciphers" => {
                         crate::tls_policy::ciphers12(v)?;
                         o.tls.ciphers = Some(v.to_string());
@@ -442,7 +445,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }

@@ -193,6 +193,9 @@ pub struct ServerTlsPolicy {
     /// `crt FILE`: the certificate and key (in FILE, else in `FILE.key`)
     /// sent to a server that asks for a client certificate.
     pub crt: Option<PathBuf>,
+    /// `crl-file FILE`: under `verify required`, the revocation lists the
+    /// server's chain is checked against (every certificate of it).
+    pub crl_file: Option<PathBuf>,
 }
 
 impl ServerTlsPolicy {
