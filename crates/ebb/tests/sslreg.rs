@@ -289,6 +289,8 @@ fn add_server_takes_a_unix_socket_path_with_ssl_and_crt() {
         (r.status, r.text()),
         (200, "cn=client one verify=0".to_string())
     );
+    // `show stat` says `unix` for its address, as HAProxy does.
+    assert_eq!(stat_row(&sock, "test", "s1")["addr"], "unix");
 }
 
 /// Runs an `openssl` shell script in `d` (it must succeed): true.
