@@ -68,11 +68,11 @@ fn unix_socket_servers_refuse_what_ebb_cannot_do_on_them() {
     for (line, what) in [
         (
             "server s /tmp/x.sock check",
-            "'check' and 'resolvers' on an UNIX socket server",
+            "'check' and 'resolvers' on a UNIX socket server",
         ),
         (
             "server s unix@/tmp/x.sock check",
-            "'check' and 'resolvers' on an UNIX socket server",
+            "'check' and 'resolvers' on a UNIX socket server",
         ),
         ("server s unix@", "a UNIX socket path of 1 to 107 bytes"),
         (
@@ -280,7 +280,7 @@ fn add_server_takes_a_unix_socket_path_with_ssl_and_crt() {
         &format!("add server test/s2 {}/in.sock check", d.display()),
     );
     assert!(
-        answer.contains("on an UNIX socket server are not supported"),
+        answer.contains("on a UNIX socket server are not supported"),
         "{answer}"
     );
     cli_cmd(&sock, "enable server test/s1");

@@ -113,17 +113,17 @@ fn unix_target(addr: &str) -> Result<Option<UnixTarget>, String> {
 /// work on IP addresses).
 fn unix_opts(name: &str, u: &UnixTarget, o: &ServerOptions) -> Result<(), String> {
     let what = match u {
-        UnixTarget::Abns(_) => "abns@",
-        UnixTarget::Path(_) => "UNIX socket",
+        UnixTarget::Abns(_) => "an abns@",
+        UnixTarget::Path(_) => "a UNIX socket",
     };
     if o.socks4.is_some() {
         return Err(format!(
-            "server '{name}': 'socks4' on an {what} server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+            "server '{name}': 'socks4' on {what} server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
         ));
     }
     if o.check || o.resolvers.is_some() {
         return Err(format!(
-            "server '{name}': 'check' and 'resolvers' on an {what} server are not supported by ebb"
+            "server '{name}': 'check' and 'resolvers' on {what} server are not supported by ebb"
         ));
     }
     Ok(())
