@@ -22,6 +22,7 @@ MODE:
            GOAWAY whose last-stream-id is that stream (NO_ERROR), then
            the connection closes with it unanswered
   len      every answer is 200 `content-length: 5`, DATA "hello"
+  lenlist  every answer is 200 `content-length: 5, 5`, DATA "hello"
   headlen  every answer is 200 `content-length: 5` with END_STREAM (what
            a server answers a HEAD)
   s204data every answer is 204, then DATA "oops" (END_STREAM)
@@ -343,6 +344,11 @@ def serve(conn, mode):
                 elif mode == "len":
                     conn.sendall(
                         frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5"))
+                        + frame(0, 1, stream, b"hello")
+                    )
+                elif mode == "lenlist":
+                    conn.sendall(
+                        frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5, 5"))
                         + frame(0, 1, stream, b"hello")
                     )
                 elif mode == "headlen":
