@@ -12,19 +12,13 @@ SMUGG) reaching ebb's client as a desync (exit status 1).
 """
 import os, random, socket, subprocess, sys, threading, time, re
 
-from common import WORK, free_port, start_pair
+from common import WORK, config, free_port, origin, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 200
 OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 answers = {}  # tag -> bytes to send, close flag
 
-def origin():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", OPORT)); s.listen(128)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 def serve(c):
     buf = b""
@@ -49,20 +43,7 @@ def serve(c):
         pass
     c.close()
 
-CFG = """global
-    maxconn 1000
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 3s
-    timeout server 1s
-    http-reuse always
-frontend fe
-    bind 127.0.0.1:%d
-    default_backend be
-backend be
-    server o 127.0.0.1:%d
-"""
+CFG = config(["timeout client 3s", "timeout server 1s", "http-reuse always"])
 
 def start():
     return start_pair(EBB, CFG, "r", EPORT, HPORT, OPORT)
@@ -134,7 +115,7 @@ def summarize(b):
     return st, body
 
 def main():
-    threading.Thread(target=origin, daemon=True).start()
+    origin(OPORT, serve)
     e, h = start()
     nd = 0
     nsmug = 0
