@@ -9,12 +9,15 @@ END_STREAM, RST_STREAM or GOAWAY or a close mid-answer, trailers, huge
 heads, CONTINUATION splits, flow-control and frame-size abuse,
 PUSH_PROMISE, frames on the wrong stream); any other request gets a
 plain 200. Each case goes through ebb and through HAProxy 2.6 from an
-HTTP/1 client and from an HTTP/2 (h2c) client; after it, a second request
-on the same client connection (when still open) and one on a new
-connection. The script prints each case where the client outcomes
-differ, and exits 1 when ebb dies, leaves a new-connection request
-unanswered, hangs where HAProxy answers, or holds more descriptors at the
-end than at the start (a leak).
+HTTP/1 client and from an HTTP/2 (h2c) client, the latter with a plain
+sibling stream beside it (on the same server connection); after it, a
+second request on the same client connection (when still open) and one
+on a new connection. The script prints each case where the client
+outcomes differ, and exits 1 when ebb dies, leaves a new-connection
+request unanswered, hangs (or leaves the sibling unanswered) where
+HAProxy answers, or holds more descriptors at the end than at the start
+(a leak). HAProxy 2.6.12 aborts on two cases: it is started again, and
+the cases are named at the end.
 
     tests/garden/h2_origin.py [EBB] [ONLY]
 """
@@ -202,9 +205,8 @@ CASES = {
 }
 
 # --- the origin -----------------------------------------------------------
-lock = threading.Lock()
+
 PROCS = []
-origin_seen = []  # (tag, request fields)
 
 
 
@@ -226,7 +228,7 @@ def serve(c):
         if not buf.startswith(b"PRI * HTTP/2.0"): c.close(); return
         buf = buf[24:]
         c.sendall(frame(SETTINGS, 0, 0, b""))
-        hblock = {}; htag = {}
+        hblock = {}
         while True:
             buf = recv_exact(c, 9, buf)
             ln = int.from_bytes(buf[:3], "big"); t = buf[3]; fl = buf[4]; sid = int.from_bytes(buf[5:9], "big") & 0x7fffffff
@@ -244,10 +246,7 @@ def serve(c):
                 hblock[sid] += pl
                 if not fl & EH: continue
                 fields = dec.decode(hblock.pop(sid), raw=True)
-                if t == HEADERS and not (fl & ES) and any(n == b"content-length" and v != b"0" for n, v in fields):
-                    pass  # no request here has a body
                 tag = dict(fields).get(b"x-tag", b"").decode()
-                with lock: origin_seen.append((tag, fields))
                 case = CASES.get(tag.split("/")[0])
                 if case is None:
                     body = b"second " + tag.encode()
@@ -328,63 +327,86 @@ def h2_client(port):
     return s, c
 
 
-def h2_one(s, c, tag, limit=4.0):
-    sid = c.get_next_available_stream_id()
-    c.send_headers(sid, [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "h"), ("x-tag", tag)], end_stream=True)
+def h2_one(s, c, tag, limit=4.0, sibling=None):
+    """Sends a GET tagged `tag` (and one tagged `sibling` right after it,
+    when given, on the same connection) and reads until they end: the
+    first one's summary and end, and the sibling's outcome ("ok" when its
+    plain answer came whole)."""
+    sids = {}
+    for t in (tag, sibling):
+        if t is None: continue
+        sid = c.get_next_available_stream_id()
+        c.send_headers(sid, [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "h"), ("x-tag", t)], end_stream=True)
+        sids[sid] = {"res": None, "status": [], "body": b"", "trailers": [], "names": set()}
     s.sendall(c.data_to_send())
-    res = None; status = []; body = b""; trailers = []; names = set()
+    sid = min(sids)
+    conn_end = None
     t0 = time.time()
-    while res is None and time.time() - t0 < limit:
+    while conn_end is None and any(v["res"] is None for v in sids.values()) and time.time() - t0 < limit:
         s.settimeout(max(0.05, limit - (time.time() - t0)))
         try:
             d = s.recv(65536)
         except socket.timeout:
             break
         except OSError:
-            res = "reset"; break
+            conn_end = "reset"; break
         if not d:
-            res = "closed"; break
+            conn_end = "closed"; break
         try:
             evs = c.receive_data(d)
         except Exception as e:
-            res = "client-protocol-error:%s" % type(e).__name__; break
+            conn_end = "client-protocol-error:%s" % type(e).__name__; break
         for ev in evs:
-            if getattr(ev, "stream_id", sid) != sid: continue
+            if isinstance(ev, h2.events.ConnectionTerminated):
+                conn_end = "goaway:%d" % int(ev.error_code)
+                continue
+            st = sids.get(getattr(ev, "stream_id", None))
+            if st is None: continue
             if isinstance(ev, (h2.events.ResponseReceived, h2.events.InformationalResponseReceived)):
-                hd = dict(ev.headers); status.append(hd.get(b":status", b"?").decode())
-                names |= {n.decode() for n, v in ev.headers if n.startswith(b"x-") or n in (b"connection", b"transfer-encoding", b"link", b"te", b"upgrade")}
+                hd = dict(ev.headers); st["status"].append(hd.get(b":status", b"?").decode())
+                st["names"] |= {n.decode() for n, v in ev.headers if n.startswith(b"x-") or n in (b"connection", b"transfer-encoding", b"link", b"te", b"upgrade")}
             elif isinstance(ev, h2.events.DataReceived):
-                body += ev.data; c.acknowledge_received_data(ev.flow_controlled_length, sid)
+                st["body"] += ev.data; c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.TrailersReceived):
-                trailers += [n.decode() for n, v in ev.headers]
+                st["trailers"] += [n.decode() for n, v in ev.headers]
             elif isinstance(ev, h2.events.StreamEnded):
-                res = "end"
+                st["res"] = "end"
             elif isinstance(ev, h2.events.StreamReset):
-                res = "rst:%d" % int(ev.error_code)
-            elif isinstance(ev, h2.events.ConnectionTerminated):
-                res = "goaway:%d" % int(ev.error_code)
+                st["res"] = "rst:%d" % int(ev.error_code)
         try:
             s.sendall(c.data_to_send())
         except OSError:
             pass
-    return "%s body=%r end=%s fields=%s trailers=%s" % ("/".join(status) or "-", body[:40], res or "timeout", ",".join(sorted(names)), ",".join(trailers)), res
+    m = sids[sid]
+    res = m["res"] or conn_end
+    summ = "%s body=%r end=%s fields=%s trailers=%s" % ("/".join(m["status"]) or "-", m["body"][:40], res or "timeout", ",".join(sorted(m["names"])), ",".join(m["trailers"]))
+    sib = None
+    if sibling is not None:
+        o = sids[max(sids)]
+        if o["res"] == "end" and ("second " + sibling).encode() in o["body"]:
+            sib = "ok"
+        else:
+            sib = "%s %s" % ("/".join(o["status"]) or "-", o["res"] or conn_end or "timeout")
+    return summ, res, sib
 
 
 def h2_case(port, tag):
+    """The case's request with a plain sibling stream beside it, then a
+    second request on the connection when it is still open."""
     s, c = h2_client(port)
     try:
-        summ, res = h2_one(s, c, tag)
+        summ, res, sib = h2_one(s, c, tag, sibling="p" + tag)
     except Exception as e:
-        summ, res = "client-error:%s" % type(e).__name__, "err"
+        summ, res, sib = "client-error:%s" % type(e).__name__, "err", "-"
     second = "-"
     if res is not None and not res.startswith(("goaway", "closed", "reset", "client")):
         try:
-            ssum, sres = h2_one(s, c, "s" + tag)
+            ssum, _, _ = h2_one(s, c, "s" + tag)
             second = "ok" if "second s" + tag in ssum else ssum
         except Exception as e:
             second = "err:%s" % type(e).__name__
     s.close()
-    return summ, second
+    return summ, second, sib
 
 
 def alive(port, h2port, tag):
@@ -395,7 +417,7 @@ def alive(port, h2port, tag):
     ok1 = b"second a" + tag.encode() in b
     s, c = h2_client(h2port)
     try:
-        summ, _ = h2_one(s, c, "b" + tag)
+        summ, _, _ = h2_one(s, c, "b" + tag)
     except Exception:
         summ = ""
     s.close()
@@ -431,7 +453,7 @@ def main():
             try:
                 r2 = h2_case(p2, name + "/2" + side)
             except OSError:
-                r2 = ("refused", "-")
+                r2 = ("refused", "-", "-")
             if side == "ebb" and "refused" in (r1[0], r2[0]):
                 print("!!! ebb refused a connection at %s (alive: %s)" % (name, e.poll() is None))
                 sys.exit(1)
@@ -442,7 +464,7 @@ def main():
                 h = start(["haproxy", "-db"], hcfg, "o", "h")
                 PROCS.append(h)
                 wait_listening((HPORT, H2PORT))
-            out[side] = (r1[0].replace(side, "S"), r1[1], r2[0].replace(side, "S"), r2[1])
+            out[side] = (r1[0].replace(side, "S"), r1[1], r2[0].replace(side, "S"), r2[1], r2[2])
             if side == "ebb":
                 if e.poll() is not None:
                     print("EBB DIED at", name); sys.exit(1)
@@ -452,17 +474,20 @@ def main():
         flags = []
         if a[0] != b[0] or a[1] != b[1]: flags.append("H1")
         if a[2] != b[2] or a[3] != b[3]: flags.append("H2")
+        if a[4] != b[4]: flags.append("SIBLING")
         for x, y in ((a[0], b[0]), (a[2], b[2])):
             if "end=timeout" in x and "end=timeout" not in y:
                 flags.append("EBB-HANGS"); bad += 1
+        if a[4].endswith("timeout") and not b[4].endswith("timeout"):
+            flags.append("EBB-HANGS-SIBLING"); bad += 1
         if flags:
             ndiff += 1
         if flags or os.environ.get("V"):
             print("=== %s %s" % (name, ",".join(flags)))
             print("  h1 ebb: %s | 2nd %s" % (a[0], a[1]))
             print("  h1 hap: %s | 2nd %s" % (b[0], b[1]))
-            print("  h2 ebb: %s | 2nd %s" % (a[2], a[3]))
-            print("  h2 hap: %s | 2nd %s" % (b[2], b[3]))
+            print("  h2 ebb: %s | 2nd %s | sibling %s" % (a[2], a[3], a[4]))
+            print("  h2 hap: %s | 2nd %s | sibling %s" % (b[2], b[3], b[4]))
     # Let ebb's timeouts pass, then count its descriptors again.
     time.sleep(3)
     alive(EPORT, E2PORT, "end")
