@@ -37,14 +37,15 @@ def origin(port, serve):
     threading.Thread(target=loop, daemon=True).start()
 
 
-def config(defaults, bind_extra="", server_extra=""):
+def config(defaults, bind_extra="", server_extra="", bind_opts=""):
     """The configuration every garden script runs ebb and haproxy on: the
-    frontend on `%d` (the program's port) with `bind_extra` lines after,
-    the backend's one server on `%d` (the origin's) with `server_extra`
-    options; `defaults` are the timeouts and options of `defaults`."""
+    frontend on `%d` (the program's port, with `bind_opts`) and
+    `bind_extra` lines after, the backend's one server on `%d` (the
+    origin's) with `server_extra` options; `defaults` are the timeouts
+    and options of `defaults`."""
     return ("global\n    maxconn 1000\ndefaults\n    mode http\n    timeout connect 2s\n"
             + "".join("    %s\n" % l for l in defaults)
-            + "frontend fe\n    bind 127.0.0.1:%d\n" + bind_extra
+            + "frontend fe\n    bind 127.0.0.1:%d" + bind_opts + "\n" + bind_extra
             + "    default_backend be\nbackend be\n    server o 127.0.0.1:%d" + server_extra + "\n")
 
 

@@ -209,8 +209,6 @@ CASES = {
 PROCS = []
 
 
-
-
 def recv_exact(c, n, buf):
     while len(buf) < n:
         d = c.recv(65536)
