@@ -42,6 +42,9 @@ pub struct ResponseHead {
     /// A line of the head ends with a lone LF (accepted, RFC 9112 §2.2):
     /// whoever forwards the head writes it again with CRLF.
     pub bare_lf: bool,
+    /// The length `Content-Length` declares, once read (`16, 16` is 16),
+    /// whatever the framing: a HEAD's or a 304's goes on as this number.
+    pub declared_length: Option<u64>,
 }
 
 impl Default for ResponseHead {
@@ -58,6 +61,7 @@ impl Default for ResponseHead {
             content_length_repeated: false,
             force_close: false,
             bare_lf: false,
+            declared_length: None,
         }
     }
 }
@@ -229,6 +233,7 @@ fn complete_response(
     let f = analyze(buf, &head.headers, true)?;
     let http11 = head.version == Version::Http11;
     head.content_length_repeated = f.content_length_repeated;
+    head.declared_length = f.content_length;
     // As HAProxy 2.6: a coding other than chunked is an invalid answer;
     // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and
     // either that or an HTTP/1.0 answer with Transfer-Encoding closes the
