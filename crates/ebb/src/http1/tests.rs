@@ -789,12 +789,19 @@ fn bare_lf_refused_at_every_line_end() {
     }
     // An answer's lone LF is taken (as HAProxy 2.6) and noted, for the
     // head to be written again with CRLF.
+    // Written again, it has CRLF only and reads the same.
     for head in responses {
         assert!(!resp_ok(head, Method::Get).bare_lf);
         for v in variants(head) {
             let h = resp_ok(&v, Method::Get);
             assert!(h.bare_lf, "{:?}", show(&v));
             assert_eq!(h.head_len, v.len(), "{:?}", show(&v));
+            let mut out = Vec::new();
+            h.write_crlf(&v, &mut out);
+            let again = resp_ok(&out, Method::Get);
+            assert!(!again.bare_lf, "{:?}", show(&out));
+            assert_eq!(again.status, h.status);
+            assert_eq!(again.headers.len(), h.headers.len(), "{:?}", show(&out));
         }
     }
 }
