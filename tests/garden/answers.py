@@ -8,23 +8,17 @@ script compares the statuses and bodies the client gets through ebb and
 through HAProxy 2.6, and flags any byte of an answer's surplus (EXTRA,
 SMUGG) reaching ebb's client as a desync (exit status 1).
 
-    tests/garden/answers.py [EBB] [SEED] [N]
+    tests/garden/answers.py [EBB] [SEED] [N]    # H2=1: HTTP/2 (h2c) clients
 """
 import os, random, socket, subprocess, sys, threading, time, re
 
-from common import WORK, free_port, start_pair
+from common import WORK, config, free_port, origin, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 200
 OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 answers = {}  # tag -> bytes to send, close flag
 
-def origin():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", OPORT)); s.listen(128)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 def serve(c):
     buf = b""
@@ -49,20 +43,9 @@ def serve(c):
         pass
     c.close()
 
-CFG = """global
-    maxconn 1000
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 3s
-    timeout server 1s
-    http-reuse always
-frontend fe
-    bind 127.0.0.1:%d
-    default_backend be
-backend be
-    server o 127.0.0.1:%d
-"""
+H2 = bool(os.environ.get("H2"))
+CFG = config(["timeout client 3s", "timeout server 1s", "http-reuse always"],
+             bind_opts=" proto h2" if H2 else "")
 
 def start():
     return start_pair(EBB, CFG, "r", EPORT, HPORT, OPORT)
@@ -128,13 +111,63 @@ def exchange(port, t):
     s.close()
     return first, out
 
+def exchange_h2(port, t):
+    """`exchange` for an HTTP/2 (h2c) client: each answer written as
+    `HTTP/1.1 STATUS` heads then its DATA, `RST n` or `GOAWAY n` for a
+    reset."""
+    import h2.connection, h2.config, h2.events
+    s = socket.create_connection(("127.0.0.1", port)); s.settimeout(4)
+    c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, validate_inbound_headers=False))
+    c.initiate_connection(); s.sendall(c.data_to_send())
+    outs = []
+    for tag in (t, t + "b"):
+        sid = c.get_next_available_stream_id()
+        try:
+            c.send_headers(sid, [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "h"), ("x-tag", tag)], end_stream=True)
+            s.sendall(c.data_to_send())
+        except Exception:
+            outs.append(b""); continue
+        out = b""; end = False; t0 = time.time()
+        while not end and time.time() - t0 < 3:
+            try:
+                d = s.recv(65536)
+            except OSError:
+                break
+            if not d: break
+            try:
+                evs = c.receive_data(d)
+            except Exception as x:
+                out += b"PROTOCOL-ERROR " + type(x).__name__.encode(); break
+            for ev in evs:
+                if isinstance(ev, h2.events.ConnectionTerminated):
+                    out += b"GOAWAY %d" % int(ev.error_code); end = True
+                elif getattr(ev, "stream_id", None) != sid:
+                    continue
+                elif isinstance(ev, (h2.events.ResponseReceived, h2.events.InformationalResponseReceived)):
+                    out += b"HTTP/1.1 " + dict(ev.headers).get(b":status", b"?") + b" \r\n\r\n"
+                elif isinstance(ev, h2.events.DataReceived):
+                    out += ev.data; c.acknowledge_received_data(ev.flow_controlled_length, sid)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    end = True
+                elif isinstance(ev, h2.events.StreamReset):
+                    out += b"RST %d" % int(ev.error_code); end = True
+            try:
+                s.sendall(c.data_to_send())
+            except OSError:
+                break
+        outs.append(out)
+        if b"GOAWAY" in out: outs.append(b""); break
+    s.close()
+    return outs[0], outs[1]
+
+
 def summarize(b):
     st = re.findall(rb"HTTP/1\.[01] (\d{3})", b)
     body = b.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in b else b""
     return st, body
 
 def main():
-    threading.Thread(target=origin, daemon=True).start()
+    origin(OPORT, serve)
     e, h = start()
     nd = 0
     nsmug = 0
@@ -143,8 +176,9 @@ def main():
         data, close = mk(tag.encode())
         if os.environ.get("ONE"): data = eval(os.environ["ONE"]); close = bool(os.environ.get("CLOSE"))
         answers[tag + "ebb"] = (data, close); answers[tag + "hap"] = (data, close)
-        fe, se = exchange(EPORT, tag + "ebb")
-        fh, sh = exchange(HPORT, tag + "hap")
+        ex = exchange_h2 if H2 else exchange
+        fe, se = ex(EPORT, tag + "ebb")
+        fh, sh = ex(HPORT, tag + "hap")
         if e.poll() is not None:
             print("EBB DIED", i, data); h.terminate(); sys.exit(1)
         a, b = summarize(fe), summarize(fh)

@@ -12,17 +12,12 @@ GOAWAY code) and, where they differ, what reached the origin.
 import os, socket, subprocess, sys, threading, time, re
 import h2.connection, h2.config, h2.events
 
-from common import free_port, start_pair
+from common import free_port, origin, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 OPORT, EPORT, HPORT = free_port(), free_port(), free_port()
 seen = {}
 lock = threading.Lock()
 
-def origin():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", OPORT)); s.listen(128)
-    while True:
-        c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 def serve(c):
     c.settimeout(2)
@@ -190,7 +185,7 @@ case("host-with-port-vs-auth", lambda t: base(t, auth="e.com:80") + [("host", "e
 case("expect-100", lambda t: base(t, "POST") + [("expect", "100-continue"), ("content-length", "5")], data=b"hello")
 
 def main():
-    threading.Thread(target=origin, daemon=True).start()
+    origin(OPORT, serve)
     e, h = start_pair(EBB, CFGE, "h2", EPORT, HPORT, OPORT)
     nd = 0
     for name, hf, kw in CASES:

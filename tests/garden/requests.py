@@ -13,7 +13,7 @@ ebb dies or hangs where HAProxy answers.
 """
 import os, random, socket, subprocess, sys, threading, time, re
 
-from common import WORK, free_port, start_pair
+from common import WORK, config, free_port, origin, start_pair
 EBB = sys.argv[1] if len(sys.argv) > 1 else "target/release/ebb"
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 300
@@ -56,12 +56,6 @@ def parse_reqs(buf):
             body = rest[:n]; rest = rest[n:]
         out.append((lines, body)); buf = rest
 
-def origin():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", OPORT)); s.listen(128)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 def serve(c):
     buf = b""
@@ -82,20 +76,7 @@ def serve(c):
         pass
     c.close()
 
-CFG = """global
-    maxconn 1000
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 2s
-    timeout server 2s
-    timeout http-request 1s
-frontend fe
-    bind 127.0.0.1:%d
-    default_backend be
-backend be
-    server o 127.0.0.1:%d
-"""
+CFG = config(["timeout client 2s", "timeout server 2s", "timeout http-request 1s"])
 
 def start():
     return start_pair(EBB, CFG, "", EPORT, HPORT, OPORT)
@@ -186,7 +167,7 @@ def norm(reqs):
     return out
 
 def main():
-    threading.Thread(target=origin, daemon=True).start()
+    origin(OPORT, serve)
     e, h = start()
     ndiff = 0
     nstrict = 0

@@ -1315,7 +1315,8 @@ fn continue_reaches_an_http2_client() {
 /// HAProxy 2.6 gives them: the status line has no reason phrase
 /// (`HTTP/1.1 200 `: HTTP/2 carries none, and HAProxy makes none up;
 /// before, ebb wrote `200 OK`), and the log's `%B` agrees. Then shapes
-/// of answers: a HEAD's answer keeps its `content-length`; DATA after a
+/// of answers: `content-length: 5, 5` is 5 (before, a 502); a HEAD's
+/// answer keeps its `content-length` (`5, 5` written `5`); DATA after a
 /// 204 or a 304 head (dropped); gRPC's trailers-only answer (one
 /// HEADERS frame: chunked, its last chunk at once, not `content-length:
 /// 0`); DATA without a length then trailers: the same bytes, status and
@@ -1325,7 +1326,9 @@ fn continue_reaches_an_http2_client() {
 fn answer_shapes_of_an_http2_server_as_haproxy() {
     let cases = [
         ("len", "GET", "/len"),
+        ("lenlist", "GET", "/lenlist"),
         ("headlen", "HEAD", "/head"),
+        ("headlenlist", "HEAD", "/headlist"),
         ("s204data", "GET", "/s204"),
         ("s304data", "GET", "/s304"),
         ("tronly", "GET", "/tronly"),
@@ -1343,8 +1346,14 @@ fn answer_shapes_of_an_http2_server_as_haproxy() {
             seen.push((s.name.to_string(), out, logged));
         }
         let (_, out, logged) = &seen[0];
-        if mode == "len" {
+        if mode == "headlenlist" {
+            let lower = out.to_ascii_lowercase();
+            assert!(lower.contains("\r\ncontent-length: 5\r\n"), "{out:?}");
+        }
+        if mode.starts_with("len") {
             assert!(out.starts_with("HTTP/1.1 200 \r\n"), "{out:?}");
+            let lower = out.to_ascii_lowercase();
+            assert!(lower.contains("\r\ncontent-length: 5\r\n"), "{out:?}");
             assert!(out.ends_with("\r\n\r\nhello"), "{out:?}");
             assert_eq!(logged.0, "200");
         }

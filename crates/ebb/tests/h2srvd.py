@@ -22,6 +22,8 @@ MODE:
            GOAWAY whose last-stream-id is that stream (NO_ERROR), then
            the connection closes with it unanswered
   len      every answer is 200 `content-length: 5`, DATA "hello"
+  lenlist  every answer is 200 `content-length: 5, 5`, DATA "hello"
+  headlenlist  as headlen, `content-length: 5, 5`
   headlen  every answer is 200 `content-length: 5` with END_STREAM (what
            a server answers a HEAD)
   s204data every answer is 204, then DATA "oops" (END_STREAM)
@@ -354,8 +356,15 @@ def serve(conn, mode):
                         frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5"))
                         + frame(0, 1, stream, b"hello")
                     )
+                elif mode == "lenlist":
+                    conn.sendall(
+                        frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5, 5"))
+                        + frame(0, 1, stream, b"hello")
+                    )
                 elif mode == "headlen":
                     conn.sendall(frame(1, 5, stream, b"\x88" + lit(b"content-length", b"5")))
+                elif mode == "headlenlist":
+                    conn.sendall(frame(1, 5, stream, b"\x88" + lit(b"content-length", b"5, 5")))
                 elif mode in ("s204data", "s304data"):
                     code = 204 if mode == "s204data" else 304
                     conn.sendall(frame(1, 4, stream, status(code)) + frame(0, 1, stream, b"oops"))

@@ -219,11 +219,20 @@ impl H1Answer {
                     out.extend_from_slice(b"transfer-encoding: chunked\r\n");
                 }
                 BodySize::Empty => {
-                    // A HEAD or 304 answer keeps the length it declared;
-                    // others say 0.
-                    let v = cl.unwrap_or(&b"0"[..]);
-                    if cl.is_some() || !matches!(h.status, 204 | 304) {
-                        Self::field(out, b"content-length", v);
+                    // A HEAD or 304 answer keeps the length it declared
+                    // (one number: `5, 5` is written `5`, as HAProxy 2.6
+                    // does); others say 0.
+                    match cl.map(|v| (v, super::request::parse_cl_list(v))) {
+                        Some((_, Some(n))) => {
+                            out.extend_from_slice(b"content-length: ");
+                            crate::http1::push_decimal(out, n);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        Some((v, None)) => Self::field(out, b"content-length", v),
+                        None if !matches!(h.status, 204 | 304) => {
+                            Self::field(out, b"content-length", b"0")
+                        }
+                        None => {}
                     }
                 }
             }

@@ -454,6 +454,21 @@ pub(crate) fn parse_cl(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// A `content-length` value that is a list of one length, repeated or
+/// not (`5`, `5, 5`, `5,5`): that length; empty members, a member that is
+/// not digits or two lengths are `None`.
+pub(crate) fn parse_cl_list(v: &[u8]) -> Option<u64> {
+    let mut cl = None;
+    for m in v.split(|&b| b == b',') {
+        let n = parse_cl(m.trim_ascii())?;
+        if cl.is_some_and(|c| c != n) {
+            return None;
+        }
+        cl = Some(n);
+    }
+    cl
+}
+
 /// §8.2.2 connection-specific fields.
 pub fn connection_specific(name: &[u8], value: &[u8]) -> bool {
     match name {
@@ -1183,7 +1198,10 @@ impl ResponseHead {
             }
             check_regular(n, v)?;
             if n == b"content-length" {
-                let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
+                // An answer's list of one value (`5, 5`) is that value, as
+                // in an HTTP/1 answer and as HAProxy 2.6 takes it (RFC 9110
+                // §8.6); a request's is refused (`RequestHead`).
+                let cl = parse_cl_list(v).ok_or(Malformed::ContentLength)?;
                 if self.content_length.is_some_and(|c| c != cl) {
                     return Err(Malformed::ContentLength);
                 }

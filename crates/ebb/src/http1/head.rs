@@ -123,9 +123,11 @@ pub struct Limits {
     /// HAProxy's `tune.http.maxhdr` (101) counts the start line too.
     /// Capped at [`MAX_HEADERS_CAP`].
     pub max_headers: usize,
-    /// Accept a line ended by a lone LF (RFC 9112 §2.2 MAY). Default off: a
-    /// recipient that disagrees with a peer about line ends is a smuggling
-    /// vector, and no real client sends bare LF.
+    /// Accept a request line ended by a lone LF (RFC 9112 §2.2 MAY).
+    /// Default off: a recipient that disagrees with a peer about line ends
+    /// is a smuggling vector, and no real client sends bare LF. (Answers
+    /// are taken with lone LFs whatever this says, as HAProxy 2.6 takes
+    /// them, their heads written again with CRLF.)
     pub allow_bare_lf: bool,
     /// Most bytes of a request body read and dropped after an early answer
     /// (`tune.http.drain-max`, see [`super::Drain`]). Default 16 KiB:

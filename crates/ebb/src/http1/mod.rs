@@ -58,7 +58,9 @@
 //!   of NUL/CR/LF/other CTL except HTAB (400); obs-fold (400); a bare CR
 //!   anywhere (400); **bare LF line endings refused** (400) unless
 //!   [`Limits::allow_bare_lf`] (RFC 9112 §2.2 MAY accept them; HAProxy does;
-//!   ebb does not, a mismatch with an origin being the risk).
+//!   ebb does not, a mismatch with an origin being the risk). An answer's
+//!   head may use them (as HAProxy): [`ResponseHead::bare_lf`] says so, and
+//!   the head is written again with CRLF before it goes on.
 //! - Limits: head over `max_head_bytes` or more than `max_headers` fields
 //!   (431).
 //! - Host: exactly one on 1.1 (at most one beside an absolute target),

@@ -39,6 +39,12 @@ pub struct ResponseHead {
     /// Transfer-Encoding with Content-Length, or in an HTTP/1.0 answer:
     /// HAProxy closes both connections after this exchange.
     pub force_close: bool,
+    /// A line of the head ends with a lone LF (accepted, RFC 9112 §2.2):
+    /// whoever forwards the head writes it again with CRLF.
+    pub bare_lf: bool,
+    /// The length `Content-Length` declares, once read (`16, 16` is 16),
+    /// whatever the framing: a HEAD's or a 304's goes on as this number.
+    pub declared_length: Option<u64>,
 }
 
 impl Default for ResponseHead {
@@ -54,6 +60,8 @@ impl Default for ResponseHead {
             tunnel: false,
             content_length_repeated: false,
             force_close: false,
+            bare_lf: false,
+            declared_length: None,
         }
     }
 }
@@ -68,6 +76,28 @@ impl ResponseHead {
     /// The value of the first field named `name` (ASCII case-insensitive).
     pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
         super::hop::find_header(buf, &self.headers, name)
+    }
+
+    /// The head as parsed from `buf`, written again at the end of `out`
+    /// with CRLF line ends: the start line, each field line as
+    /// `name: value`, the empty line. For a head with a lone LF
+    /// ([`ResponseHead::bare_lf`]) forwarded otherwise as it came.
+    pub fn write_crlf(&self, buf: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(match self.version {
+            Version::Http10 => b"HTTP/1.0 ",
+            Version::Http11 => b"HTTP/1.1 ",
+        });
+        super::push_decimal(out, u64::from(self.status));
+        out.push(b' ');
+        out.extend_from_slice(self.reason.get(buf));
+        out.extend_from_slice(b"\r\n");
+        for f in &self.headers {
+            out.extend_from_slice(f.name.get(buf));
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(f.value.get(buf));
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
     }
 }
 
@@ -181,9 +211,11 @@ fn complete_response(
     if head_len > limits.max_head_bytes.min(u32::MAX as usize) {
         return Err(HttpError::HeadTooLarge);
     }
-    if !crlf && !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
-        return Err(HttpError::BareLf);
-    }
+    // An answer's lines may end with a lone LF (RFC 9112 §2.2 MAY; HAProxy
+    // 2.6's parser takes LF with or without CR before it, in answers as in
+    // requests). ebb writes every head it forwards again with CRLF
+    // (`head.bare_lf` tells the interim-answer path to do so).
+    head.bare_lf = !crlf && head_has_bare_lf(&buf[..head_len], &head.headers);
     // RFC 9110 §15: values outside 100..=599 are invalid.
     if !(100..=599).contains(&code) {
         return Err(HttpError::BadStatusLine);
@@ -201,6 +233,7 @@ fn complete_response(
     let f = analyze(buf, &head.headers, true)?;
     let http11 = head.version == Version::Http11;
     head.content_length_repeated = f.content_length_repeated;
+    head.declared_length = f.content_length;
     // As HAProxy 2.6: a coding other than chunked is an invalid answer;
     // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and
     // either that or an HTTP/1.0 answer with Transfer-Encoding closes the

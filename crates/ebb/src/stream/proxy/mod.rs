@@ -1146,7 +1146,13 @@ impl Stream {
                             up.l7 = false;
                             let n = up.resp.head_len;
                             let at = c.wbuf.len();
-                            c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
+                            let head = &sd.ibuf[sd.istart..sd.istart + n];
+                            if up.resp.bare_lf {
+                                // Never a lone LF to the client.
+                                up.resp.write_crlf(head, &mut c.wbuf);
+                            } else {
+                                c.wbuf.extend_from_slice(head);
+                            }
                             if let Some(m) = &c.fe.h1_case {
                                 m.adjust_head(c.wbuf.get_mut(at..).unwrap_or(&mut []));
                             }

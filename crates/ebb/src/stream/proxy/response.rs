@@ -350,9 +350,11 @@ impl Stream {
             match r.framing {
                 BodyFraming::None => {
                     if up.method == Method::Head || r.status == 304 {
-                        if let Some(cl) = r.header(buf, "content-length") {
+                        // The length declared, as one number (a list of
+                        // one length, `16, 16`, too: HAProxy writes `16`).
+                        if let Some(n) = r.declared_length {
                             out.extend_from_slice(b"Content-Length: ");
-                            out.extend_from_slice(cl);
+                            crate::http1::push_decimal(out, n);
                             out.extend_from_slice(b"\r\n");
                         }
                     }
