@@ -63,6 +63,7 @@ pub fn new_server(
         agent: agent::AgentRt::new(&opts),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
         up: AtomicBool::new(true),
+        stopping: AtomicBool::new(false),
         up_since: AtomicInstant::new(
             Instant::now()
                 .checked_sub(opts.slowstart.unwrap_or_default())
@@ -168,6 +169,11 @@ pub struct ServerRt {
     /// Health: true unless checks said DOWN (the health check's and the
     /// agent's views combined: [`check::refresh_up`]).
     pub up: AtomicBool,
+    /// UP but out of load balancing (HAProxy's `SRV_ST_STOPPING`, shown
+    /// `NOLB`): its HTTP check answered 404 under `http-check
+    /// disable-on-404`. Persistent traffic still reaches it. A tracker
+    /// takes it from the server it tracks ([`ServerRt::nolb`]).
+    pub stopping: AtomicBool,
     /// The health check's own view: its health is at `rise` or more.
     pub check_ok: AtomicBool,
     /// The health check's streak: failures while `check_ok`, successes
@@ -343,6 +349,13 @@ impl ServerRt {
             && self.up.load(Ordering::Relaxed)
             && self.admin_state() == ADMIN_READY
             && self.weight.load(Ordering::Relaxed) > 0
+            && !self.nolb()
+    }
+
+    /// UP but taking no load-balanced traffic (`NOLB`): its own check
+    /// said so, or that of the server it tracks, down the chain.
+    pub fn nolb(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed) || self.tracked.get().is_some_and(|t| t.nolb())
     }
 
     /// Whether a persistent request (`stick match`) may go to this
