@@ -126,7 +126,8 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
                  backend b\n    balance roundrobin\n    cookie SRV\n    option httpchk GET /chk\n    http-check disable-on-404\n\
                  \x20   server a {a} cookie a check inter 200ms rise 1 fall 100\n\
                  \x20   server b {b} cookie b check inter 200ms rise 1 fall 100\n\
-                 \x20   server c {c} cookie c check inter 200ms rise 1 fall 1\n",
+                 \x20   server c {c} cookie c check inter 200ms rise 1 fall 1\n\
+                 backend b2\n    http-check disable-on-404\n    server t {b} track b/a\n",
                 sock.display()
             )
         };
@@ -172,6 +173,17 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
             "Server b/a is stopping, reason: Layer7 check conditionally passed, code: 404, check duration: Nms. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
             "{who}"
         );
+        // Its tracker follows.
+        assert_eq!(
+            log_text(&log, "Server b2/t is stopping"),
+            "Server b2/t is stopping via b/a. 0 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(
+            stat_row(&sock, "b2", "t").get("status").map(String::as_str),
+            Some("NOLB"),
+            "{who}"
+        );
         assert_eq!(
             state_fields(&sock, "a"),
             ["3", "0", "16", "4", "100", "6"],
@@ -197,6 +209,11 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
             "{who}"
         );
         assert_eq!(
+            log_text(&log, "Server b2/t is UP"),
+            "Server b2/t is UP via b/a. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(
             state_fields(&sock, "a")[..4],
             ["2", "0", "15", "3"],
             "{who}"
@@ -206,7 +223,8 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
     }
 }
 
-/// `disable-on-404` takes no argument: refused by both.
+/// `disable-on-404` takes no argument, and a server tracked from another
+/// backend must agree on it: refused by both.
 #[test]
 fn disable_on_404_takes_no_argument() {
     let d = scratch("disable404-c");
@@ -216,6 +234,15 @@ fn disable_on_404_takes_no_argument() {
         "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
          backend b\n    option httpchk\n    http-check disable-on-404 now\n    server s 127.0.0.1:1 check\n",
         "x.cfg:8",
+        true,
+    );
+    assert_refused(
+        &d,
+        "y.cfg",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         backend b\n    option httpchk\n    http-check disable-on-404\n    server s 127.0.0.1:1 check\n\
+         backend b2\n    server t 127.0.0.1:2 track b/s\n",
+        "y.cfg:11: unable to use b/s for tracking: disable-on-404 option inconsistency",
         true,
     );
 }
