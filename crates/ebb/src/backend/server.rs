@@ -85,6 +85,7 @@ pub fn new_server(
                 .as_deref()
                 .and_then(|k| dyn_cookie(k, addr)),
         ),
+        dyn_key: Mutex::new(opts.dyncookie_key.clone()),
         tls,
         name,
         addr: AtomicAddr::new(addr),
@@ -213,6 +214,12 @@ pub struct ServerRt {
     /// `cookie ... dynamic`'s value for a server without `cookie VALUE`,
     /// derived from its address (changed with it).
     pub dyn_cookie: Mutex<Option<String>>,
+    /// The backend's `dynamic-cookie-key` while its dynamic cookies are
+    /// on, for a server without `cookie VALUE` (None otherwise): a new
+    /// address derives [`ServerRt::dyn_cookie`] from it. The CLI's
+    /// `enable|disable dynamic-cookie` and `set dynamic-cookie-key`
+    /// change both ([`Farm::set_dynamic_cookies`]).
+    pub dyn_key: Mutex<Option<String>>,
 }
 
 /// `cookie ... dynamic`'s value for a server at `addr` (an IP address:
@@ -311,7 +318,12 @@ impl ServerRt {
         self.moved.store(true, Ordering::Relaxed);
         self.addr.set(a);
         // HAProxy derives a dynamic cookie again from the new address.
-        if let Some(k) = self.opts.dyncookie_key.as_deref() {
+        let key = self
+            .dyn_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(k) = key.as_deref() {
             *self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner()) = dyn_cookie(k, a);
         }
     }
@@ -322,7 +334,6 @@ impl ServerRt {
         if let Some(c) = self.opts.cookie.as_deref() {
             return Some(std::borrow::Cow::Borrowed(c));
         }
-        self.opts.dyncookie_key.as_ref()?;
         let g = self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner());
         g.clone().map(std::borrow::Cow::Owned)
     }

@@ -110,6 +110,24 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "add a server (in maintenance; 'enable server' starts it)",
     ),
     (
+        "enable dynamic-cookie backend",
+        "BACKEND",
+        CliLevel::Admin,
+        "enable dynamic cookies on a backend",
+    ),
+    (
+        "disable dynamic-cookie backend",
+        "BACKEND",
+        CliLevel::Admin,
+        "disable dynamic cookies on a backend",
+    ),
+    (
+        "set dynamic-cookie-key backend",
+        "BACKEND KEY",
+        CliLevel::Admin,
+        "change a backend's secret key for dynamic cookies",
+    ),
+    (
         "del server",
         "BACKEND/NAME",
         CliLevel::Admin,
@@ -686,6 +704,15 @@ pub fn execute(
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
             Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
+        }
+        [verb @ ("enable" | "disable"), "dynamic-cookie", "backend", rest @ ..] => {
+            need(level, Admin, "dynamic-cookie")?;
+            servers::dynamic_cookie(&p.live.compiled(), rest.first().copied(), *verb == "enable")
+        }
+        ["set", "dynamic-cookie-key", "backend", rest @ ..] => {
+            need(level, Admin, "set dynamic-cookie-key")?;
+            let (b, k) = (rest.first().copied(), rest.get(1).copied());
+            servers::dynamic_cookie_key(&p.live.compiled(), b, k)
         }
         ["add", "server", spec, rest @ ..] => {
             need(level, Admin, "add server")?;

@@ -364,6 +364,10 @@ pub(super) fn compile_servers(
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
     farm.allbackups = p.options.allbackups;
+    farm.dyncookie = std::sync::Mutex::new(crate::backend::DynCookies {
+        key: p.dynamic_cookie_key.clone(),
+        on: p.cookie.as_ref().is_some_and(|c| c.dynamic),
+    });
     farm.fullconn = fullconn;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
