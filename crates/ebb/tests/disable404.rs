@@ -120,15 +120,13 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
         let la = log.addr();
         let cfg = |sock: &Path, bind: &str| {
             format!(
-                "global\n    stats socket {} level admin\n    log {la} local0\n\
-                 defaults\n    mode http\n    log global\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
-                 listen fe\n    bind {bind}\n    balance roundrobin\n    use_backend b\n\
+                "{}listen fe\n    bind {bind}\n    balance roundrobin\n    use_backend b\n\
                  backend b\n    balance roundrobin\n    cookie SRV\n    option httpchk GET /chk\n    http-check disable-on-404\n\
                  \x20   server a {a} cookie a check inter 200ms rise 1 fall 100\n\
                  \x20   server b {b} cookie b check inter 200ms rise 1 fall 100\n\
                  \x20   server c {c} cookie c check inter 200ms rise 1 fall 1\n\
                  backend b2\n    http-check disable-on-404\n    server t {b} track b/a\n",
-                sock.display()
+                logged_head(sock, la, "http")
             )
         };
         let (_keep, sock, fe): (Box<dyn std::any::Any>, _, _) = if hap {

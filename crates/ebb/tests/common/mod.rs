@@ -536,6 +536,17 @@ pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<S
     stat_row_of(&cli_cmd(sock, "show stat"), be, srv)
 }
 
+/// A configuration's `global` (admin socket `sock`, logs to `log`) and
+/// `defaults` (`mode`, `log global`, 30 s client and server timeouts, 5 s
+/// connect) sections, for the proxies that follow.
+pub fn logged_head(sock: &Path, log: SocketAddr, mode: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {log} local0\n\
+         defaults\n    mode {mode}\n    log global\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n",
+        sock.display()
+    )
+}
+
 /// The fields of `srv`'s line of `show servers state BE`.
 pub fn servers_state_line(sock: &Path, be: &str, srv: &str) -> Vec<String> {
     let out = cli_cmd(sock, &format!("show servers state {be}"));
