@@ -244,3 +244,100 @@ fn disable_on_404_takes_no_argument() {
         true,
     );
 }
+
+/// `set server B/S health up|stopping|down` forces the state (NOLB from
+/// UP or straight from DOWN) with HAProxy's lines, `changed from CLI`;
+/// refused on a tracking server and for another word, with HAProxy's
+/// answers.
+#[test]
+fn set_server_health_forces_the_state_as_haproxy() {
+    for hap in [false, true] {
+        let a = origin("a", Arc::new(AtomicU16::new(200)));
+        let b = origin("b", Arc::new(AtomicU16::new(200)));
+        let log = Syslog::new();
+        let la = log.addr();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "{}listen fe\n    bind {bind}\n    use_backend b\n\
+                 backend b\n    option httpchk GET /chk\n\
+                 \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
+                 backend b2\n    server t {b} track b/a\n",
+                logged_head(sock, la, "http")
+            )
+        };
+        let (_keep, sock): (Box<dyn std::any::Any>, _) = if hap {
+            let Some((h, _)) = haproxy_beside("health-cli", cfg) else {
+                continue;
+            };
+            let s = h.sock.clone();
+            (Box::new(h), s)
+        } else {
+            let (e, s) = ebb_with_admin("health-cli", cfg);
+            (Box::new(e), s)
+        };
+        let who = if hap { "haproxy" } else { "ebb" };
+        wait_until("a's first check", || {
+            stat_row(&sock, "b", "a")
+                .get("check_status")
+                .is_some_and(|x| x == "L7OK")
+        });
+        let set = |h: &str| {
+            cli_cmd(&sock, &format!("set server b/a health {h}"))
+                .trim()
+                .to_string()
+        };
+        let status = || stat_row(&sock, "b", "a")["status"].clone();
+        let online = "backup servers online. 0 sessions requeued, 0 total in queue.";
+        let left = "backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.";
+        for (h, st, line) in [
+            (
+                "stopping",
+                "NOLB",
+                format!("stopping, changed from CLI. 1 active and 0 {online}"),
+            ),
+            (
+                "down",
+                "DOWN",
+                format!("DOWN, changed from CLI. 1 active and 0 {left}"),
+            ),
+            (
+                "stopping",
+                "NOLB",
+                format!("stopping, changed from CLI. 1 active and 0 {online}"),
+            ),
+            (
+                "up",
+                "UP",
+                format!("UP, changed from CLI. 2 active and 0 {online}"),
+            ),
+        ] {
+            assert_eq!(set(h), "", "{who} {h}");
+            assert_eq!(status(), st, "{who} {h}");
+            let needle = format!("Server b/a is {}", st_word(st));
+            assert_eq!(
+                log_text(&log, &needle),
+                format!("Server b/a is {line}"),
+                "{who} {h}"
+            );
+        }
+        assert_eq!(
+            set("sideways"),
+            "'set server <srv> health' expects 'up', 'stopping', or 'down'.",
+            "{who}"
+        );
+        assert_eq!(
+            cli_cmd(&sock, "set server b2/t health up").trim(),
+            "cannot change health on a tracking server.",
+            "{who}"
+        );
+    }
+}
+
+/// The word of HAProxy's line for a state: NOLB is "stopping".
+fn st_word(st: &str) -> &str {
+    if st == "NOLB" {
+        "stopping"
+    } else {
+        st
+    }
+}

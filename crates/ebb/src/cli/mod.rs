@@ -679,6 +679,24 @@ pub fn execute(
             stats::set_admin(&farm, &srv, st)?;
             Ok(String::new())
         }
+        ["set", "server", spec, "health", h] => {
+            need(level, Admin, "set server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            use crate::backend::check::Health;
+            let h = match *h {
+                "up" => Health::Up,
+                "stopping" => Health::Stopping,
+                "down" => Health::Down,
+                _ => {
+                    return Err(
+                        "'set server <srv> health' expects 'up', 'stopping', or 'down'.".into(),
+                    )
+                }
+            };
+            crate::backend::check::force_health(&farm, &srv, h, "changed from CLI")?;
+            Ok(String::new())
+        }
         ["set", "server", spec, "weight", wt] => {
             need(level, Admin, "set server")?;
             let c = p.live.compiled();
@@ -703,7 +721,7 @@ pub fn execute(
         ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
-            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
+            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, health up|stopping|down, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
         }
         [verb @ ("enable" | "disable"), "dynamic-cookie", "backend", rest @ ..] => {
             need(level, Admin, "dynamic-cookie")?;

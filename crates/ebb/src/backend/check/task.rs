@@ -417,6 +417,54 @@ pub fn set_stopping(farm: &Farm, s: &ServerRt, on: bool, why: impl FnOnce() -> S
     true
 }
 
+/// What `set server B/S health` (and the stats page's `hrunn`, `hnolb`,
+/// `hdown`) forces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    Up,
+    Stopping,
+    Down,
+}
+
+/// Forces a server's health as HAProxy 2.6's `set server B/S health
+/// up|stopping|down`: the check's health to full (up, stopping) or 0
+/// (down), and the state to UP, NOLB or DOWN with HAProxy's line and
+/// `why` as its reason (`changed from CLI`). Not on a tracking server;
+/// `down` needs a health check (ebb's state follows its checks).
+pub fn force_health(farm: &Farm, s: &ServerRt, h: Health, why: &str) -> Result<(), String> {
+    if s.tracked.get().is_some() {
+        return Err("cannot change health on a tracking server.".into());
+    }
+    if h == Health::Down && !s.opts.check {
+        return Err("ebb cannot mark DOWN a server without 'check'.".into());
+    }
+    s.check_streak.store(0, Ordering::Relaxed);
+    s.check_ok.store(h != Health::Down, Ordering::Relaxed);
+    let why = || why.to_string();
+    match h {
+        Health::Up => {
+            if !refresh_up(farm, s, why) {
+                set_stopping(farm, s, false, why);
+            }
+        }
+        Health::Down => {
+            refresh_up(farm, s, why);
+        }
+        Health::Stopping if s.up.load(Ordering::Relaxed) => {
+            set_stopping(farm, s, true, why);
+        }
+        Health::Stopping => {
+            // From DOWN straight to NOLB: HAProxy logs `is stopping`.
+            s.stopping.store(true, Ordering::Relaxed);
+            settle_up(farm, s);
+            if s.up.load(Ordering::Relaxed) && !s.in_maint() {
+                stopping_moved(farm, s, &why());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Logs and applies a change of [`ServerRt::nolb`] of `s` (and its
 /// trackers', down the chains, which follow it).
 fn stopping_moved(farm: &Farm, s: &ServerRt, why: &str) {
