@@ -261,6 +261,7 @@ fn set_server_health_forces_the_state_as_haproxy() {
                 "{}listen fe\n    bind {bind}\n    use_backend b\n\
                  backend b\n    option httpchk GET /chk\n\
                  \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
+                 \x20   server bk {b} check inter 1h backup\n\
                  backend b2\n    server t {b} track b/a\n",
                 logged_head(sock, la, "http")
             )
@@ -293,22 +294,22 @@ fn set_server_health_forces_the_state_as_haproxy() {
             (
                 "stopping",
                 "NOLB",
-                format!("stopping, changed from CLI. 1 active and 0 {online}"),
+                format!("stopping, changed from CLI. 1 active and 1 {online}"),
             ),
             (
                 "down",
                 "DOWN",
-                format!("DOWN, changed from CLI. 1 active and 0 {left}"),
+                format!("DOWN, changed from CLI. 1 active and 1 {left}"),
             ),
             (
                 "stopping",
                 "NOLB",
-                format!("stopping, changed from CLI. 1 active and 0 {online}"),
+                format!("stopping, changed from CLI. 1 active and 1 {online}"),
             ),
             (
                 "up",
                 "UP",
-                format!("UP, changed from CLI. 2 active and 0 {online}"),
+                format!("UP, changed from CLI. 2 active and 1 {online}"),
             ),
         ] {
             assert_eq!(set(h), "", "{who} {h}");
@@ -323,6 +324,17 @@ fn set_server_health_forces_the_state_as_haproxy() {
         assert_eq!(
             set("sideways"),
             "'set server <srv> health' expects 'up', 'stopping', or 'down'.",
+            "{who}"
+        );
+        // A backup server's lines say so.
+        assert_eq!(
+            cli_cmd(&sock, "set server b/bk health down").trim(),
+            "",
+            "{who}"
+        );
+        assert_eq!(
+            log_text(&log, "Server b/bk is DOWN"),
+            format!("Backup Server b/bk is DOWN, changed from CLI. 2 active and 0 {left}"),
             "{who}"
         );
         assert_eq!(

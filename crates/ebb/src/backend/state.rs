@@ -143,7 +143,8 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         check::log_event(
             farm,
             format!(
-                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                "{}Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                s.backup_word(),
                 farm.name,
                 s.name,
                 s.cur.load(Ordering::Relaxed),
@@ -157,7 +158,8 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         check::log_event(
             farm,
             format!(
-                "Server {}/{} is {}/READY (leaving forced maintenance).",
+                "{}Server {}/{} is {}/READY (leaving forced maintenance).",
+                s.backup_word(),
                 farm.name,
                 s.name,
                 if s.up.load(Ordering::Relaxed) {
@@ -199,6 +201,16 @@ pub fn check_switch(s: &ServerRt, on: bool, agent: bool) -> Result<String, Strin
 }
 
 impl ServerRt {
+    /// What HAProxy's lines of a server's state changes start with:
+    /// `Backup ` for a backup server.
+    pub fn backup_word(&self) -> &'static str {
+        if self.opts.backup {
+            "Backup "
+        } else {
+            ""
+        }
+    }
+
     /// The administrative state in force: its own or the one inherited
     /// from the server it tracks, the stronger (maintenance over drain).
     pub fn admin_state(&self) -> u8 {
@@ -317,7 +329,8 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    "{}Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    t.backup_word(),
                     f.name,
                     t.name,
                     s.backend,
@@ -332,8 +345,12 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
-                    f.name, t.name, s.backend, s.name
+                    "{}Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
+                    t.backup_word(),
+                    f.name,
+                    t.name,
+                    s.backend,
+                    s.name
                 ),
             );
             f.kick_backend_queue();

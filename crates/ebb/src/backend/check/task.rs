@@ -364,7 +364,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_event(
             farm,
             format!(
-                "Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
+                "{}Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
+                s.backup_word(),
                 s.backend,
                 s.name,
                 on_backup(act, bck),
@@ -382,7 +383,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_event(
             farm,
             format!(
-                "Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                "{}Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                s.backup_word(),
                 s.backend,
                 s.name,
                 on_backup(act, bck),
@@ -491,7 +493,7 @@ fn stopping_moved(farm: &Farm, s: &ServerRt, why: &str) {
         farm,
         format!(
             "{}Server {}/{} is {}{why}. {act} active and {bck} backup servers online.{} {moved} sessions requeued, {} total in queue.",
-            if s.opts.backup { "Backup " } else { "" },
+            s.backup_word(),
             s.backend,
             s.name,
             if now { "stopping" } else { "UP" },
