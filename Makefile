@@ -21,7 +21,7 @@
 # python3-prometheus-client: the metrics parsed by a real Prometheus parser;
 # varnish (varnishtest), haproxy, slowhttptest, wrk: the reliability suites;
 # nghttp2-client (nghttp, h2load): the HTTP/2 tests of the real binary.
-APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio
+APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio socat
 CARGO ?= cargo
 
 .PHONY: test deps h2spec-deps unit loom vtc diff samples hostile h2 soak fuzz smoke bench

@@ -283,6 +283,14 @@ impl<'a> ReqState<'a> {
         }
     }
 
+    /// Whether `r` is the request as it came: the same head over the same
+    /// bytes (no rule has changed it since).
+    pub fn is_orig(&self, r: &Req<'_>) -> bool {
+        std::ptr::eq(r.head, self.orig.head)
+            && std::ptr::eq(r.buf, self.orig.buf)
+            && std::ptr::eq(r.body, self.orig.body)
+    }
+
     /// The request as it is now.
     pub fn req(&self) -> Req<'_> {
         match &self.edited {
@@ -962,17 +970,30 @@ pub fn run_request_from(
     // The rules' context: made once, made again only after an action that
     // changed the request (`fresh = None` before it does).
     let mut fresh: Option<Ctx<'_>> = None;
+    // `base` itself while it holds the request as it is (its caller gave
+    // it the request, no rule has changed it yet): no copy of the context.
+    let mut base_now = st.edited.is_none() && base.req.is_some_and(|r| st.is_orig(&r));
+    macro_rules! cur_ctx {
+        () => {
+            if base_now {
+                base
+            } else {
+                &*fresh.get_or_insert_with(|| Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                })
+            }
+        };
+    }
     for (i, rule) in rules.iter().enumerate().skip(from) {
         if st.hint_open && !matches!(rule.action, HttpRequestAction::EarlyHint(_)) {
             // The rules after an `early-hint` one: its 103 is complete.
             fresh = None;
+            base_now = false;
             st.close_hint();
         }
         if let Some(c) = &rule.cond {
-            let ctx = fresh.get_or_insert_with(|| Ctx {
-                req: Some(st.req()),
-                ..*base
-            });
+            let ctx = cur_ctx!();
             if !m.holds(Some(c), ctx) {
                 continue;
             }
@@ -996,16 +1017,7 @@ pub fn run_request_from(
         match &rule.action {
             // `ignore-empty`: a location whose format gives nothing skips
             // the rule (HAProxy 2.6's `http_apply_redirect_rule`).
-            HttpRequestAction::Redirect(rd)
-                if redirect_is_empty(rd, || {
-                    *fresh.get_or_insert_with(|| Ctx {
-                        req: Some(st.req()),
-                        ..*base
-                    })
-                }) =>
-            {
-                continue
-            }
+            HttpRequestAction::Redirect(rd) if redirect_is_empty(rd, || *cur_ctx!()) => continue,
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
             | HttpRequestAction::Redirect(_)
@@ -1014,17 +1026,11 @@ pub fn run_request_from(
             HttpRequestAction::Allow => return Ok(None),
             HttpRequestAction::SetLogLevel(l) => set_log_level(base, *l),
             HttpRequestAction::Var(v) => {
-                let ctx = fresh.get_or_insert_with(|| Ctx {
-                    req: Some(st.req()),
-                    ..*base
-                });
+                let ctx = cur_ctx!();
                 v.run(ctx);
             }
             HttpRequestAction::Capture(c) => {
-                let ctx = fresh.get_or_insert_with(|| Ctx {
-                    req: Some(st.req()),
-                    ..*base
-                });
+                let ctx = cur_ctx!();
                 c.run(ctx);
             }
             HttpRequestAction::Tarpit { .. }
@@ -1032,10 +1038,7 @@ pub fn run_request_from(
             | HttpRequestAction::SilentDrop => return Ok(Some(i)),
             HttpRequestAction::TrackSc { n, key, .. } => {
                 if let Some(t) = &rule.table {
-                    let ctx = fresh.get_or_insert_with(|| Ctx {
-                        req: Some(st.req()),
-                        ..*base
-                    });
+                    let ctx = cur_ctx!();
                     crate::stick::track_sc(*n, key, t, ctx, false, (true, false));
                 }
             }
@@ -1044,18 +1047,17 @@ pub fn run_request_from(
             | HttpRequestAction::ScSetGpt0(..)
             | HttpRequestAction::ScIncGpc { .. }
             | HttpRequestAction::ScSetGpt { .. }) => {
-                let ctx = fresh.get_or_insert_with(|| Ctx {
-                    req: Some(st.req()),
-                    ..*base
-                });
+                let ctx = cur_ctx!();
                 crate::stick::run_http_action(a, ctx);
             }
             HttpRequestAction::EarlyHint(e) => {
                 fresh = None;
+                base_now = false;
                 st.early_hint(e, base);
             }
             HttpRequestAction::Header(e) => {
                 fresh = None;
+                base_now = false;
                 if st.apply(Act::Edit(e), base, limits).is_err() {
                     st.counts.failed_rewrites += 1;
                     if st.strict {
@@ -1066,6 +1068,7 @@ pub fn run_request_from(
             }
             HttpRequestAction::Rewrite(r) => {
                 fresh = None;
+                base_now = false;
                 if st.apply(Act::Rewrite(r), base, limits).is_err() {
                     st.counts.failed_rewrites += 1;
                     if st.strict {
@@ -1076,6 +1079,7 @@ pub fn run_request_from(
             }
             HttpRequestAction::StrictMode(on) => {
                 fresh = None;
+                base_now = false;
                 st.strict = *on;
             }
             HttpRequestAction::DisableL7Retry => {
@@ -1085,6 +1089,7 @@ pub fn run_request_from(
             }
             HttpRequestAction::NormalizeUri(n) => {
                 fresh = None;
+                base_now = false;
                 match st.normalize_uri(*n, limits) {
                     Ok(()) => {}
                     // HAProxy's ACT_RET_INV: a bad request, whatever the mode
@@ -1103,14 +1108,12 @@ pub fn run_request_from(
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     fresh = None;
+                    base_now = false;
                     cache_use(cache, base, st);
                 }
             }
             HttpRequestAction::SetAddr(f, e) => {
-                let ctx = fresh.get_or_insert_with(|| Ctx {
-                    req: Some(st.req()),
-                    ..*base
-                });
+                let ctx = cur_ctx!();
                 crate::l4rules::set_stream_addr(*f, e, ctx);
             }
             HttpRequestAction::WaitForBody(w) => {

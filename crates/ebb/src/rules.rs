@@ -36,10 +36,7 @@ fn path_of<'a>(r: &crate::sample::Req<'a>) -> &'a [u8] {
     // the head (`set-header`), `path_sub example.com` matched an absolute
     // target's authority through the head's path span (tests/diff seed 6).
     let p = crate::sample::target_path(r.head.target.get(r.buf));
-    match p.iter().position(|&c| c == b'?') {
-        Some(i) => &p[..i],
-        None => p,
-    }
+    &p[..crate::sample::find_byte(p, b'?')]
 }
 
 impl HeaderEdit {

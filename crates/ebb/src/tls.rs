@@ -112,11 +112,13 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 /// itself, else from `<crt>.key` beside it (HAProxy's extra file), else
 /// from the line's `key FILE`. A `<crt>.ocsp` file beside it (a DER OCSP
 /// response) is stapled. Errors are the "why" of `cannot load certificate
-/// X: why`.
+/// X: why`. `names`: the leaf's DNS names are wanted (a server's
+/// certificate; a client's may be one that webpki cannot read, X.509 v1).
 fn load_cert(
     crt: &Path,
     key: Option<&Path>,
     provider: &CryptoProvider,
+    names: bool,
 ) -> Result<LoadedCert, String> {
     let pem = read_file(crt)?;
     let mut chain = Vec::new();
@@ -157,13 +159,30 @@ fn load_cert(
         },
         Err(e) => return Err(format!("bad PEM: {e}")),
     };
-    let names = san_dns_names(&chain[0])?;
-    let mut ck = CertifiedKey::from_der(chain, pkey, provider).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => {
-            "the private key does not match the certificate".to_string()
+    let want_names = names;
+    let names = if want_names {
+        san_dns_names(&chain[0])?
+    } else {
+        Vec::new()
+    };
+    let checked = CertifiedKey::from_der(chain.clone(), pkey.clone_key(), provider);
+    let mut ck = match checked {
+        Ok(ck) => ck,
+        // A client certificate webpki cannot read (X.509 v1, which
+        // OpenSSL sends as any other): sent as it is, its key's match
+        // with it left to the server's check of the handshake signature.
+        Err(rustls::Error::InvalidCertificate(_)) if !want_names => {
+            let k = provider
+                .key_provider
+                .load_private_key(pkey)
+                .map_err(|e| format!("unusable private key: {e}"))?;
+            CertifiedKey::new(chain, k)
         }
-        e => format!("unusable private key: {e}"),
-    })?;
+        Err(rustls::Error::InconsistentKeys(_)) => {
+            return Err("the private key does not match the certificate".to_string())
+        }
+        Err(e) => return Err(format!("unusable private key: {e}")),
+    };
     let ocsp = sibling(".ocsp");
     if ocsp.exists() {
         let der = read_file(&ocsp).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
@@ -826,7 +845,7 @@ fn build(
     let mut overlays: Vec<BindSsl> = Vec::new();
     let mut policy_of = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
-        let mut c = load_cert(&spec.path, ssl.key.as_deref(), &provider).map_err(|why| {
+        let mut c = load_cert(&spec.path, ssl.key.as_deref(), &provider, true).map_err(|why| {
             err(format!(
                 "cannot load certificate {}: {why}",
                 spec.path.display()
@@ -1071,20 +1090,40 @@ pub fn client_config_with(
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings refused: {e}"))?;
-    let config = match verify {
-        Verify::None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-            .with_no_client_auth(),
+    // `crt FILE`: the certificate (and key) shown to a server that asks
+    // for one, loaded as a bind line's.
+    let client_cert = match &tls.crt {
+        Some(p) => Some(Arc::new(OwnCert(
+            load_cert(p, None, &provider, false)
+                .map_err(|e| {
+                    format!(
+                        "unable to load certificate from file '{}': {e}",
+                        p.display()
+                    )
+                })?
+                .key,
+        ))),
+        None => None,
+    };
+    let verifier: Arc<dyn ServerCertVerifier> = match verify {
+        Verify::None => Arc::new(NoVerify(Arc::clone(&provider))),
         Verify::Required => {
             let roots = match ca_file {
                 Some(p) => roots_from_file(p)?,
                 None => system_roots()?,
             };
+            let crls = match &tls.crl_file {
+                Some(p) => crls_from_file(p)?,
+                None => Vec::new(),
+            };
+            // With CRLs, every certificate of the chain is checked, and
+            // one whose issuer has no CRL fails (OpenSSL's CRL_CHECK_ALL,
+            // which HAProxy sets).
             let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(roots),
                 Arc::clone(&provider),
             )
+            .with_crls(crls)
             .build()
             .map_err(|e| format!("TLS verification settings refused: {e}"))?;
             let verify_host = match tls.verify_host.as_deref() {
@@ -1094,18 +1133,40 @@ pub fn client_config_with(
                 ),
                 None => None,
             };
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainThenName { inner, verify_host }))
-                .with_no_client_auth()
+            Arc::new(ChainThenName { inner, verify_host })
         }
     };
-    let mut config = config;
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match client_cert {
+        Some(c) => builder.with_client_cert_resolver(c),
+        None => builder.with_no_client_auth(),
+    };
     if tls.no_tls_tickets {
         config.resumption = rustls::client::Resumption::default()
             .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
     }
     Ok(Arc::new(config))
+}
+
+/// The CRLs of a server's `crl-file` (PEM blocks).
+fn crls_from_file(
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateRevocationListDer<'static>>, String> {
+    let why = |m: String| format!("'crl-file' : unable to load {}: {m}", path.display());
+    let pem = read_file(path).map_err(why)?;
+    let mut out = Vec::new();
+    for c in rustls::pki_types::CertificateRevocationListDer::pem_slice_iter(&pem) {
+        let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
+        webpki::OwnedCertRevocationList::from_der(c.as_ref())
+            .map_err(|e| why(format!("bad CRL: {e:?}")))?;
+        out.push(c);
+    }
+    if out.is_empty() {
+        return Err(why("no CRL (no BEGIN X509 CRL block) in it".into()));
+    }
+    Ok(out)
 }
 
 fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
@@ -1139,6 +1200,25 @@ fn system_roots() -> Result<RootCertStore, String> {
         ));
     }
     Ok(roots)
+}
+
+/// A server's `crt`: sent whenever the server asks for a certificate,
+/// whatever CA names it lists (as OpenSSL sends the one it was given).
+#[derive(Debug)]
+struct OwnCert(Arc<CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for OwnCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(&self.0))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 /// `verify none`: accepts any server certificate (see [`client_config`]).

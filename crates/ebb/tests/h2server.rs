@@ -1502,3 +1502,26 @@ fn an_early_answer_reaches_the_client() {
         }
     }
 }
+
+/// An HTTP/1.1 upgrade toward a `proto h2` server that announced
+/// SETTINGS_ENABLE_CONNECT_PROTOCOL 0 (RFC 8441) is a 502 and a reset of
+/// the stream it would have been, and the connection stays up: the
+/// server's PING after that reset is answered, through ebb as through
+/// HAProxy 2.6. Before, ebb closed the connection right after the reset,
+/// with the server's next frames unread (the kernel then resets the
+/// connection: HAProxy's reg-test http-messaging/protocol_upgrade saw its
+/// server's next write fail with EPIPE now and then).
+#[test]
+fn a_refused_upgrade_keeps_the_server_connection() {
+    for s in &sides("noecp", "", "60s", "") {
+        let mut c = Client::connect(s.h1);
+        c.send(b"GET /up HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: custom_protocol\r\n\r\n");
+        assert_eq!(c.read_resp().status, 502, "{}", s.name);
+        let lines = s.srv_until("pingack");
+        assert!(
+            lines.iter().any(|l| l.starts_with("rst ")) && !lines.contains(&"eof".into()),
+            "{}: {lines:?}",
+            s.name
+        );
+    }
+}

@@ -58,6 +58,9 @@ first, and "excess" for a stream over their limit):
   bigfield:N 200 and one field `x-big` of N bytes (CONTINUATION as above)
   push     the first request gets 200 and DATA "part" (no END_STREAM);
            the second a PUSH_PROMISE on its stream
+  noecp    SETTINGS_ENABLE_CONNECT_PROTOCOL 0 (RFC 8441: no extended
+           CONNECT); after each RST_STREAM from the peer, a PING; prints
+           "pingack" when its ACK comes; a request is answered 200
   early    on a request head: 200, DATA "early" END_STREAM, RST_STREAM
            NO_ERROR; the body that comes is read and dropped ("body N"
            at its END_STREAM)
@@ -168,7 +171,7 @@ def serve2(conn, mode):
     me = conns
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     r = Reader(conn)
-    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000), "setwin": (4, 0)}.get(mode)
+    settings = {"conc1": (3, 1), "nowin": (4, 0), "smallwin": (4, 1000), "setwin": (4, 0), "noecp": (8, 0)}.get(mode)
     bodies = {}
     pending = []
     requests = 0
@@ -192,6 +195,10 @@ def serve2(conn, mode):
                 return
             elif ftype == 3:
                 print("rst %d" % struct.unpack(">I", payload)[0], flush=True)
+                if mode == "noecp":
+                    conn.sendall(frame(6, 0, 0, b"noecp-01"))
+            elif ftype == 6 and flags & 1:
+                print("pingack", flush=True)
             elif ftype == 1:
                 requests += 1
                 end = flags & 1
@@ -228,6 +235,8 @@ def serve2(conn, mode):
                     else:
                         promise = struct.pack(">I", 2) + b"\x82\x84\x86" + lit(b":authority", b"x")
                         conn.sendall(frame(5, 4, sid, promise))
+                elif mode == "noecp":
+                    conn.sendall(head_frames(sid, b"\x88", True))
                 elif mode == "early":
                     conn.sendall(
                         head_frames(sid, b"\x88", False)
@@ -274,7 +283,7 @@ def serve2(conn, mode):
 
 
 conns = 0
-MODES2 = ("conc1", "nowin", "smallwin", "setwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
+MODES2 = ("noecp", "conc1", "nowin", "smallwin", "setwin", "trailers", "interim", "bighead:", "bigfield:", "push", "early")
 
 
 def serve_h1(conn, mode):

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 
 use super::{socks4, ServerRt};
+use crate::config::UnixTarget;
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
@@ -125,12 +126,17 @@ pub fn connect_outcome_reset(
 /// `abns@NAME` (the name padded with zeros to the length HAProxy binds
 /// it with). The socket is carried as a stream like a TCP one.
 pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
-    use socket2::{Domain, SockAddr, Socket, Type};
     let mut path = vec![0u8];
     path.extend_from_slice(name.as_bytes());
     path.resize(1 + crate::listener::ABNS_LEN, 0);
-    let addr =
-        SockAddr::unix(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))?;
+    connect_unix_nb(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))
+}
+
+/// Starts a non-blocking connect to the UNIX socket at `path` (a leading
+/// zero byte: an abstract one), carried as a stream like a TCP one.
+fn connect_unix_nb(path: &std::ffi::OsStr) -> std::io::Result<std::net::TcpStream> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let addr = SockAddr::unix(path)?;
     let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
     match s.connect(&addr) {
         Ok(()) => {}
@@ -154,8 +160,9 @@ pub fn connect_server_nb(
     addr: impl FnOnce() -> Option<SocketAddr>,
     has_data: bool,
 ) -> std::io::Result<Connecting> {
-    match &s.opts.abns {
-        Some(name) => Ok((connect_abns_nb(name)?, None)),
+    match &s.opts.unix {
+        Some(UnixTarget::Abns(name)) => Ok((connect_abns_nb(name)?, None)),
+        Some(UnixTarget::Path(p)) => Ok((connect_unix_nb(p.as_os_str())?, None)),
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;

@@ -44,7 +44,7 @@ pub fn new_server(
         // A server without address that resolvers will look up waits in
         // resolution maintenance, not forced.
         admin: AtomicU8::new(
-            if opts.disabled || (addr.is_none() && opts.resolvers.is_none() && opts.abns.is_none())
+            if opts.disabled || (addr.is_none() && opts.resolvers.is_none() && opts.unix.is_none())
             {
                 ADMIN_MAINT
             } else {
@@ -270,9 +270,9 @@ impl ServerRt {
     }
 
     /// Whether connections have somewhere to go: an IP address, or an
-    /// abstract UNIX socket (`abns@`).
+    /// UNIX socket (`abns@`, `unix@`).
     pub fn has_addr(&self) -> bool {
-        self.opts.abns.is_some() || self.addr().is_some()
+        self.opts.unix.is_some() || self.addr().is_some()
     }
 
     /// Where a connection for a client that connected to `dst()` goes:
@@ -604,8 +604,8 @@ impl ServerRt {
     /// `+0` as the port of a server without one of its own, `abns@NAME`
     /// for an abstract socket; None without an address.
     pub fn stick_addr(&self) -> Option<String> {
-        if let Some(n) = &self.opts.abns {
-            return Some(format!("abns@{n}"));
+        if let Some(u) = &self.opts.unix {
+            return Some(u.to_string());
         }
         let a = self.addr()?;
         Some(if self.map_ports.load(Ordering::Relaxed) {

@@ -8,18 +8,25 @@
 //! ```
 //!
 //! Predicates: `defined(VAR)`, `feature(NAME)`, `streq(a,b)`,
-//! `strneq(a,b)`, `version_atleast(V)`, `version_before(V)`. An integer
+//! `strneq(a,b)`, `version_atleast(V)`, `version_before(V)`,
+//! `ssllib_name_startswith(S)`, `openssl_version_atleast(V)`,
+//! `openssl_version_before(V)`. An integer
 //! is true when non-zero. Arguments may be quoted: `'...'` literally,
 //! `"..."` with `$VAR` / `${VAR}` expanded from the environment.
 //!
 //! `version_*` compare with the HAProxy version whose behaviour ebb
-//! follows ([`HAPROXY_COMPAT_VERSION`]); `feature()` is true for no name:
-//! ebb is built without OpenSSL, Lua, PCRE, zlib or splicing, which is
-//! what HAProxy's feature names describe.
+//! follows ([`HAPROXY_COMPAT_VERSION`]); `feature()` is true for `OPENSSL`
+//! only, HAProxy's name for a build with SSL/TLS support (ebb's is rustls),
+//! and false for the others: ebb has no Lua, PCRE, zlib or HTTP splicing.
+//! `ssllib_name_startswith()` compares with `rustls`; the `openssl_version_*`
+//! terms are errors, as in a HAProxy without OpenSSL.
 
 /// The HAProxy release whose configuration language and behaviour ebb is
 /// measured against (its reg-tests tree).
 pub const HAPROXY_COMPAT_VERSION: &str = "2.6.0";
+
+/// The name of ebb's TLS library, as `ssllib_name_startswith()` sees it.
+pub const TLS_LIBRARY: &str = "rustls";
 
 /// Evaluates `expr`; `lookup` reads environment variables.
 pub fn eval(expr: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
@@ -27,6 +34,7 @@ pub fn eval(expr: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<bool,
         s: expr.as_bytes(),
         i: 0,
         lookup,
+        skip: 0,
     };
     p.ws();
     if p.i == p.s.len() {
@@ -44,6 +52,10 @@ struct P<'a> {
     s: &'a [u8],
     i: usize,
     lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// Inside a term whose value is not needed (after a false `&&` or a
+    /// true `||` operand): parsed, not evaluated, as HAProxy stops
+    /// evaluating there (an error it would raise is not raised).
+    skip: u32,
 }
 
 impl P<'_> {
@@ -64,16 +76,20 @@ impl P<'_> {
     fn or(&mut self) -> Result<bool, String> {
         let a = self.and()?;
         if self.eat("||") {
-            let b = self.or()?;
-            return Ok(a || b);
+            self.skip += u32::from(a);
+            let b = self.or();
+            self.skip -= u32::from(a);
+            return Ok(a || b?);
         }
         Ok(a)
     }
     fn and(&mut self) -> Result<bool, String> {
         let a = self.term()?;
         if self.eat("&&") {
-            let b = self.and()?;
-            return Ok(a && b);
+            self.skip += u32::from(!a);
+            let b = self.and();
+            self.skip -= u32::from(!a);
+            return Ok(a && b?);
         }
         Ok(a)
     }
@@ -217,7 +233,25 @@ impl P<'_> {
             }
             "feature" => {
                 n(1)?;
-                Ok(false)
+                // HAProxy's `OPENSSL` names a build with SSL/TLS support
+                // (configs switch their `ssl` lines on with it): ebb has
+                // TLS (rustls). Every other feature name is false.
+                Ok(a[0] == "OPENSSL")
+            }
+            "ssllib_name_startswith" => {
+                n(1)?;
+                // The TLS library's name: rustls, never an OpenSSL one.
+                Ok(TLS_LIBRARY.starts_with(a[0].as_str()))
+            }
+            "openssl_version_atleast" | "openssl_version_before" => {
+                n(1)?;
+                if self.skip > 0 {
+                    return Ok(false);
+                }
+                // HAProxy without OpenSSL: the term is an error.
+                Err(format!(
+                    "'{name}': ebb has no OpenSSL library version (its TLS library is {TLS_LIBRARY})"
+                ))
             }
             "streq" => {
                 n(2)?;
@@ -303,6 +337,16 @@ mod tests {
         assert_eq!(ev("streq(\"foo bar\",'foo bar')"), Ok(true));
         assert_eq!(ev("streq(foo,bar)"), Ok(false));
         assert_eq!(ev("feature(OPENSSL) || !feature(OPENSSL)"), Ok(true));
+        // ebb has TLS (HAProxy's OPENSSL feature), through rustls.
+        assert_eq!(ev("feature(OPENSSL)"), Ok(true));
+        assert_eq!(ev("feature(LUA) || feature(OPENSSL_X)"), Ok(false));
+        assert_eq!(ev("ssllib_name_startswith(OpenSSL)"), Ok(false));
+        assert_eq!(ev("ssllib_name_startswith(rustls)"), Ok(true));
+        assert!(ev("openssl_version_atleast(1.1.1)").is_err());
+        assert_eq!(
+            ev("feature(OPENSSL) && ssllib_name_startswith(OpenSSL) && openssl_version_atleast(1.1.1)"),
+            Ok(false)
+        );
         assert_eq!(
             ev("defined(TESTVAR) && streq(\"$TESTVAR\",\"1\")"),
             Ok(true)

@@ -304,8 +304,8 @@ pub(super) fn compile_servers(
             server_tls(&s.opts).map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
         let saved = state.and_then(|m| m.get(&s.name));
         let addr = match &s.opts.init_addr {
-            // An abstract UNIX socket has no IP address.
-            _ if s.opts.abns.is_some() => None,
+            // A UNIX socket has no IP address.
+            _ if s.opts.unix.is_some() => None,
             // HAProxy's default `last,libc` (libc: once, here, at start).
             None => {
                 let mut addr = if s.srv {
@@ -323,7 +323,7 @@ pub(super) fn compile_servers(
             }
             Some(methods) => init_addr(s, methods, saved)?,
         };
-        if addr.is_none() && s.opts.resolvers.is_none() && s.opts.abns.is_none() {
+        if addr.is_none() && s.opts.resolvers.is_none() && s.opts.unix.is_none() {
             warnings.push(format!(
                 "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
                 s.loc, p.name, s.name, s.host

@@ -530,6 +530,11 @@ pub(crate) fn target_path(t: &[u8]) -> &[u8] {
     match t.first() {
         None | Some(b'*') => b"",
         Some(b'/') => t,
+        // The usual absolute URI (an HTTP/2 request's, as HAProxy writes
+        // it): the scheme known at once, the authority's end found a word
+        // at a time.
+        Some(b'h') if t.starts_with(b"http://") => after_authority(&t[7..]),
+        Some(b'h') if t.starts_with(b"https://") => after_authority(&t[8..]),
         Some(c) if c.is_ascii_alphabetic() => {
             let n = t[1..]
                 .iter()
@@ -545,6 +550,40 @@ pub(crate) fn target_path(t: &[u8]) -> &[u8] {
         }
         Some(_) => b"",
     }
+}
+
+/// What follows the authority at the start of `rest` (from its first
+/// `/`), empty when there is no `/`.
+fn after_authority(rest: &[u8]) -> &[u8] {
+    rest.get(find_byte(rest, b'/')..).unwrap_or_default()
+}
+
+/// The index of the first `b` in `hay`, else its length: eight bytes a
+/// step (the usual authority, `host:port`, is one or two steps).
+pub(crate) fn find_byte(hay: &[u8], b: u8) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pat = LO.wrapping_mul(u64::from(b));
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w) ^ pat;
+        // A zero byte of `x` is a `b` in the chunk; the lowest one set
+        // is exact (bytes above a match may be flagged falsely, never
+        // below it).
+        let found = x.wrapping_sub(LO) & !x & HI;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == b)
+        .unwrap_or(chunks.remainder().len())
 }
 
 /// HAProxy's string-to-integer cast (`c_str2int`, `read_int64`): an

@@ -1127,3 +1127,58 @@ fn strings_cast_to_addresses_as_haproxy() {
         assert_eq!(super::str_to_addr(text.as_bytes()), want, "{text:?}");
     }
 }
+
+/// `target_path`'s fast path for `http://` and `https://` finds what its
+/// general scan finds for another scheme of the same letters' shape
+/// (`hzzp://`, which only the scan reads): the path after the authority.
+#[test]
+fn target_path_agrees_with_the_scan() {
+    let hosts = [
+        "",
+        "h",
+        "127.0.0.1:19910",
+        "u@h",
+        "a.b.c.d.e.f.g.h.example",
+        "h?q",
+    ];
+    let tails = ["", "/", "/p", "/100b?v=0", "?x", "/a/b?c=/d", "*"];
+    for (fast, scanned) in [("http://", "hzzp://"), ("https://", "hzzps://")] {
+        for h in hosts {
+            for t in tails {
+                let a = format!("{fast}{h}{t}");
+                let b = format!("{scanned}{h}{t}");
+                assert_eq!(target_path(a.as_bytes()), target_path(b.as_bytes()), "{a}");
+            }
+        }
+    }
+    // Not the fast path's: as the scan reads them.
+    assert_eq!(target_path(b"http:/h/p"), b"");
+    assert_eq!(target_path(b"HTTP://h/p"), b"/p");
+    assert_eq!(target_path(b"httpx://h/p"), b"/p");
+    assert_eq!(target_path(b"http"), b"");
+    assert_eq!(target_path(b"http://"), b"");
+    assert_eq!(target_path(b"http://h"), b"");
+    assert_eq!(target_path(b"http://h/"), b"/");
+}
+
+#[test]
+fn find_byte_finds_the_first() {
+    // Every length up to three words, the byte at every place (and absent),
+    // among bytes that differ from it by one bit (the word trick's edge).
+    for len in 0..24usize {
+        for at in 0..=len {
+            for fill in [0u8, b'.', b'/' ^ 1, b'/' ^ 0x80, 0xff] {
+                let mut v = vec![fill; len];
+                if at < len {
+                    v[at] = b'/';
+                    // Another one after it must not be found first.
+                    if at + 1 < len {
+                        v[at + 1] = b'/';
+                    }
+                }
+                let want = v.iter().position(|&c| c == b'/').unwrap_or(len);
+                assert_eq!(find_byte(&v, b'/'), want, "{v:?}");
+            }
+        }
+    }
+}

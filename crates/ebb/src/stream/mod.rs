@@ -780,11 +780,12 @@ impl Stream {
         let buf = &c.rbuf[c.rstart..c.rend];
         let fe = &c.fe;
         let body = self.body_now;
-        let mut st = crate::rewrite::ReqState::new(crate::sample::Req {
+        let orig = crate::sample::Req {
             buf,
             head: &c.head,
             body: body.data(&self.body_buf, buf, c.head.head_len),
-        });
+        };
+        let mut st = crate::rewrite::ReqState::new(orig);
         if let Some(l) = left {
             let l = *l;
             st.edited = l.edited;
@@ -793,7 +794,12 @@ impl Stream {
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst.as_deref().copied());
-        let base = sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
+        // With the request as it came: the rules read it from this context
+        // itself until one changes it (`rewrite::run_request_from`).
+        let base = ReqView {
+            req: Some(orig),
+            ..sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+        };
         let wait_here = |at: Resume, time_ms: Option<u32>| {
             Act::WaitBody(Box::new(BodyWait {
                 at,

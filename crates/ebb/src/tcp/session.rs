@@ -559,7 +559,7 @@ impl Session {
         // pass for this one's connect.
         let _ = ctx.take_events(task);
         let fd = st.raw_fd();
-        let loopback = s.opts.abns.is_none() && dest.is_some_and(|a| a.ip().is_loopback());
+        let loopback = s.opts.unix.is_none() && dest.is_some_and(|a| a.ip().is_loopback());
         // The PROXY header, with the TLVs of `proxy-v2-options` (the
         // unique id from the frontend's `unique-id-format`, as HAProxy
         // generates it for a tcp stream too).

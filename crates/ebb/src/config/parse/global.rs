@@ -43,6 +43,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.sched.scope-lookups",
     "tune.heavy-tasklets",
     "tune.ssl.cachesize",
+    "tune.ssl.capture-buffer-size",
     "profiling.tasks",
     "hard-stop-after",
     "grace",
@@ -268,6 +269,17 @@ impl Parser<'_> {
             // 250 bytes an entry) against a typo.
             "tune.ssl.cachesize" => {
                 g.ssl_cachesize = Some(parse_u32_range(kw, &one(w)?, 0, 10_000_000)?)
+            }
+            // HAProxy: the ClientHello's cipher, extension and curve lists
+            // kept for the `ssl_fc_cipherlist_*`, `ssl_fc_extlist_bin`,
+            // `ssl_fc_eclist_bin` and `ssl_fc_ecformats_bin` fetches. ebb
+            // refuses those fetches by name, so nothing reads the capture
+            // and the size has no other effect to give.
+            "tune.ssl.capture-buffer-size" => {
+                if g.ssl_capture_buffer.is_some() {
+                    return Err(format!("'{kw}' is already configured."));
+                }
+                g.ssl_capture_buffer = Some(parse_u32_range(kw, &one(w)?, 0, i32::MAX as u32)?)
             }
             "profiling.tasks" => {
                 g.profiling_tasks = match one(w)?.as_str() {

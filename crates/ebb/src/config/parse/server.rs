@@ -27,25 +27,18 @@ pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(
     let addr = w
         .get(2)
         .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-    let abns = abns_name(addr)?;
-    let (host, port) = match &abns {
+    let unix = unix_target(addr)?;
+    let (host, port) = match &unix {
         Some(_) => (addr.to_string(), 0),
         None => crate::config::values::parse_server_addr(addr)?,
     };
     let mut opts = px.default_server.clone();
     parse_server_opts(&w[3..], &mut opts, ctx)?;
-    opts.map_ports = port == 0 && abns.is_none();
-    if abns.is_some() && opts.socks4.is_some() {
-        return Err(format!(
-            "server '{name}': 'socks4' on an abns@ server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
-        ));
+    opts.map_ports = port == 0 && unix.is_none();
+    if let Some(u) = &unix {
+        unix_opts(name, u, &opts)?;
     }
-    if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
-        return Err(format!(
-            "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
-        ));
-    }
-    opts.abns = abns;
+    opts.unix = unix;
     if let Some(id) = opts.id {
         if let Some(o) = px.servers.iter().find(|x| x.opts.id == Some(id)) {
             return Err(format!(
@@ -90,18 +83,50 @@ pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(
     Ok(())
 }
 
-/// The name of an `abns@NAME` server address (environment variables
-/// expanded, as HAProxy's address parser does), or `None` for another
-/// address.
-fn abns_name(addr: &str) -> Result<Option<String>, String> {
-    let Some(n) = addr.strip_prefix("abns@") else {
-        return Ok(None);
-    };
-    let n = crate::config::values::env_expand(n).into_owned();
-    if n.is_empty() || n.len() > 100 {
-        return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+/// A server address naming a UNIX socket: `abns@NAME`, `unix@PATH` or
+/// a path starting with `/` (HAProxy's address parser: environment
+/// variables expanded), or `None` for another address.
+fn unix_target(addr: &str) -> Result<Option<UnixTarget>, String> {
+    let addr = crate::config::values::env_expand(addr);
+    if let Some(n) = addr.strip_prefix("abns@") {
+        if n.is_empty() || n.len() > 100 {
+            return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+        }
+        return Ok(Some(UnixTarget::Abns(n.to_string())));
     }
-    Ok(Some(n))
+    let path = match addr.strip_prefix("unix@") {
+        Some(p) => p,
+        None if addr.starts_with('/') => &addr,
+        None => return Ok(None),
+    };
+    // sun_path holds 108 bytes, the last one the terminating zero.
+    if path.is_empty() || path.len() > 107 {
+        return Err(format!(
+            "'{addr}': a UNIX socket path of 1 to 107 bytes is expected"
+        ));
+    }
+    Ok(Some(UnixTarget::Path(std::path::PathBuf::from(path))))
+}
+
+/// The options a UNIX socket server cannot have in ebb: SOCKS4 (it
+/// reaches IPv4 addresses), and health checks and resolvers (they
+/// work on IP addresses).
+fn unix_opts(name: &str, u: &UnixTarget, o: &ServerOptions) -> Result<(), String> {
+    let what = match u {
+        UnixTarget::Abns(_) => "an abns@",
+        UnixTarget::Path(_) => "a UNIX socket",
+    };
+    if o.socks4.is_some() {
+        return Err(format!(
+            "server '{name}': 'socks4' on {what} server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+        ));
+    }
+    if o.check || o.resolvers.is_some() {
+        return Err(format!(
+            "server '{name}': 'check' and 'resolvers' on {what} server are not supported by ebb"
+        ));
+    }
+    Ok(())
 }
 
 /// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the
@@ -111,8 +136,12 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     let addr = w
         .first()
         .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
+    let unix = unix_target(addr)?;
     // A missing port is the client's destination port (HAProxy's).
-    let (host, port) = crate::config::values::parse_server_addr(addr)?;
+    let (host, port) = match &unix {
+        Some(_) => (addr.to_string(), 0),
+        None => crate::config::values::parse_server_addr(addr)?,
+    };
     crate::config::resolvers::dynamic_server_words(&w[1..])?;
     let loc = Loc {
         file: Arc::from("cli"),
@@ -133,7 +162,11 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
-    o.map_ports = port == 0;
+    o.map_ports = port == 0 && unix.is_none();
+    if let Some(u) = &unix {
+        unix_opts(&host, u, &o)?;
+    }
+    o.unix = unix;
     if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
         return Err(
             "'agent-check' needs 'agent-port' (the server would have no agent port)".into(),
@@ -314,6 +347,10 @@ pub(super) fn parse_server_opts(
                         })
                     }
                     "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
+                    "crt" => o.tls.crt = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v)),
+                    "crl-file" => {
+                        o.tls.crl_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v))
+                    }
                     "ciphers" => {
                         crate::tls_policy::ciphers12(v)?;
                         o.tls.ciphers = Some(v.to_string());
@@ -408,7 +445,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }

@@ -48,6 +48,10 @@ pub struct Global {
     /// `tune.ssl.cachesize N`: TLS session-ID cache entries per bind line
     /// (0: no cache); `None`: the TLS layer's default (HAProxy's 20,000).
     pub ssl_cachesize: Option<u32>,
+    /// `tune.ssl.capture-buffer-size N` (once only, as in HAProxy): the
+    /// ClientHello capture's size. Nothing reads it: the fetches that
+    /// read HAProxy's capture are refused (see `sample::fetch::parse`).
+    pub ssl_capture_buffer: Option<u32>,
     /// `profiling.tasks on|auto|off`.
     pub profiling_tasks: ProfilingMode,
     /// `hard-stop-after T`.
@@ -178,6 +182,7 @@ impl Default for Global {
             scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
+            ssl_capture_buffer: None,
             profiling_tasks: ProfilingMode::Auto,
             hard_stop_after: None,
             grace: None,

@@ -127,9 +127,10 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
-    /// `abns@NAME` as the address: a Linux abstract UNIX socket, the
-    /// name as written (padded as HAProxy pads it at connect).
-    pub abns: Option<String>,
+    /// A UNIX socket as the address: `abns@NAME` (a Linux abstract
+    /// socket, padded as HAProxy pads it at connect), or `unix@PATH` or a
+    /// path starting with `/` (a socket in the file system).
+    pub unix: Option<UnixTarget>,
     /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
     /// check runs beside the health check.
     pub agent_check: bool,
@@ -189,6 +190,12 @@ pub struct ServerTlsPolicy {
     /// certificate must carry when no SNI was sent (the health checks'
     /// too); without it and without SNI the names are not checked.
     pub verify_host: Option<String>,
+    /// `crt FILE`: the certificate and key (in FILE, else in `FILE.key`)
+    /// sent to a server that asks for a client certificate.
+    pub crt: Option<PathBuf>,
+    /// `crl-file FILE`: under `verify required`, the revocation lists the
+    /// server's chain is checked against (every certificate of it).
+    pub crl_file: Option<PathBuf>,
 }
 
 impl ServerTlsPolicy {
@@ -293,7 +300,7 @@ impl Default for ServerOptions {
             check_via_socks4: false,
             resolve_net: Vec::new(),
             map_ports: false,
-            abns: None,
+            unix: None,
             agent_check: false,
             agent_port: None,
             agent_addr: None,
@@ -373,4 +380,24 @@ pub struct ServeFiles {
     /// `precompressed gzip|br|zstd ...`: codings whose sibling file
     /// (`F.gz`, `F.br`, `F.zst`) is served to a client accepting it.
     pub precompressed: Vec<crate::compress::Coding>,
+}
+
+/// A server's UNIX socket address (HAProxy's `abns@NAME`, `unix@PATH` or
+/// `/PATH`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnixTarget {
+    /// A Linux abstract socket, its name as written.
+    Abns(String),
+    /// A socket in the file system.
+    Path(std::path::PathBuf),
+}
+
+impl std::fmt::Display for UnixTarget {
+    /// As HAProxy writes the address (`abns@NAME`, `unix@PATH`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnixTarget::Abns(n) => write!(f, "abns@{n}"),
+            UnixTarget::Path(p) => write!(f, "unix@{}", p.display()),
+        }
+    }
 }

@@ -261,11 +261,12 @@ pub struct Decoder {
     /// The SETTINGS_HEADER_TABLE_SIZE ebb announced: the largest size an
     /// update may ask for.
     settings_max: usize,
-    /// The last literal whose name is the static table's, as it came
-    /// and as it was read: a client sends most of a connection's requests'
-    /// `:path` this way (nghttp2 and browsers do not index it), often the
-    /// same bytes again, which are then copied rather than Huffman-decoded
-    /// and checked again.
+    /// The last Huffman-coded literal whose name is the static table's,
+    /// as it came and as it was read: a client sends most of a
+    /// connection's requests' `:path` this way (nghttp2 and browsers do
+    /// not index it), often the same bytes again, which are then copied
+    /// rather than Huffman-decoded and checked again. (A plain literal is
+    /// read about as fast as it would be compared: not kept.)
     last: LastLiteral,
     /// Most fields a block may decode to ([`HpackError::TooManyFields`]
     /// past it).
@@ -399,7 +400,10 @@ impl Decoder {
     ) -> Result<(), HpackError> {
         let idx = decode_int(block, pos, prefix)?;
         let raw_start = *pos;
-        if idx != 0 && idx == self.last.idx {
+        // Only a Huffman-coded value is worth the memo: a plain one is
+        // read as fast as it is compared, and kept it costs two copies.
+        let huffman = block.get(raw_start).is_some_and(|&b| b & 0x80 != 0);
+        if huffman && idx != 0 && idx == self.last.idx {
             let end = string_end(block, *pos)?;
             if block.get(raw_start..end) == Some(&self.last.raw[..]) {
                 *pos = end;
@@ -449,7 +453,7 @@ impl Decoder {
         if index {
             self.table.insert_with(name, value, p);
         }
-        if (1..=STATIC.len()).contains(&idx) && value.len() <= LAST_LITERAL_MAX {
+        if huffman && (1..=STATIC.len()).contains(&idx) && value.len() <= LAST_LITERAL_MAX {
             let l = &mut self.last;
             l.idx = idx;
             l.raw.clear();

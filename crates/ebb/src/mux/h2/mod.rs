@@ -500,13 +500,15 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let te = head.te();
                         const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
                         const TE: (&[u8], &[u8]) = (b"te", b"trailers");
-                        let mut extra: [(&[u8], &[u8]); 4] = [(b"", b""); 4];
+                        let mut extra: [(&[u8], &[u8]); 4] = [TE; 4];
                         let mut n = 0;
-                        for (on, f) in [(l.chunked, CHUNKED), (te, TE)] {
-                            if on {
-                                extra[n] = f;
-                                n += 1;
-                            }
+                        if l.chunked {
+                            extra[0] = CHUNKED;
+                            n = 1;
+                        }
+                        if te {
+                            extra[n] = TE;
+                            n += 1;
                         }
                         // A tunnel's request may end with its head.
                         pp.eof = l.tunnel && end_stream;

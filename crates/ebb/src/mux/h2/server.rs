@@ -800,8 +800,11 @@ impl SrvConn {
                     // other waiting streams took and overran as well.
                     None if protocol.is_some() || self.h2.open_streams() > 0 => continue,
                     Some(false) if protocol.is_some() => {
+                        // The stream it would have been is reset, as
+                        // HAProxy does; the connection itself is sound
+                        // and stays (closing it here left the server's
+                        // next frames unread: the kernel's reset).
                         self.h2.reset_unopened(ErrorCode::INTERNAL_ERROR);
-                        self.shared = false;
                         moved = true;
                         p.end = true;
                         s.req = Req::Done;

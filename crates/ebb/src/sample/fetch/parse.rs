@@ -503,6 +503,19 @@ impl Fetch {
                     "sample fetch '{name}' is not supported by ebb: it reads HAProxy's internal HTX message (blocks, metadata, EOM flag), which ebb does not have"
                 ))
             }
+            // HAProxy reads these from its copy of the ClientHello
+            // (`tune.ssl.capture-buffer-size`); ebb's TLS library shows
+            // the client's cipher list but not its extensions or point
+            // formats, and ebb keeps no copy.
+            "ssl_fc_cipherlist_bin"
+            | "ssl_fc_cipherlist_hex"
+            | "ssl_fc_cipherlist_str"
+            | "ssl_fc_cipherlist_xxh"
+            | "ssl_fc_extlist_bin"
+            | "ssl_fc_eclist_bin"
+            | "ssl_fc_ecformats_bin" => Err(format!(
+                "sample fetch '{name}' is not supported by ebb: it reads the client's ClientHello as captured by 'tune.ssl.capture-buffer-size', which ebb does not keep"
+            )),
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }

@@ -389,7 +389,12 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
-    r.addr = s.addr().map(|a| a.to_string()).unwrap_or_default();
+    r.addr = if s.opts.unix.is_some() {
+        // HAProxy's word for a UNIX socket (a path or abstract).
+        "unix".to_string()
+    } else {
+        s.addr().map(|a| a.to_string()).unwrap_or_default()
+    };
     r.cookie = s.cookie().map(|c| c.into_owned()).unwrap_or_default();
     r.icur = Some(u64::from(s.idle_count()));
     r.ilim = s.opts.pool_max_conn.map(u64::from);

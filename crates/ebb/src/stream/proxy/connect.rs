@@ -621,7 +621,7 @@ pub(super) fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
 /// handshake the kernel completes within `connect` (see
 /// [`crate::mux::h1::server::ServerSide::send_early`]).
 fn loopback(s: &ServerRt, client_dst: Option<SocketAddr>) -> bool {
-    s.opts.abns.is_none() && s.dest(|| client_dst).is_some_and(|a| a.ip().is_loopback())
+    s.opts.unix.is_none() && s.dest(|| client_dst).is_some_and(|a| a.ip().is_loopback())
 }
 
 /// A connect to `s` under way, and its SOCKS4 handshake if any.

@@ -141,8 +141,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
         let default_port = self.head.target_form == crate::http1::TargetForm::Absolute
             && self.head.host.is_some_and(|h| {
-                let a = h.get(buf);
-                a.ends_with(b":80") || a.ends_with(b":443")
+                matches!(
+                    h.get(buf),
+                    [.., b':', b'8', b'0'] | [.., b':', b'4', b'4', b'3']
+                )
             });
         if !default_port {
             return Ok(PStatus::Complete(()));
