@@ -353,3 +353,20 @@ fn st_word(st: &str) -> &str {
         st
     }
 }
+
+/// Under another protocol check (`option tcp-check`) the HTTP check
+/// options are ignored with HAProxy's warning, at start.
+#[test]
+fn disable_on_404_under_tcp_check_is_ignored_with_a_warning() {
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         frontend fe\n    bind BIND\n    default_backend b\n\
+         backend b\n    option tcp-check\n    http-check disable-on-404\n    server s 127.0.0.1:1\n",
+    );
+    let w = "'disable-on-404' will be ignored for backend 'b' (requires 'option httpchk').";
+    assert!(
+        e.wait_stderr(w, std::time::Duration::from_secs(20))
+            .is_some(),
+        "no warning"
+    );
+}
