@@ -770,7 +770,8 @@ impl Runner {
             (self.log)(
                 &s.backend,
                 format!(
-                    "Server {}/{} is going DOWN for maintenance ({why}). {act} active and {bck} backup servers left. {} sessions active, {queued} requeued, {} remaining in queue.",
+                    "{}Server {}/{} is going DOWN for maintenance ({why}). {act} active and {bck} backup servers left. {} sessions active, {queued} requeued, {} remaining in queue.",
+                    s.backup_word(),
                     s.backend,
                     s.name,
                     s.cur.load(Ordering::Relaxed),
@@ -783,7 +784,8 @@ impl Runner {
             (self.log)(
                 &s.backend,
                 format!(
-                    "Server {}/{} ('{}') is UP/READY (resolves again).",
+                    "{}Server {}/{} ('{}') is UP/READY (resolves again).",
+                    s.backup_word(),
                     s.backend,
                     s.name,
                     s.hostname

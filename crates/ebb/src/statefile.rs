@@ -257,8 +257,10 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     _ => "-",
                 },
                 // In maintenance a server is stopped (HAProxy's op state 0).
+                // NOLB is HAProxy's STOPPING, 3.
                 op = match (up && !s.rmaint.load(Ordering::Relaxed) && !maint, starting) {
                     (false, _) => 0,
+                    (true, _) if s.nolb() => 3,
                     (true, true) => 1,
                     (true, false) => 2,
                 },

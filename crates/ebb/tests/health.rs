@@ -812,12 +812,7 @@ fn on_marked_down_refuses_an_http2_stream() {
 /// The fields of a server's line of `show servers state b`: its
 /// operational state, its check's health and its check's state bits.
 fn state_fields(sock: &Path, srv: &str) -> (String, String, String) {
-    let out = cli_cmd(sock, "show servers state b");
-    let w: Vec<String> = out
-        .lines()
-        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
-        .find(|w| w.get(3).is_some_and(|n| n == srv))
-        .unwrap_or_else(|| panic!("no line of {srv}: {out}"));
+    let w = servers_state_line(sock, "b", srv);
     (w[5].clone(), w[12].clone(), w[13].clone())
 }
 

@@ -150,6 +150,29 @@ fn page_auth_modifiers_and_admin() {
     let nm = req(main, "/stats;no-maint", Some(AUTH)).text();
     assert!(nm.contains(">b<") && !nm.contains(">c<"));
 
+    // Admin form: `hnolb` takes b out of load balancing (NOLB), `hrunn`
+    // brings it back (it has no check: a's would end a NOLB at its next
+    // pass, as HAProxy's).
+    let b_status = || {
+        let csv = req(main, "/stats;csv", Some(AUTH)).text();
+        let l = csv
+            .lines()
+            .find(|l| l.starts_with("app,b,"))
+            .unwrap_or("")
+            .to_string();
+        l.split(',').nth(17).unwrap_or("").to_string()
+    };
+    for (action, want) in [("hnolb", "NOLB"), ("hrunn", "no check")] {
+        let r = post(
+            main,
+            "/stats",
+            Some(AUTH),
+            &format!("s=b&action={action}&b=app"),
+        );
+        assert_eq!(r.header("location"), Some("/stats;st=DONE"), "{action}");
+        assert_eq!(b_status(), want, "{action}");
+    }
+
     // Admin form: b to maint, then no traffic reaches b.
     let r = post(main, "/stats;up", Some(AUTH), "s=b&action=maint&b=app");
     assert_eq!(r.status, 303);

@@ -230,6 +230,55 @@ fn judge(
 }
 
 impl super::Farm {
+    /// The CLI's `enable|disable dynamic-cookie backend B` (HAProxy 2.6):
+    /// on, each server without `cookie VALUE` gets the value its address
+    /// and the key give (none without a key); off, those servers lose
+    /// their value (no persistence to them by cookie until it is on
+    /// again).
+    pub fn set_dynamic_cookies(&self, on: bool) {
+        let key = {
+            let mut d = self.dyncookie.lock().unwrap_or_else(|p| p.into_inner());
+            d.on = on;
+            d.key.clone()
+        };
+        for s in self.servers.iter() {
+            if s.opts.cookie.is_some() {
+                continue;
+            }
+            *s.dyn_key.lock().unwrap_or_else(|p| p.into_inner()) = key.clone().filter(|_| on);
+            let mut v = s.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner());
+            match (&key, on) {
+                (_, false) => *v = None,
+                (Some(k), true) => *v = super::dyn_cookie(k, s.addr()),
+                (None, true) => {}
+            }
+        }
+    }
+
+    /// The CLI's `set dynamic-cookie-key backend B KEY`: while dynamic
+    /// cookies are on, each server without `cookie VALUE` takes the value
+    /// the new key gives.
+    pub fn set_dynamic_cookie_key(&self, key: &str) {
+        let on = {
+            let mut d = self.dyncookie.lock().unwrap_or_else(|p| p.into_inner());
+            d.key = Some(key.to_string());
+            d.on
+        };
+        if on {
+            self.set_dynamic_cookies(true);
+        }
+    }
+
+    /// A server added at run time follows the backend's dynamic cookies:
+    /// a later `set server ... addr` derives its value (HAProxy 2.6's
+    /// `add server` itself gives it none).
+    pub(super) fn adopt_dynamic_cookie(&self, s: &super::ServerRt) {
+        let d = self.dyncookie.lock().unwrap_or_else(|p| p.into_inner());
+        if d.on && s.opts.cookie.is_none() {
+            *s.dyn_key.lock().unwrap_or_else(|p| p.into_inner()) = d.key.clone();
+        }
+    }
+
     /// [`super::Farm::pick_sticky`] for the server a persistence cookie
     /// designates: with `force` (`option persist`) it takes the stream
     /// even when down, unless it is the server to avoid (`option

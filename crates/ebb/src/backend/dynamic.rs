@@ -261,6 +261,7 @@ impl super::Farm {
                 s
             },
         )?;
+        self.adopt_dynamic_cookie(&s);
         super::register(std::slice::from_ref(&s));
         self.gen.fetch_add(1, Ordering::AcqRel);
         super::check::start_server(self, &s);

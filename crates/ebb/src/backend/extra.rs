@@ -71,6 +71,13 @@ impl SrvExtra {
         }
     }
 
+    /// The server changed state without going down or up (NOLB and
+    /// back: HAProxy's last change, not its downtime).
+    pub fn touched(&self) {
+        let mut t = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        t.changed = Instant::now();
+    }
+
     /// The server changed state (health or admin); `usable` after it.
     pub fn changed(&self, usable: bool) {
         let mut t = self.times.lock().unwrap_or_else(|p| p.into_inner());

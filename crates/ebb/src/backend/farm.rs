@@ -93,6 +93,16 @@ pub struct Farm {
     /// `option allbackups`: all usable backups share the load when no
     /// active server is usable, instead of the first one alone.
     pub allbackups: bool,
+    /// `dynamic-cookie-key` and whether dynamic cookies are on (`cookie
+    /// ... dynamic`); the CLI changes both.
+    pub dyncookie: Mutex<DynCookies>,
+}
+
+/// A backend's dynamic cookies: its key, and whether they are on.
+#[derive(Clone, Debug, Default)]
+pub struct DynCookies {
+    pub key: Option<String>,
+    pub on: bool,
 }
 
 /// HAProxy's server ids: an `id N` as written; the others, in order, the
@@ -161,6 +171,7 @@ impl Farm {
             be_up: std::sync::atomic::AtomicBool::new(true),
             sock: crate::config::SrvSock::default(),
             allbackups: false,
+            dyncookie: Mutex::new(DynCookies::default()),
         }
     }
 

@@ -11,7 +11,7 @@
 //! - `static-rr`: HAProxy's server map (below) walked in order from a
 //!   position all threads share (an atomic, moved by compare-and-swap).
 //!   Both skip a full server (a round robin puts it back as if taken).
-//! - `leastconn`: fewest streams per unit of weight; ties go round robin
+//! - `leastconn`: HAProxy's key, (streams + 1) / weight; ties go round robin
 //!   (from the shared position).
 //! - `first`: the first server (in declaration order) with a free slot.
 //! - `source`, `uri`, `hdr(NAME)`: HAProxy 2.6's hashing, so a key reaches
@@ -517,6 +517,9 @@ fn keyless(
     table_rr(st, elig, weights, room, grp, rr, ring)
 }
 
+/// HAProxy's SRV_EWGHT_MAX: the largest weight (256) in sixteenths.
+const LC_EWGHT_MAX: u64 = 256 * 16;
+
 /// Picks among `elig` (server indices) given each one's weight, streams in
 /// use and free-slot flag (parallel slices). `sh` is the backend's
 /// state common to every thread.
@@ -540,24 +543,30 @@ pub fn choose(
         Balance::RoundRobin => fwrr_pick(elig, weights, room, grp, sh),
         Balance::StaticRr => table_rr(st, elig, weights, room, grp, rr, false),
         Balance::LeastConn => {
-            // Lowest cur/weight, compared as cur_a * w_b < cur_b * w_a.
+            // HAProxy 2.6's key (lb_fwlc.c): 0 for a server with no
+            // stream, else (streams + 1) x SRV_EWGHT_MAX / its weight in
+            // sixteenths, in whole units; the lowest wins, ties round
+            // robin.
+            let key = |k: usize| -> u64 {
+                match u64::from(cur[k]) {
+                    0 => 0,
+                    n => (n + 1) * LC_EWGHT_MAX / u64::from(weights[k].max(1)),
+                }
+            };
             let n = elig.len();
             let start = rr.fetch_add(1, Ordering::Relaxed) as usize;
-            let mut best: Option<usize> = None;
+            let mut best: Option<(usize, u64)> = None;
             for off in 0..n {
                 let k = start.wrapping_add(off) % n;
                 if !room[k] {
                     continue;
                 }
-                best = match best {
-                    None => Some(k),
-                    Some(b) => {
-                        let lhs = u64::from(cur[k]) * u64::from(weights[b].max(1));
-                        let rhs = u64::from(cur[b]) * u64::from(weights[k].max(1));
-                        Some(if lhs < rhs { k } else { b })
-                    }
-                };
+                let kk = key(k);
+                if best.is_none_or(|(_, b)| kk < b) {
+                    best = Some((k, kk));
+                }
             }
+            let best = best.map(|(k, _)| k);
             match best {
                 Some(k) => Choice::Server(elig[k]),
                 None => Choice::AllFull,
@@ -819,6 +828,24 @@ mod tests {
             &LbInput::default(),
         );
         assert_eq!(c, Choice::Server(2));
+    }
+
+    #[test]
+    fn leastconn_counts_the_next_stream_as_haproxy() {
+        // Weights 1 and 3 (in sixteenths) with 1 and 4 streams: 1/1 is
+        // less than 4/3, but HAProxy compares 2 x 4096 / 16 = 512 with
+        // 5 x 4096 / 48 = 426: the second.
+        let mut st = State::new(0);
+        let c = choose(
+            &Balance::LeastConn,
+            &mut st,
+            &[0, 1],
+            &[16, 48],
+            &[1, 4],
+            &[true; 2],
+            &LbInput::default(),
+        );
+        assert_eq!(c, Choice::Server(1));
     }
 
     #[test]

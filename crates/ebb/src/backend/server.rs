@@ -63,6 +63,7 @@ pub fn new_server(
         agent: agent::AgentRt::new(&opts),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
         up: AtomicBool::new(true),
+        stopping: AtomicBool::new(false),
         up_since: AtomicInstant::new(
             Instant::now()
                 .checked_sub(opts.slowstart.unwrap_or_default())
@@ -84,6 +85,7 @@ pub fn new_server(
                 .as_deref()
                 .and_then(|k| dyn_cookie(k, addr)),
         ),
+        dyn_key: Mutex::new(opts.dyncookie_key.clone()),
         tls,
         name,
         addr: AtomicAddr::new(addr),
@@ -168,6 +170,11 @@ pub struct ServerRt {
     /// Health: true unless checks said DOWN (the health check's and the
     /// agent's views combined: [`check::refresh_up`]).
     pub up: AtomicBool,
+    /// UP but out of load balancing (HAProxy's `SRV_ST_STOPPING`, shown
+    /// `NOLB`): its HTTP check answered 404 under `http-check
+    /// disable-on-404`. Persistent traffic still reaches it. A tracker
+    /// takes it from the server it tracks ([`ServerRt::nolb`]).
+    pub stopping: AtomicBool,
     /// The health check's own view: its health is at `rise` or more.
     pub check_ok: AtomicBool,
     /// The health check's streak: failures while `check_ok`, successes
@@ -207,6 +214,12 @@ pub struct ServerRt {
     /// `cookie ... dynamic`'s value for a server without `cookie VALUE`,
     /// derived from its address (changed with it).
     pub dyn_cookie: Mutex<Option<String>>,
+    /// The backend's `dynamic-cookie-key` while its dynamic cookies are
+    /// on, for a server without `cookie VALUE` (None otherwise): a new
+    /// address derives [`ServerRt::dyn_cookie`] from it. The CLI's
+    /// `enable|disable dynamic-cookie` and `set dynamic-cookie-key`
+    /// change both ([`Farm::set_dynamic_cookies`]).
+    pub dyn_key: Mutex<Option<String>>,
 }
 
 /// `cookie ... dynamic`'s value for a server at `addr` (an IP address:
@@ -305,7 +318,12 @@ impl ServerRt {
         self.moved.store(true, Ordering::Relaxed);
         self.addr.set(a);
         // HAProxy derives a dynamic cookie again from the new address.
-        if let Some(k) = self.opts.dyncookie_key.as_deref() {
+        let key = self
+            .dyn_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(k) = key.as_deref() {
             *self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner()) = dyn_cookie(k, a);
         }
     }
@@ -316,7 +334,6 @@ impl ServerRt {
         if let Some(c) = self.opts.cookie.as_deref() {
             return Some(std::borrow::Cow::Borrowed(c));
         }
-        self.opts.dyncookie_key.as_ref()?;
         let g = self.dyn_cookie.lock().unwrap_or_else(|p| p.into_inner());
         g.clone().map(std::borrow::Cow::Owned)
     }
@@ -343,6 +360,13 @@ impl ServerRt {
             && self.up.load(Ordering::Relaxed)
             && self.admin_state() == ADMIN_READY
             && self.weight.load(Ordering::Relaxed) > 0
+            && !self.nolb()
+    }
+
+    /// UP but taking no load-balanced traffic (`NOLB`): its own check
+    /// said so, or that of the server it tracks, down the chain.
+    pub fn nolb(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed) || self.tracked.get().is_some_and(|t| t.nolb())
     }
 
     /// Whether a persistent request (`stick match`) may go to this

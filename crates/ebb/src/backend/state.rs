@@ -23,12 +23,13 @@ pub fn server_status(s: &ServerRt) -> std::borrow::Cow<'static, str> {
     }
     let own = server_status_own(s);
     // HAProxy's transition states while checks fail or succeed: the
-    // failures left before DOWN of `fall` ("UP 2/3", "DRAIN 2/3"), the
+    // failures left before DOWN of `fall` ("UP 2/3", "DRAIN 2/3", "NOLB
+    // 2/3"), the
     // successes of `rise` while DOWN ("DOWN 1/2").
     let streak = s.check_streak.load(Ordering::Relaxed);
     let checking = streak > 0 && s.check_on.load(Ordering::Relaxed);
     match own {
-        "UP" | "DRAIN" if checking && s.check_ok.load(Ordering::Relaxed) => {
+        "UP" | "DRAIN" | "NOLB" if checking && s.check_ok.load(Ordering::Relaxed) => {
             let fall = s.opts.fall.max(1);
             format!("{own} {}/{fall}", fall.saturating_sub(streak)).into()
         }
@@ -44,6 +45,8 @@ pub(super) fn server_status_own(s: &ServerRt) -> &'static str {
     match s.admin_state() {
         ADMIN_MAINT => "MAINT",
         _ if s.rmaint.load(Ordering::Relaxed) => "MAINT (resolution)",
+        // HAProxy's STOPPING state shows NOLB whatever the drain.
+        _ if s.up.load(Ordering::Relaxed) && s.nolb() => "NOLB",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) && agent => "DRAIN (agent)",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
         _ if !s.up.load(Ordering::Relaxed) && agent && !s.agent.healthy.load(Ordering::Relaxed) => {
@@ -118,6 +121,11 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     let in_force = s.admin_state();
     let was_maint = s.in_maint();
     let before = s.admin.swap(state, Ordering::Relaxed);
+    if state == ADMIN_MAINT {
+        // Maintenance stops the server (HAProxy's STOPPED): it leaves
+        // NOLB, and comes back UP.
+        s.stopping.store(false, Ordering::Relaxed);
+    }
     // Its health first: the trackers that leave maintenance with it
     // read it.
     maint_checks(farm, s, was_maint);
@@ -135,7 +143,8 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         check::log_event(
             farm,
             format!(
-                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                "{}Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                s.backup_word(),
                 farm.name,
                 s.name,
                 s.cur.load(Ordering::Relaxed),
@@ -149,7 +158,8 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         check::log_event(
             farm,
             format!(
-                "Server {}/{} is {}/READY (leaving forced maintenance).",
+                "{}Server {}/{} is {}/READY (leaving forced maintenance).",
+                s.backup_word(),
                 farm.name,
                 s.name,
                 if s.up.load(Ordering::Relaxed) {
@@ -191,6 +201,16 @@ pub fn check_switch(s: &ServerRt, on: bool, agent: bool) -> Result<String, Strin
 }
 
 impl ServerRt {
+    /// What HAProxy's lines of a server's state changes start with:
+    /// `Backup ` for a backup server.
+    pub fn backup_word(&self) -> &'static str {
+        if self.opts.backup {
+            "Backup "
+        } else {
+            ""
+        }
+    }
+
     /// The administrative state in force: its own or the one inherited
     /// from the server it tracks, the stronger (maintenance over drain).
     pub fn admin_state(&self) -> u8 {
@@ -309,7 +329,8 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    "{}Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    t.backup_word(),
                     f.name,
                     t.name,
                     s.backend,
@@ -324,8 +345,12 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
-                    f.name, t.name, s.backend, s.name
+                    "{}Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
+                    t.backup_word(),
+                    f.name,
+                    t.name,
+                    s.backend,
+                    s.name
                 ),
             );
             f.kick_backend_queue();

@@ -110,6 +110,24 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "add a server (in maintenance; 'enable server' starts it)",
     ),
     (
+        "enable dynamic-cookie backend",
+        "BACKEND",
+        CliLevel::Admin,
+        "enable dynamic cookies on a backend",
+    ),
+    (
+        "disable dynamic-cookie backend",
+        "BACKEND",
+        CliLevel::Admin,
+        "disable dynamic cookies on a backend",
+    ),
+    (
+        "set dynamic-cookie-key backend",
+        "BACKEND KEY",
+        CliLevel::Admin,
+        "change a backend's secret key for dynamic cookies",
+    ),
+    (
         "del server",
         "BACKEND/NAME",
         CliLevel::Admin,
@@ -661,6 +679,24 @@ pub fn execute(
             stats::set_admin(&farm, &srv, st)?;
             Ok(String::new())
         }
+        ["set", "server", spec, "health", h] => {
+            need(level, Admin, "set server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            use crate::backend::check::Health;
+            let h = match *h {
+                "up" => Health::Up,
+                "stopping" => Health::Stopping,
+                "down" => Health::Down,
+                _ => {
+                    return Err(
+                        "'set server <srv> health' expects 'up', 'stopping', or 'down'.".into(),
+                    )
+                }
+            };
+            crate::backend::check::force_health(&farm, &srv, h, "changed from CLI")?;
+            Ok(String::new())
+        }
         ["set", "server", spec, "weight", wt] => {
             need(level, Admin, "set server")?;
             let c = p.live.compiled();
@@ -685,7 +721,16 @@ pub fn execute(
         ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
-            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
+            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, health up|stopping|down, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
+        }
+        [verb @ ("enable" | "disable"), "dynamic-cookie", "backend", rest @ ..] => {
+            need(level, Admin, "dynamic-cookie")?;
+            servers::dynamic_cookie(&p.live.compiled(), rest.first().copied(), *verb == "enable")
+        }
+        ["set", "dynamic-cookie-key", "backend", rest @ ..] => {
+            need(level, Admin, "set dynamic-cookie-key")?;
+            let (b, k) = (rest.first().copied(), rest.get(1).copied());
+            servers::dynamic_cookie_key(&p.live.compiled(), b, k)
         }
         ["add", "server", spec, rest @ ..] => {
             need(level, Admin, "add server")?;

@@ -1,5 +1,7 @@
 //! CLI commands that change where servers are: `set server B/S addr`,
-//! `set server B/S fqdn`, and `show resolvers`.
+//! `set server B/S fqdn`, and `show resolvers`; and a backend's dynamic
+//! cookies (`enable|disable dynamic-cookie backend B`, `set
+//! dynamic-cookie-key backend B KEY`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -174,4 +176,50 @@ pub fn set_agent(farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<S
         }
         _ => Err("Usage: set server BACKEND/SERVER agent up|down".into()),
     }
+}
+
+/// The farm of backend `b` for the dynamic-cookie commands, with
+/// HAProxy's answers when there is none.
+fn cookie_farm(
+    c: &crate::proxy::Compiled,
+    b: Option<&str>,
+) -> Result<std::sync::Arc<Farm>, String> {
+    let b = b
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| "A backend name is expected.".to_string())?;
+    let be = c
+        .backends
+        .iter()
+        .find(|x| x.name == b)
+        .ok_or_else(|| "No such backend.".to_string())?;
+    match &be.kind {
+        crate::proxy::BackendKind::Servers(sv) => Ok(std::sync::Arc::clone(&sv.farm)),
+        crate::proxy::BackendKind::Files(_) => {
+            Err(format!("Backend '{b}' has no servers (it serves files)."))
+        }
+    }
+}
+
+/// `enable|disable dynamic-cookie backend B`.
+pub fn dynamic_cookie(
+    c: &crate::proxy::Compiled,
+    b: Option<&str>,
+    on: bool,
+) -> Result<String, String> {
+    cookie_farm(c, b)?.set_dynamic_cookies(on);
+    Ok(String::new())
+}
+
+/// `set dynamic-cookie-key backend B KEY`.
+pub fn dynamic_cookie_key(
+    c: &crate::proxy::Compiled,
+    b: Option<&str>,
+    key: Option<&str>,
+) -> Result<String, String> {
+    let farm = cookie_farm(c, b)?;
+    let key = key
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| "String value expected.".to_string())?;
+    farm.set_dynamic_cookie_key(key);
+    Ok(String::new())
 }

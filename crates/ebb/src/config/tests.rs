@@ -1442,7 +1442,7 @@ fn http_check_expect() {
     err1(
         &be("    http-check"),
         "t.cfg:2: ",
-        "expects comment, connect, send, expect, set-var or unset-var",
+        "expects comment, connect, disable-on-404, send, send-state, expect, set-var or unset-var",
     );
 }
 

@@ -343,6 +343,24 @@ pub(super) fn compile_servers(
         .map(|s| s.host.clone())
         .unwrap_or_default();
     let probe = crate::backend::check::probe_for(p, &host).map_err(|(l, e)| err(l, e))?;
+    // HAProxy: the HTTP check options are ignored, with its warning,
+    // under another protocol check (`option tcp-check`, `mysql-check`...).
+    let tcp_proto = p.tcp_check.enabled || p.tcp_check.builtin.is_some();
+    if !p.http_check.enabled && tcp_proto {
+        for (on, kw) in [
+            (p.http_check.disable_404, "disable-on-404"),
+            (p.http_check.send_state, "send-state"),
+        ] {
+            if on {
+                warnings.push(format!(
+                    "{}: '{kw}' will be ignored for {} '{}' (requires 'option httpchk').",
+                    p.loc,
+                    p.kind.name(),
+                    p.name
+                ));
+            }
+        }
+    }
     if p.hash_type.balance_factor > 0 && matches!(p.balance, crate::config::Balance::Random { .. })
     {
         return Err(err(
@@ -364,6 +382,10 @@ pub(super) fn compile_servers(
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
     farm.allbackups = p.options.allbackups;
+    farm.dyncookie = std::sync::Mutex::new(crate::backend::DynCookies {
+        key: p.dynamic_cookie_key.clone(),
+        on: p.cookie.as_ref().is_some_and(|c| c.dynamic),
+    });
     farm.fullconn = fullconn;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {

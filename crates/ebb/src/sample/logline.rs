@@ -10,8 +10,7 @@
 //! from the finished exchange (timers, status, bytes, captures), given as
 //! an [`Entry`].
 //!
-//! Variables ebb does not measure are refused at start with their name
-//! (`%bi %bp` the server connection's local address).
+//! Variables ebb does not measure are refused at start with their name.
 //! `%[...]` samples are evaluated at log time, when the request and the
 //! response heads are gone: they read variables, names, addresses and
 //! constants (a request value is kept for the log with `set-var` or a
@@ -81,6 +80,8 @@ enum Var {
     Tu,
     SrvIp,
     SrvPort,
+    BackIp,
+    BackPort,
     ReqCounter,
 }
 
@@ -146,13 +147,16 @@ fn var(name: &str) -> Result<Var, String> {
         "sp" => SrvPort,
         "U" => BytesIn,
         "bi" | "bp" => {
-            return Err(format!(
-                "log-format variable '%{name}' (the local address of the server connection) is not supported by ebb yet"
-            ))
+            crate::sample::BACK_LOCAL.store(true, std::sync::atomic::Ordering::Relaxed);
+            if name == "bi" {
+                BackIp
+            } else {
+                BackPort
+            }
         }
         o => {
             return Err(format!(
-                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %U %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %bi %bp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %U %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
             ))
         }
     })
@@ -405,6 +409,13 @@ fn render_hex(v: Var, e: &Entry<'_>, out: &mut Vec<u8>) -> bool {
         Var::ClientIp | Var::ClientPort => hex_addr(Some(e.client), v == Var::ClientIp, out),
         Var::FrontIp | Var::FrontPort => hex_addr(e.local, v == Var::FrontIp, out),
         Var::SrvIp | Var::SrvPort => hex_addr(srv(), v == Var::SrvIp, out),
+        Var::BackIp | Var::BackPort => {
+            let local = e
+                .vars
+                .and_then(|s| s.try_borrow().ok())
+                .and_then(|s| s.info.srv_local);
+            hex_addr(local, v == Var::BackIp, out)
+        }
         Var::AcceptTs | Var::AcceptMs => {
             let s = e.accept.duration_since(UNIX_EPOCH).unwrap_or_default();
             let _ = if v == Var::AcceptTs {
@@ -723,6 +734,14 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
             None => text(out, None, quote),
         },
         Var::SrvPort => match info.and_then(|i| i.srv_addr) {
+            Some(a) => num(out, i64::from(a.port()), quote),
+            None => text(out, None, quote),
+        },
+        Var::BackIp => match info.and_then(|i| i.srv_local) {
+            Some(a) => text(out, Some(a.ip().to_string().as_bytes()), quote),
+            None => text(out, None, quote),
+        },
+        Var::BackPort => match info.and_then(|i| i.srv_local) {
             Some(a) => num(out, i64::from(a.port()), quote),
             None => text(out, None, quote),
         },
@@ -1179,7 +1198,6 @@ mod tests {
     #[test]
     fn unmeasured_variables_and_request_samples_are_refused() {
         for (f, why) in [
-            ("%bi", "local address"),
             ("%zz", "unknown log-format variable"),
             ("%[path]", "set-var"),
             ("%{+E}r", "not supported"),

@@ -38,6 +38,22 @@ mod tests;
 pub mod vars;
 
 use std::cell::RefCell;
+
+/// Set at start when a log format (`%bi`, `%bp`) or a sample (`bc_src`,
+/// `bc_src_port`) reads the local address of server connections: each
+/// connection installed for an exchange then asks the kernel for it (one
+/// `getsockname`), which nothing pays for otherwise.
+pub static BACK_LOCAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The local address of a server connection `s`, when something reads it
+/// ([`BACK_LOCAL`]).
+pub fn back_local(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
+    if BACK_LOCAL.load(std::sync::atomic::Ordering::Relaxed) {
+        s.local_addr().ok()
+    } else {
+        None
+    }
+}
 use std::net::{IpAddr, SocketAddr};
 
 use crate::http1::{RequestHead, ResponseHead};

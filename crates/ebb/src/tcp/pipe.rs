@@ -535,6 +535,9 @@ pub(super) struct Pipe {
     pub(super) socks: Option<Box<crate::backend::socks4::Socks4>>,
     /// When the connect completed.
     pub(super) t_conn: Option<Tick>,
+    /// The server socket's local address, when something reads it
+    /// ([`crate::sample::back_local`]).
+    pub(super) srv_local: Option<std::net::SocketAddr>,
     /// The connect was confirmed by [`Pipe::send_early`] (no edge of the
     /// server socket came since its registration, so the server side has
     /// not run for it).

@@ -591,6 +591,7 @@ impl Session {
         };
         {
             let mut p = self.pipe.borrow_mut();
+            p.srv_local = crate::sample::back_local(st.tcp());
             p.srv = super::pipe::Sock {
                 tr: Some(st),
                 last_io: now,
@@ -1231,6 +1232,7 @@ impl Session {
                 v.info.srv_conns = srv_cur;
                 v.info.srv_queue = u32::try_from(self.queues.0).unwrap_or(u32::MAX);
                 v.info.be_queue = u32::try_from(self.queues.1).unwrap_or(u32::MAX);
+                v.info.srv_local = self.pipe.borrow().srv_local;
             }
             let term = [self.term[0] as char, self.term[1] as char];
             let term: String = term.iter().collect();

@@ -536,6 +536,26 @@ pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<S
     stat_row_of(&cli_cmd(sock, "show stat"), be, srv)
 }
 
+/// A configuration's `global` (admin socket `sock`, logs to `log`) and
+/// `defaults` (`mode`, `log global`, 30 s client and server timeouts, 5 s
+/// connect) sections, for the proxies that follow.
+pub fn logged_head(sock: &Path, log: SocketAddr, mode: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {log} local0\n\
+         defaults\n    mode {mode}\n    log global\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n",
+        sock.display()
+    )
+}
+
+/// The fields of `srv`'s line of `show servers state BE`.
+pub fn servers_state_line(sock: &Path, be: &str, srv: &str) -> Vec<String> {
+    let out = cli_cmd(sock, &format!("show servers state {be}"));
+    out.lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|w| w.get(1).is_some_and(|b| b == be) && w.get(3).is_some_and(|n| n == srv))
+        .unwrap_or_else(|| panic!("no line of {be}/{srv}: {out}"))
+}
+
 /// The columns of the row of `be`/`srv` in a `show stat` answer.
 pub fn stat_row_of(csv: &str, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
     let mut lines = csv.lines();

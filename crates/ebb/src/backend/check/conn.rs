@@ -40,6 +40,10 @@ pub struct CheckHow {
     pub mux: CheckMux,
     pub socks4: Option<SocketAddr>,
     pub via_socks4: bool,
+    /// The server is not DOWN (HAProxy's `next_state != STOPPED`): an
+    /// HTTP check with `disable-on-404` takes a 404 for a conditional
+    /// pass.
+    pub running: bool,
 }
 
 impl CheckHow {
@@ -48,6 +52,7 @@ impl CheckHow {
             mux: CheckMux::of(o),
             socks4: o.socks4,
             via_socks4: o.check_via_socks4,
+            running: false,
         }
     }
 

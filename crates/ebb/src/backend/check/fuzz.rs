@@ -55,6 +55,7 @@ pub fn run_probe(probe: &Probe, be: &str, h2: bool, answer: &[u8], step: usize) 
             timeout,
             false,
             (be, "s", Some("UP 1/2")),
+            true,
             &mut |_| -> Result<Box<dyn Wire>, Verdict> {
                 Ok(if h2 {
                     Box::new(crate::backend::h2check::H2Wire::new(

@@ -21,6 +21,9 @@ pub struct HttpProbe {
     /// `http-check send-state`: each request carries
     /// `X-Haproxy-Server-State`.
     pub send_state: bool,
+    /// `http-check disable-on-404`: a 404 passes conditionally (`L7OKC`)
+    /// while the server is not DOWN.
+    pub disable_404: bool,
 }
 
 #[derive(Clone)]
@@ -396,6 +399,7 @@ impl HttpProbe {
         Ok(HttpProbe {
             steps,
             send_state: c.send_state,
+            disable_404: c.disable_404,
         })
     }
 }
@@ -599,7 +603,7 @@ fn with_state_header<'a>(req: &'a [u8], state: &str) -> std::borrow::Cow<'a, [u8
 }
 
 /// HAProxy's `X-Haproxy-Server-State` value: the health as the stats
-/// show it (`UP`, `UP 2/3` while failing, `DOWN`, `DOWN 1/2` while
+/// show it (`UP`, `UP 2/3` while failing, `NOLB`, `NOLB 2/3`, `DOWN`, `DOWN 1/2` while
 /// recovering, `no check`), then the address, port, names, node, the
 /// server's and the farm's usable weight, the server's and the backend's
 /// streams, its queue and, while it ramps up, `throttle`. `streak`: the
@@ -613,10 +617,12 @@ pub fn server_state_header(farm: &Farm, s: &ServerRt, streak: u32) -> String {
     let health = if !s.check_on.load(Ordering::Relaxed) {
         "no check".to_string()
     } else if running {
+        // HAProxy's STOPPING state says NOLB.
+        let st = if s.nolb() { "NOLB" } else { "UP" };
         if streak == 0 {
-            "UP".to_string()
+            st.to_string()
         } else {
-            format!("UP {}/{fall}", fall.saturating_sub(streak))
+            format!("{st} {}/{fall}", fall.saturating_sub(streak))
         }
     } else if streak == 0 {
         "DOWN".to_string()
@@ -719,7 +725,8 @@ pub(super) fn run_http(
     how: CheckHow,
 ) -> Verdict {
     let start = Instant::now();
-    run_steps(p, start, timeout, tls.is_some(), who, &mut |cc| {
+    let nolb_404 = p.disable_404 && how.running;
+    run_steps(p, start, timeout, tls.is_some(), who, nolb_404, &mut |cc| {
         // The server's protocol applies to a default connect.
         match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how)? {
             c if cc.default && h2_for(how.mux, c.alpn()) => {
@@ -733,13 +740,17 @@ pub(super) fn run_http(
 
 /// The steps of an HTTP check (see [`run_http`]); `connect` opens each
 /// connection (a socket, or a script of answers for the fuzz target);
-/// `tls`: the default connection is TLS.
+/// `tls`: the default connection is TLS. `nolb_404`: `disable-on-404`
+/// applies (the server is not DOWN): as HAProxy 2.6, an expect rule that
+/// reads a 404 is skipped, and a sequence whose last expect read one ends
+/// conditionally passed (`L7OKC`, code 404, no description).
 pub(in crate::backend) fn run_steps(
     p: &HttpProbe,
     start: Instant,
     timeout: Duration,
     tls: bool,
     who: (&str, &str, Option<&str>),
+    nolb_404: bool,
     connect: &mut super::Connector<'_>,
 ) -> Verdict {
     let (be, srv, state) = who;
@@ -797,6 +808,12 @@ pub(in crate::backend) fn run_steps(
                     }
                     have = true;
                     vars.borrow_mut().info.srv_h2 = c.h2();
+                }
+                if nolb_404 && parse_resp(&buf).is_ok_and(|r| r.code == 404) {
+                    let mut v = Verdict::new(CheckStatus::L7OkC, "");
+                    v.code = 404;
+                    last = Some(v);
+                    continue;
                 }
                 let render = |f: &crate::sample::LogFormat| {
                     let mut out = Vec::new();

@@ -119,10 +119,16 @@ impl Checker {
             // With `option log-health-checks` the check's own line gave
             // the reason: HAProxy's change of state line has none.
             let log_checks = self.log_checks;
-            refresh_up(&f, s, || match log_checks {
+            let why = || match log_checks {
                 true => String::new(),
                 false => format!("reason: {}{took}", v.reason()),
-            });
+            };
+            if !refresh_up(&f, s, why) && ok && s.check_ok.load(Ordering::Relaxed) {
+                // HAProxy's check_notify_stopping (a conditional pass:
+                // `disable-on-404`) or check_notify_success (a pass takes
+                // a NOLB server back to UP).
+                set_stopping(&f, s, v.st == CheckStatus::L7OkC, why);
+            }
         }
     }
 
@@ -247,7 +253,8 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
-            let how = CheckHow::of(&s.opts);
+            let mut how = CheckHow::of(&s.opts);
+            how.running = s.up.load(Ordering::Relaxed);
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -357,7 +364,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_event(
             farm,
             format!(
-                "Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
+                "{}Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
+                s.backup_word(),
                 s.backend,
                 s.name,
                 on_backup(act, bck),
@@ -366,6 +374,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         );
         crate::backend::marked_up(farm, s);
     } else {
+        // DOWN ends NOLB (HAProxy's STOPPING goes to STOPPED).
+        s.stopping.store(false, Ordering::Relaxed);
         crate::backend::marked_down(s);
         let moved = queued(s);
         farm.redispatch_queue_of(s);
@@ -373,7 +383,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_event(
             farm,
             format!(
-                "Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                "{}Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                s.backup_word(),
                 s.backend,
                 s.name,
                 on_backup(act, bck),
@@ -384,6 +395,122 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         log_if_none_left(farm);
     }
     true
+}
+
+/// Takes a server that is UP out of load balancing (`on`: HAProxy's
+/// srv_set_stopping, state `NOLB`) or back in (srv_set_running from
+/// STOPPING), with HAProxy's line: `Server B/S is stopping` or `is UP`,
+/// `why` (the check's reason, empty when `option log-health-checks` gave
+/// it), the servers left online and what moved. Its queue is dispatched
+/// again on the way out (as a draining server's); the backend's is
+/// offered its slots on the way back. Trackers follow (their state reads
+/// the tracked server's), each with its own line `via B/S`. Returns
+/// whether the state changed.
+pub fn set_stopping(farm: &Farm, s: &ServerRt, on: bool, why: impl FnOnce() -> String) -> bool {
+    if s.in_maint() || !s.up.load(Ordering::Relaxed) {
+        return false;
+    }
+    let before = s.nolb();
+    s.stopping.store(on, Ordering::Relaxed);
+    if s.nolb() == before {
+        return false;
+    }
+    stopping_moved(farm, s, &why());
+    true
+}
+
+/// What `set server B/S health` (and the stats page's `hrunn`, `hnolb`,
+/// `hdown`) forces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    Up,
+    Stopping,
+    Down,
+}
+
+/// Forces a server's health as HAProxy 2.6's `set server B/S health
+/// up|stopping|down`: the check's health to full (up, stopping) or 0
+/// (down), and the state to UP, NOLB or DOWN with HAProxy's line and
+/// `why` as its reason (`changed from CLI`). Not on a tracking server;
+/// `down` needs a health check (ebb's state follows its checks).
+pub fn force_health(farm: &Farm, s: &ServerRt, h: Health, why: &str) -> Result<(), String> {
+    if s.tracked.get().is_some() {
+        return Err("cannot change health on a tracking server.".into());
+    }
+    if h == Health::Down && !s.opts.check {
+        return Err("ebb cannot mark DOWN a server without 'check'.".into());
+    }
+    s.check_streak.store(0, Ordering::Relaxed);
+    s.check_ok.store(h != Health::Down, Ordering::Relaxed);
+    let why = || why.to_string();
+    match h {
+        Health::Up => {
+            if !refresh_up(farm, s, why) {
+                set_stopping(farm, s, false, why);
+            }
+        }
+        Health::Down => {
+            refresh_up(farm, s, why);
+        }
+        Health::Stopping if s.up.load(Ordering::Relaxed) => {
+            set_stopping(farm, s, true, why);
+        }
+        Health::Stopping => {
+            // From DOWN straight to NOLB: HAProxy logs `is stopping`.
+            s.stopping.store(true, Ordering::Relaxed);
+            settle_up(farm, s);
+            if s.up.load(Ordering::Relaxed) && !s.in_maint() {
+                stopping_moved(farm, s, &why());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Logs and applies a change of [`ServerRt::nolb`] of `s` (and its
+/// trackers', down the chains, which follow it).
+fn stopping_moved(farm: &Farm, s: &ServerRt, why: &str) {
+    s.ext.touched();
+    farm.note_state();
+    let why = match why {
+        "" => String::new(),
+        w if w.starts_with("via ") => format!(" {w}"),
+        w => format!(", {w}"),
+    };
+    let queued = |x: &ServerRt| x.queue.lock().map_or(0, |q| q.len());
+    let now = s.nolb();
+    let moved = if now {
+        let before = queued(s);
+        farm.redispatch_queue_of(s);
+        before.saturating_sub(queued(s))
+    } else {
+        let before = queued(s);
+        farm.kick_backend_queue();
+        queued(s).saturating_sub(before)
+    };
+    let (act, bck) = farm.usable_counts();
+    log_event(
+        farm,
+        format!(
+            "{}Server {}/{} is {}{why}. {act} active and {bck} backup servers online.{} {moved} sessions requeued, {} total in queue.",
+            s.backup_word(),
+            s.backend,
+            s.name,
+            if now { "stopping" } else { "UP" },
+            on_backup(act, bck),
+            queued(s),
+        ),
+    );
+    if now {
+        log_if_none_left(farm);
+    } else {
+        crate::backend::marked_up(farm, s);
+    }
+    for (f, t) in s.tracker_list() {
+        if !t.in_maint() && t.up.load(Ordering::Relaxed) && !t.stopping.load(Ordering::Relaxed) {
+            stopping_moved(&f, &t, &format!("via {}/{}", s.backend, s.name));
+        }
+    }
 }
 
 /// Whether a server's views say UP: its health check (when configured

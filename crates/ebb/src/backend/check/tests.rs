@@ -210,6 +210,7 @@ fn probe_request() {
         own: true,
         rules: vec![],
         send_state: false,
+        disable_404: false,
         uri_lf: false,
         body_lf: false,
     };
@@ -255,6 +256,7 @@ fn tcp_and_http_checks_against_real_sockets() {
             HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
         ],
         send_state: false,
+        disable_404: false,
     });
     assert!(run_check(
         addr,

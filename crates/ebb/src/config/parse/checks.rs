@@ -132,6 +132,12 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
             }
             px.http_check.send_state = true;
         }
+        Some("disable-on-404") => {
+            if w.len() > 2 {
+                return Err("'http-check disable-on-404' takes no argument".into());
+            }
+            px.http_check.disable_404 = true;
+        }
         Some(a) if is_var_action(a) => {
             // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
             // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
@@ -151,10 +157,10 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
         }
         Some(o) => {
             return Err(format!(
-            "unsupported 'http-check {o}' (supported: http-check comment, connect, send, send-state, expect, set-var, unset-var)"
+            "unsupported 'http-check {o}' (supported: http-check comment, connect, disable-on-404, send, send-state, expect, set-var, unset-var)"
         ))
         }
-        None => return Err("'http-check' expects comment, connect, send, expect, set-var or unset-var".to_string()),
+        None => return Err("'http-check' expects comment, connect, disable-on-404, send, send-state, expect, set-var or unset-var".to_string()),
     }
     Ok(())
 }

@@ -552,6 +552,14 @@ fn resolve_tracks(px: &mut [Proxy]) -> Vec<ConfigError> {
                 ));
                 continue;
             }
+            // HAProxy: across backends, both have `disable-on-404` or
+            // neither (NOLB passes down the tracking chain).
+            if ti != pi && p.http_check.disable_404 != px[ti].http_check.disable_404 {
+                e(format!(
+                    "unable to use {tname} for tracking: disable-on-404 option inconsistency."
+                ));
+                continue;
+            }
             // Follow the chain from the tracked server: it must not come
             // back to this one.
             let me = (pi, p.servers.iter().position(|x| std::ptr::eq(x, s)));

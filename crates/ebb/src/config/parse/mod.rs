@@ -271,6 +271,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         http_check: HttpCheck {
             enabled: false,
             send_state: false,
+            disable_404: false,
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),

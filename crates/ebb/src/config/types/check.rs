@@ -136,6 +136,10 @@ pub struct HttpCheck {
     /// (`X-Haproxy-Server-State`). A proxy option, not a rule: kept when
     /// a section starts its own rules.
     pub send_state: bool,
+    /// `http-check disable-on-404`: a 404 to a check of a server that is
+    /// not DOWN passes conditionally (`L7OKC`) and takes the server out
+    /// of load balancing (NOLB). A proxy option too.
+    pub disable_404: bool,
 }
 
 impl HttpCheck {
@@ -146,6 +150,7 @@ impl HttpCheck {
             *self = HttpCheck {
                 enabled: self.enabled,
                 send_state: self.send_state,
+                disable_404: self.disable_404,
                 method: "OPTIONS".into(),
                 uri: "/".into(),
                 version: "HTTP/1.0".into(),

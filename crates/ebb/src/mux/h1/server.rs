@@ -44,6 +44,9 @@ pub(crate) struct ServerSide {
     /// The socket of the exchange under way (an idle one kept for the
     /// client's next request lives in `Stream::attached`).
     pub(crate) sock: Option<Transport>,
+    /// The local address of the last socket installed (when something
+    /// reads it: [`crate::sample::back_local`]); none for an HTTP/2 lane.
+    pub(crate) local: Option<std::net::SocketAddr>,
     /// A non-blocking connect is under way.
     pub(crate) connecting: bool,
     /// The connect failed (seen by `h1_srv`; the client side retries).
@@ -101,6 +104,7 @@ impl ServerSide {
         // Every field is named: a new one must be considered here.
         let ServerSide {
             sock,
+            local,
             connecting,
             connect_failed,
             t_conn,
@@ -122,6 +126,7 @@ impl ServerSide {
             socks,
         } = self;
         sock.is_none()
+            && local.is_none()
             && !(*connecting || *connect_failed || *rd || *wr || *hup || *eof)
             && !(*broken || *want_room || *idle_event)
             && t_conn.is_none()
@@ -141,6 +146,7 @@ impl ServerSide {
         if let Some(p) = self.h2.take() {
             p.borrow_mut().closed = true;
         }
+        self.local = crate::sample::back_local(sock.tcp());
         self.sock = Some(sock);
         self.install_common(connecting, now);
         // A fresh registration reports the socket's state as a first edge;
@@ -155,6 +161,7 @@ impl ServerSide {
         let connecting = !a.pipe.borrow().connected;
         self.install_common(connecting, now);
         self.sock = None;
+        self.local = None;
         self.h2 = Some(a.pipe);
         self.mux = Some(a.mux);
         self.rd = true;

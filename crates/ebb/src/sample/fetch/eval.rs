@@ -458,6 +458,14 @@ impl Fetch {
                 }
                 _ => Some(Val::Bool(true)),
             },
+            Fetch::BcSrc { port } => {
+                let a = ctx.vars?.try_borrow().ok()?.info.srv_local?;
+                Some(if *port {
+                    Val::Int(i64::from(a.port()))
+                } else {
+                    Val::Ip(a.ip())
+                })
+            }
             Fetch::FcAddr { dst, port } => {
                 let fc = ctx
                     .vars

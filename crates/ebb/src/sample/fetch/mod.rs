@@ -157,6 +157,11 @@ pub(super) enum Fetch {
         dst: bool,
         port: bool,
     },
+    /// `bc_src`, `bc_src_port`: the server connection's local address
+    /// (known from the response on, and in the log).
+    BcSrc {
+        port: bool,
+    },
     /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
     /// connection counts (no proxy named: the exchange's).
     Count {
@@ -297,6 +302,7 @@ impl Fetch {
             | Fetch::WaitEnd
             | Fetch::IsHtx
             | Fetch::FcAddr { .. }
+            | Fetch::BcSrc { .. }
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
@@ -340,6 +346,7 @@ impl Fetch {
             | Fetch::ResVer
             | Fetch::SrvName
             | Fetch::SrvId
+            | Fetch::BcSrc { .. }
             | Fetch::CacheHit
             | Fetch::CacheName
             | Fetch::ResComp(_)
@@ -367,12 +374,15 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Type::Int,
-            Fetch::FcAddr { port: true, .. } | Fetch::LastRule { line: true } => Type::Int,
+            Fetch::FcAddr { port: true, .. }
+            | Fetch::BcSrc { port: true }
+            | Fetch::LastRule { line: true } => Type::Int,
             Fetch::Src
             | Fetch::Dst
             | Fetch::HdrIp { .. }
             | Fetch::Addr(_)
-            | Fetch::FcAddr { port: false, .. } => Type::Ip,
+            | Fetch::FcAddr { port: false, .. }
+            | Fetch::BcSrc { port: false } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }

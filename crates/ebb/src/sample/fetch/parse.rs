@@ -163,6 +163,12 @@ impl Fetch {
             "so_id" => none(Fetch::SoId),
             "srv_name" => res_only(none(Fetch::SrvName)?),
             "srv_id" => res_only(none(Fetch::SrvId)?),
+            "bc_src" | "bc_src_port" => {
+                crate::sample::BACK_LOCAL.store(true, std::sync::atomic::Ordering::Relaxed);
+                res_only(none(Fetch::BcSrc {
+                    port: name == "bc_src_port",
+                })?)
+            }
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
             "pathq" => req_only(none(Fetch::PathQ)?),

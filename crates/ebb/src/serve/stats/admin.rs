@@ -186,6 +186,19 @@ fn form_action(farm: &Farm, s: &ServerRt, action: &str) -> Option<bool> {
             }
             crate::backend::check_switch(s, action == "eagent", true).is_ok()
         }
+        "hrunn" | "hnolb" | "hdown" => {
+            // HAProxy passes over a tracking server (not counted).
+            use crate::backend::check::{force_health, Health};
+            let h = match action {
+                "hrunn" => Health::Up,
+                "hnolb" => Health::Stopping,
+                _ => Health::Down,
+            };
+            if s.tracked.get().is_some() || (h == Health::Down && !s.opts.check) {
+                return Some(false);
+            }
+            force_health(farm, s, h, "changed from Web interface").is_ok()
+        }
         "arunn" | "adown" => {
             if !s.agent.enabled() {
                 return Some(false);

@@ -155,7 +155,7 @@ th{background:#20466b;color:#fff;font-weight:600}\
 td.n{text-align:left;font-weight:600}\
 tr.fe td{background:#eef3f8}tr.be td{background:#dfe8f0;font-weight:600}\
 tr.up td.st{background:#b8e6b0}tr.down td.st{background:#f5aaaa}\
-tr.maint td.st{background:#b7c9e6}tr.drain td.st{background:#f6d78b}\
+tr.maint td.st{background:#b7c9e6}tr.drain td.st{background:#f6d78b}tr.nolb td.st{background:#f0b0f0}\
 tr.nocheck td.st{background:#dfeedd}tr.going_down td.st{background:#f0f0a0}tr.going_up td.st{background:#ffd020}td.ck{text-align:left}\
 .info{color:#555;margin-bottom:8px}.notice{background:#ffd;border:1px solid #cc9;padding:4px;margin:6px 0}\
 .mods a{margin-right:10px}";
@@ -274,6 +274,8 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             (_, "MAINT") => "srv maint",
             (_, st) if st.starts_with("MAINT (via ") => "srv maint",
             (_, "DRAIN") => "srv drain",
+            (_, "NOLB") => "srv nolb",
+            (_, st) if st.starts_with("NOLB ") => "srv nolb going_down",
             _ => "srv down",
         };
         let legend = if info.legends {

@@ -9,6 +9,8 @@ use super::*;
 impl Stream {
     /// Writes the client's response head from the server's.
     pub(super) fn forward_response_head(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        // What the response rules read of the server connection.
+        c.vars.get_mut().info.srv_local = self.side.borrow().local;
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -447,7 +449,8 @@ impl Stream {
                     (held_head_size(&h, tunnel) + held_instead as u64).saturating_sub(chunked)
                 }
             };
-            log_line(c, ctx, &up, size + body, true);
+            let local = self.side.borrow().local;
+            log_line(c, ctx, &up, size + body, true, local);
             up.logged = true;
         }
         sd.istart += n;
@@ -602,7 +605,8 @@ impl Stream {
         c.stk.end(ctx.now(), err, fail, d_in, d_out);
         note_stream_stats(up, ctx.now());
         if !up.logged {
-            log_line(c, ctx, up, bytes, false);
+            let local = self.side.borrow().local;
+            log_line(c, ctx, up, bytes, false, local);
         }
     }
 }
@@ -684,9 +688,21 @@ fn held_head_size(head: &[u8], tunnel: bool) -> u64 {
 /// The exchange's access-log line: at its end, or when the response head
 /// was forwarded with `option logasap` (`asap`: the size and the times
 /// are then those so far, written with a `+`).
-pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool) {
+pub(super) fn log_line(
+    c: &H1,
+    ctx: &Ctx,
+    up: &Upstream,
+    bytes: u64,
+    asap: bool,
+    local: Option<std::net::SocketAddr>,
+) {
     if !c.logs_exchange() {
         return;
+    }
+    if let Some(v) = c.vars.cell() {
+        if let Ok(mut v) = v.try_borrow_mut() {
+            v.info.srv_local = local;
+        }
     }
     let now = ctx.now();
     let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;

@@ -1,0 +1,372 @@
+//! `http-check disable-on-404` through the real binary, side by side
+//! with HAProxy 2.6 when it is installed: a server whose HTTP check
+//! answers 404 while it is UP goes NOLB (HAProxy's STOPPING state): it
+//! takes no new load-balanced traffic but keeps its persistent (cookie)
+//! traffic, `show stat` says `NOLB` (`NOLB n/fall` while checks fail),
+//! `show servers state` op state 3, the log says `is stopping`; a 2xx
+//! takes it back UP. A 404 to a server that is DOWN is a failure.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+
+use common::*;
+
+/// An origin named `name`: `GET /chk` answers the status in `chk`
+/// (switched by the test), any other path 200 with `NAME PATH`; one
+/// request per connection.
+fn origin(name: &'static str, chk: Arc<AtomicU16>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let chk = Arc::clone(&chk);
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut b = [0u8; 2048];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&b[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let (code, body) = if path == "/chk" {
+                    (chk.load(Ordering::SeqCst), String::new())
+                } else {
+                    (200, format!("{name} {path}"))
+                };
+                let reason = match code {
+                    200 => "OK",
+                    404 => "Not Found",
+                    _ => "Server Error",
+                };
+                let _ = s.write_all(
+                    format!(
+                        "HTTP/1.1 {code} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    a
+}
+
+/// `GET /x` on a new connection, with `Cookie: SRV=a` when `cookie`: the
+/// body (the origin's name and the path).
+fn body_of(fe: SocketAddr, cookie: bool) -> String {
+    let mut c = Client::connect(fe);
+    let ck = if cookie { "Cookie: SRV=a\r\n" } else { "" };
+    c.send(format!("GET /x HTTP/1.1\r\nHost: t\r\n{ck}Connection: close\r\n\r\n").as_bytes());
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    r.text()
+}
+
+fn wait_status(sock: &Path, srv: &str, want: impl Fn(&str) -> bool, what: &str) {
+    wait_until(&format!("{srv} {what}"), || {
+        stat_row(sock, "b", srv)
+            .get("status")
+            .is_some_and(|s| want(s))
+    });
+}
+
+/// A log line containing `needle`, with its check duration's figure
+/// replaced by `N` and the syslog header dropped.
+fn log_text(u: &Syslog, needle: &str) -> String {
+    let l = u.find(needle, |l| l.contains(needle));
+    let t = l.split_once("]: ").map_or(l.as_str(), |x| x.1).trim_end();
+    match t.split_once("check duration: ") {
+        Some((a, b)) => {
+            let rest = b.trim_start_matches(|c: char| c.is_ascii_digit());
+            format!("{a}check duration: N{rest}")
+        }
+        None => t.to_string(),
+    }
+}
+
+/// The fields of `srv`'s line of `show servers state b`: op state, admin
+/// state, check status, check result, check health, and check state
+/// without its "in progress" bit.
+fn state_fields(sock: &Path, srv: &str) -> Vec<String> {
+    let w = servers_state_line(sock, "b", srv);
+    let cst = w[13].parse::<u32>().unwrap_or(99) & !1;
+    vec![
+        w[5].clone(),
+        w[6].clone(),
+        w[10].clone(),
+        w[11].clone(),
+        w[12].clone(),
+        cst.to_string(),
+    ]
+}
+
+#[test]
+fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
+    for hap in [false, true] {
+        let chk_a = Arc::new(AtomicU16::new(200));
+        let chk_c = Arc::new(AtomicU16::new(500));
+        let a = origin("a", Arc::clone(&chk_a));
+        let b = origin("b", Arc::new(AtomicU16::new(200)));
+        let c = origin("c", Arc::clone(&chk_c));
+        let log = Syslog::new();
+        let la = log.addr();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "{}listen fe\n    bind {bind}\n    balance roundrobin\n    use_backend b\n\
+                 backend b\n    balance roundrobin\n    cookie SRV\n    option httpchk GET /chk\n    http-check disable-on-404\n\
+                 \x20   server a {a} cookie a check inter 200ms rise 1 fall 100\n\
+                 \x20   server b {b} cookie b check inter 200ms rise 1 fall 100\n\
+                 \x20   server c {c} cookie c check inter 200ms rise 1 fall 1\n\
+                 backend b2\n    http-check disable-on-404\n    server t {b} track b/a\n",
+                logged_head(sock, la, "http")
+            )
+        };
+        let (_keep, sock, fe): (Box<dyn std::any::Any>, _, _) = if hap {
+            let Some((h, fe)) = haproxy_beside("disable404", cfg) else {
+                continue;
+            };
+            let s = h.sock.clone();
+            (Box::new(h), s, fe)
+        } else {
+            let (e, s) = ebb_with_admin("disable404", cfg);
+            let fe = e.addr();
+            (Box::new(e), s, fe)
+        };
+        let who = if hap { "haproxy" } else { "ebb" };
+        wait_until("a and b checked UP", || {
+            ["a", "b"].iter().all(|s| {
+                let r = stat_row(&sock, "b", s);
+                r.get("status").is_some_and(|x| x == "UP")
+                    && r.get("check_status").is_some_and(|x| x == "L7OK")
+            })
+        });
+        // c is DOWN: its 404 is a failure, not a conditional pass.
+        wait_status(&sock, "c", |s| s == "DOWN", "DOWN");
+        chk_c.store(404, Ordering::SeqCst);
+        wait_until("c's 404 seen", || {
+            stat_row(&sock, "b", "c")
+                .get("check_code")
+                .is_some_and(|x| x == "404")
+        });
+        let r = stat_row(&sock, "b", "c");
+        assert_eq!(r["status"], "DOWN", "{who}");
+        assert_eq!(r["check_status"], "L7STS", "{who}");
+
+        // a answers 404: NOLB.
+        chk_a.store(404, Ordering::SeqCst);
+        wait_status(&sock, "a", |s| s == "NOLB", "NOLB");
+        let r = stat_row(&sock, "b", "a");
+        assert_eq!(r["check_status"], "L7OKC", "{who}");
+        assert_eq!(r["check_code"], "404", "{who}");
+        assert_eq!(
+            log_text(&log, "Server b/a is stopping"),
+            "Server b/a is stopping, reason: Layer7 check conditionally passed, code: 404, check duration: Nms. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        // Its tracker follows.
+        assert_eq!(
+            log_text(&log, "Server b2/t is stopping"),
+            "Server b2/t is stopping via b/a. 0 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(
+            stat_row(&sock, "b2", "t").get("status").map(String::as_str),
+            Some("NOLB"),
+            "{who}"
+        );
+        assert_eq!(
+            state_fields(&sock, "a"),
+            ["3", "0", "16", "4", "100", "6"],
+            "{who}: op state, admin state, check status, result, health, state"
+        );
+        // No new balanced traffic for a; its persistent traffic stays.
+        for _ in 0..4 {
+            assert_eq!(body_of(fe, false), "b /x", "{who}");
+        }
+        assert_eq!(body_of(fe, true), "a /x", "{who}");
+
+        // A failure while NOLB: NOLB 99/100; a 404 again: NOLB.
+        chk_a.store(500, Ordering::SeqCst);
+        wait_status(&sock, "a", |s| s.starts_with("NOLB 9"), "NOLB going down");
+        chk_a.store(404, Ordering::SeqCst);
+        wait_status(&sock, "a", |s| s == "NOLB", "NOLB again");
+        // A 2xx: UP again, balanced traffic comes back.
+        chk_a.store(200, Ordering::SeqCst);
+        wait_status(&sock, "a", |s| s == "UP", "UP");
+        assert_eq!(
+            log_text(&log, "Server b/a is UP"),
+            "Server b/a is UP, reason: Layer7 check passed, code: 200, check duration: Nms. 2 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(
+            log_text(&log, "Server b2/t is UP"),
+            "Server b2/t is UP via b/a. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(
+            state_fields(&sock, "a")[..4],
+            ["2", "0", "15", "3"],
+            "{who}"
+        );
+        let seen: Vec<String> = (0..4).map(|_| body_of(fe, false)).collect();
+        assert!(seen.iter().any(|s| s == "a /x"), "{who}: {seen:?}");
+    }
+}
+
+/// `disable-on-404` takes no argument, and a server tracked from another
+/// backend must agree on it: refused by both.
+#[test]
+fn disable_on_404_takes_no_argument() {
+    let d = scratch("disable404-c");
+    assert_refused(
+        &d,
+        "x.cfg",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         backend b\n    option httpchk\n    http-check disable-on-404 now\n    server s 127.0.0.1:1 check\n",
+        "x.cfg:8",
+        true,
+    );
+    assert_refused(
+        &d,
+        "y.cfg",
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         backend b\n    option httpchk\n    http-check disable-on-404\n    server s 127.0.0.1:1 check\n\
+         backend b2\n    server t 127.0.0.1:2 track b/s\n",
+        "y.cfg:11: unable to use b/s for tracking: disable-on-404 option inconsistency",
+        true,
+    );
+}
+
+/// `set server B/S health up|stopping|down` forces the state (NOLB from
+/// UP or straight from DOWN) with HAProxy's lines, `changed from CLI`;
+/// refused on a tracking server and for another word, with HAProxy's
+/// answers.
+#[test]
+fn set_server_health_forces_the_state_as_haproxy() {
+    for hap in [false, true] {
+        let a = origin("a", Arc::new(AtomicU16::new(200)));
+        let b = origin("b", Arc::new(AtomicU16::new(200)));
+        let log = Syslog::new();
+        let la = log.addr();
+        let cfg = |sock: &Path, bind: &str| {
+            format!(
+                "{}listen fe\n    bind {bind}\n    use_backend b\n\
+                 backend b\n    option httpchk GET /chk\n\
+                 \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
+                 \x20   server bk {b} check inter 1h backup\n\
+                 backend b2\n    server t {b} track b/a\n",
+                logged_head(sock, la, "http")
+            )
+        };
+        let (_keep, sock): (Box<dyn std::any::Any>, _) = if hap {
+            let Some((h, _)) = haproxy_beside("health-cli", cfg) else {
+                continue;
+            };
+            let s = h.sock.clone();
+            (Box::new(h), s)
+        } else {
+            let (e, s) = ebb_with_admin("health-cli", cfg);
+            (Box::new(e), s)
+        };
+        let who = if hap { "haproxy" } else { "ebb" };
+        wait_until("a's first check", || {
+            stat_row(&sock, "b", "a")
+                .get("check_status")
+                .is_some_and(|x| x == "L7OK")
+        });
+        let set = |h: &str| {
+            cli_cmd(&sock, &format!("set server b/a health {h}"))
+                .trim()
+                .to_string()
+        };
+        let status = || stat_row(&sock, "b", "a")["status"].clone();
+        let online = "backup servers online. 0 sessions requeued, 0 total in queue.";
+        let left = "backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.";
+        for (h, st, line) in [
+            (
+                "stopping",
+                "NOLB",
+                format!("stopping, changed from CLI. 1 active and 1 {online}"),
+            ),
+            (
+                "down",
+                "DOWN",
+                format!("DOWN, changed from CLI. 1 active and 1 {left}"),
+            ),
+            (
+                "stopping",
+                "NOLB",
+                format!("stopping, changed from CLI. 1 active and 1 {online}"),
+            ),
+            (
+                "up",
+                "UP",
+                format!("UP, changed from CLI. 2 active and 1 {online}"),
+            ),
+        ] {
+            assert_eq!(set(h), "", "{who} {h}");
+            assert_eq!(status(), st, "{who} {h}");
+            let needle = format!("Server b/a is {}", st_word(st));
+            assert_eq!(
+                log_text(&log, &needle),
+                format!("Server b/a is {line}"),
+                "{who} {h}"
+            );
+        }
+        assert_eq!(
+            set("sideways"),
+            "'set server <srv> health' expects 'up', 'stopping', or 'down'.",
+            "{who}"
+        );
+        // A backup server's lines say so.
+        assert_eq!(
+            cli_cmd(&sock, "set server b/bk health down").trim(),
+            "",
+            "{who}"
+        );
+        assert_eq!(
+            log_text(&log, "Server b/bk is DOWN"),
+            format!("Backup Server b/bk is DOWN, changed from CLI. 2 active and 0 {left}"),
+            "{who}"
+        );
+        assert_eq!(
+            cli_cmd(&sock, "set server b2/t health up").trim(),
+            "cannot change health on a tracking server.",
+            "{who}"
+        );
+    }
+}
+
+/// The word of HAProxy's line for a state: NOLB is "stopping".
+fn st_word(st: &str) -> &str {
+    if st == "NOLB" {
+        "stopping"
+    } else {
+        st
+    }
+}
+
+/// Under another protocol check (`option tcp-check`) the HTTP check
+/// options are ignored with HAProxy's warning, at start.
+#[test]
+fn disable_on_404_under_tcp_check_is_ignored_with_a_warning() {
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         frontend fe\n    bind BIND\n    default_backend b\n\
+         backend b\n    option tcp-check\n    http-check disable-on-404\n    server s 127.0.0.1:1\n",
+    );
+    let w = "'disable-on-404' will be ignored for backend 'b' (requires 'option httpchk').";
+    assert!(
+        e.wait_stderr(w, std::time::Duration::from_secs(20))
+            .is_some(),
+        "no warning"
+    );
+}
