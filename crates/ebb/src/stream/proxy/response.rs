@@ -449,7 +449,9 @@ impl Stream {
                     (held_head_size(&h, tunnel) + held_instead as u64).saturating_sub(chunked)
                 }
             };
-            let local = self.side.borrow().local;
+            // `sd` holds the server side: its local address from there
+            // (a second borrow of it panics).
+            let local = sd.local;
             log_line(c, ctx, &up, size + body, true, local);
             up.logged = true;
         }
