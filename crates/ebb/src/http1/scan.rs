@@ -181,6 +181,7 @@ fn begin<'b>(buf: &'b [u8], out: &mut Vec<HeaderSpan>) -> Option<&'b [u8]> {
 /// version, head length), the fields pushed on `out` (cleared first).
 /// The head must fit in u32 offsets (the caller's limit sees to it:
 /// a longer one is given up).
+#[inline(always)]
 pub(crate) fn request(buf: &[u8], max: usize, out: &mut Vec<HeaderSpan>) -> Option<ReqLine> {
     let buf = begin(buf, out)?;
     let m = token_end(buf, 0, b' ')?;
