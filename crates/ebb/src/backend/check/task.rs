@@ -347,14 +347,7 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
     let _follow = Follow(s);
     s.ext.on_check(true, was, up);
     farm.note_state();
-    // HAProxy's wording: ", reason: ...", " via B/S" for a tracker, or
-    // nothing (the check's own line said it).
-    let why = match why() {
-        w if w.is_empty() => w,
-        w if w.starts_with("via ") => format!(" {w}"),
-        w => format!(", {w}"),
-    };
-    let queued = |x: &ServerRt| x.queue.lock().map_or(0, |q| q.len());
+    let why = reason_words(why());
     if up {
         s.up_since.set(Instant::now());
         let before = queued(s);
@@ -472,19 +465,13 @@ pub fn force_health(farm: &Farm, s: &ServerRt, h: Health, why: &str) -> Result<(
 fn stopping_moved(farm: &Farm, s: &ServerRt, why: &str) {
     s.ext.touched();
     farm.note_state();
-    let why = match why {
-        "" => String::new(),
-        w if w.starts_with("via ") => format!(" {w}"),
-        w => format!(", {w}"),
-    };
-    let queued = |x: &ServerRt| x.queue.lock().map_or(0, |q| q.len());
+    let why = reason_words(why.to_string());
     let now = s.nolb();
+    let before = queued(s);
     let moved = if now {
-        let before = queued(s);
         farm.redispatch_queue_of(s);
         before.saturating_sub(queued(s))
     } else {
-        let before = queued(s);
         farm.kick_backend_queue();
         queued(s).saturating_sub(before)
     };
@@ -511,6 +498,21 @@ fn stopping_moved(farm: &Farm, s: &ServerRt, why: &str) {
             stopping_moved(&f, &t, &format!("via {}/{}", s.backend, s.name));
         }
     }
+}
+
+/// A change of state line's reason in HAProxy's wording: `, reason: ...`,
+/// ` via B/S` for a tracker, or nothing (the check's own line said it).
+fn reason_words(w: String) -> String {
+    match w {
+        w if w.is_empty() => w,
+        w if w.starts_with("via ") => format!(" {w}"),
+        w => format!(", {w}"),
+    }
+}
+
+/// The streams waiting in a server's own queue.
+fn queued(s: &ServerRt) -> usize {
+    s.queue.lock().map_or(0, |q| q.len())
 }
 
 /// Whether a server's views say UP: its health check (when configured
