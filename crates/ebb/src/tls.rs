@@ -1113,7 +1113,7 @@ pub fn client_config_with(
                 None => system_roots()?,
             };
             let crls = match &tls.crl_file {
-                Some(p) => crls_from_file(p)?,
+                Some(p) => crls_from_file(p)?.into_iter().map(|(der, _)| der).collect(),
                 None => Vec::new(),
             };
             // With CRLs, every certificate of the chain is checked, and
@@ -1150,18 +1150,26 @@ pub fn client_config_with(
     Ok(Arc::new(config))
 }
 
-/// The CRLs of a server's `crl-file` (PEM blocks).
-fn crls_from_file(
+/// The CRLs of a `crl-file` (PEM blocks), each checked and parsed by
+/// webpki: a bind line's (client certificates) and a server's. Errors are
+/// the `-c` line's text.
+pub(crate) fn crls_from_file(
     path: &Path,
-) -> Result<Vec<rustls::pki_types::CertificateRevocationListDer<'static>>, String> {
+) -> Result<
+    Vec<(
+        rustls::pki_types::CertificateRevocationListDer<'static>,
+        webpki::OwnedCertRevocationList,
+    )>,
+    String,
+> {
     let why = |m: String| format!("'crl-file' : unable to load {}: {m}", path.display());
     let pem = read_file(path).map_err(why)?;
     let mut out = Vec::new();
     for c in rustls::pki_types::CertificateRevocationListDer::pem_slice_iter(&pem) {
         let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
-        webpki::OwnedCertRevocationList::from_der(c.as_ref())
+        let owned = webpki::OwnedCertRevocationList::from_der(c.as_ref())
             .map_err(|e| why(format!("bad CRL: {e:?}")))?;
-        out.push(c);
+        out.push((c, owned));
     }
     if out.is_empty() {
         return Err(why("no CRL (no BEGIN X509 CRL block) in it".into()));

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore};
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -143,12 +143,7 @@ impl ClientAuth {
         let mut crls = Vec::new();
         let mut crl_facts = Vec::new();
         if let Some(path) = &conf.crl_file {
-            let bad = |e: String| format!("'crl-file' : unable to load {}: {e}", path.display());
-            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-            for c in CertificateRevocationListDer::pem_slice_iter(&pem) {
-                let der = c.map_err(|e| bad(format!("bad PEM: {e}")))?;
-                let owned = webpki::OwnedCertRevocationList::from_der(der.as_ref())
-                    .map_err(|e| bad(format!("bad CRL: {e:?}")))?;
+            for (der, owned) in crate::tls::crls_from_file(path)? {
                 crls.push(webpki::CertRevocationList::Owned(owned));
                 if let Ok((_, crl)) =
                     x509_parser::revocation_list::CertificateRevocationList::from_der(der.as_ref())
@@ -162,9 +157,6 @@ impl ClientAuth {
                         next_update: crl.next_update().map(|t| t.timestamp()),
                     });
                 }
-            }
-            if crls.is_empty() {
-                return Err(bad("no CRL (no BEGIN X509 CRL block) in it".into()));
             }
         }
         if conf.verify == ClientVerify::None {
