@@ -648,8 +648,8 @@ fn a_closing_answer_takes_one_segment_with_its_fin_and_the_requests_ack() {
     }
     // The reference: the same bytes written, then the socket closed.
     let answer = answers[0].clone();
-    let port = free_port();
-    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
         for _ in 0..N {
             let (mut s, _) = l.accept().unwrap();
@@ -733,8 +733,8 @@ fn a_request_body_still_to_come_turns_quick_acks_back_on() {
         return;
     }
     // The origin: reads a head and its 5-byte body, answers `ok`, closes.
-    let port = free_port();
-    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };

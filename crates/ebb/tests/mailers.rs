@@ -105,7 +105,9 @@ fn normalized(t: &str) -> String {
 #[test]
 fn a_server_going_down_then_up_is_mailed_as_haproxy_mails_it() {
     let (se, sh) = (Sink::start(), Sink::start());
-    let port = free_port();
+    // Closed until the test opens it (held meanwhile: nothing else takes it).
+    let held = closed_port();
+    let port = held.addr.port();
     let cfg = |sock: &Path, bind: &str, sink: SocketAddr| {
         format!(
             "global\n    stats socket {} level admin\n\
@@ -132,7 +134,7 @@ listen be\n    bind {bind}\n    email-alert level notice\n\
         wait_until("the DOWN mail", || !sink.mails().is_empty());
     }
     // It comes UP (a notice, mailed at level notice).
-    let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = held.listen();
     std::thread::spawn(move || for _c in l.incoming() {});
     for (sink, _) in &runs {
         wait_until("the UP mail", || sink.mails().len() >= 2);
@@ -175,8 +177,8 @@ fn below_the_level_nothing_is_sent_and_bad_lines_are_refused() {
     // Level alert (the default): going DOWN is mailed (the first test
     // mails UP at level notice).
     let sink = Sink::start();
-    let port = free_port();
-    let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
     let cfg = format!(
         "mailers m\n    mailer a {}\nlisten be\n    bind BIND\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
     email-alert mailers m\n    email-alert from a@b\n    email-alert to c@d\n\

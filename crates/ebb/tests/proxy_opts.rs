@@ -332,8 +332,8 @@ fn ending(s: &mut std::net::TcpStream) -> &'static str {
 /// the proxy ended the connection.
 fn one_shot_server() -> (SocketAddr, std::sync::mpsc::Receiver<&'static str>) {
     use std::io::{BufRead, Write};
-    let port = common::free_port();
-    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
@@ -346,7 +346,7 @@ fn one_shot_server() -> (SocketAddr, std::sync::mpsc::Receiver<&'static str>) {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
         let _ = tx.send(ending(&mut s));
     });
-    (l_addr(port), rx)
+    (addr, rx)
 }
 
 /// One request through each front to its server, then how the proxy
@@ -367,10 +367,6 @@ fn endings(
         out.push((client, server));
     }
     out
-}
-
-fn l_addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 #[test]
@@ -811,7 +807,7 @@ fn source_binds_server_connections_to_an_address() {
     // defaults' 127.0.0.3; the servers report the peer they saw.
     let serve = || {
         use std::io::{BufRead, Write};
-        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let a = l.local_addr().unwrap();
         std::thread::spawn(move || {
             while let Ok((mut s, peer)) = l.accept() {
@@ -873,7 +869,7 @@ fn nolinger_backend_resets_the_server_at_the_clients_fin_in_tcp_mode() {
     // A client sends its request and shuts its side: l1 passes the FIN
     // on, l0 (`option nolinger`) resets the server connection instead.
     let reader = || {
-        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let a = l.local_addr().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -984,8 +980,8 @@ fn counting_origin() -> (SocketAddr, std::sync::mpsc::Receiver<u64>) {
 /// (the peer's FIN) and closed without an answer.
 fn counting_origin_to(to_eof: bool) -> (SocketAddr, std::sync::mpsc::Receiver<u64>) {
     use std::io::{Read, Write};
-    let port = common::free_port();
-    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for s in l.incoming() {
@@ -1014,7 +1010,7 @@ fn counting_origin_to(to_eof: bool) -> (SocketAddr, std::sync::mpsc::Receiver<u6
             }
         }
     });
-    (l_addr(port), rx)
+    (addr, rx)
 }
 
 #[test]

@@ -31,8 +31,8 @@ fn a_tracking_server_takes_the_tracked_state_as_in_haproxy() {
     use common::origin::{Mode, Origin};
     let (o2, o3) = (Origin::start("s2", Mode::Ok), Origin::start("s3", Mode::Ok));
     // s1: only checked (a listener the test opens and closes).
-    let p1 = free_port();
-    let mut l1 = Some(TcpListener::bind(("127.0.0.1", p1)).unwrap());
+    let mut l1 = Some(TcpListener::bind("127.0.0.1:0").unwrap());
+    let p1 = l1.as_ref().map_or(0, |l| l.local_addr().unwrap().port());
     let cfg = |sock: &Path, bind: &str| {
         format!(
             "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind {bind}\n    default_backend other\n\

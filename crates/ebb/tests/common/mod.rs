@@ -530,6 +530,15 @@ pub fn closed_port() -> ClosedPort {
     ClosedPort { _held: s, addr }
 }
 
+impl ClosedPort {
+    /// The port opened at last: its socket starts to listen (no other
+    /// process could have taken the port meanwhile).
+    pub fn listen(self) -> std::net::TcpListener {
+        self._held.listen(128).unwrap();
+        self._held.into()
+    }
+}
+
 /// A server's (or `BACKEND`/`FRONTEND` row's) columns of `show stat`, by
 /// name.
 pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
