@@ -47,6 +47,8 @@ pub struct ClientCertView<'a> {
     pub note: Option<VerifyNote>,
     /// `ssl_c_verify`: the note's, or a resumed session's.
     pub verify: i32,
+    /// The certificate chain this side served (`ssl_f_*`).
+    pub own: &'a [CertificateDer<'static>],
 }
 
 /// An owned [`ClientCertView`], for the lanes of an HTTP/2 connection.
@@ -55,6 +57,7 @@ pub struct ClientCert {
     pub chain: Vec<CertificateDer<'static>>,
     pub note: Option<VerifyNote>,
     pub verify: i32,
+    pub own: Vec<CertificateDer<'static>>,
 }
 
 impl ClientCert {
@@ -63,6 +66,7 @@ impl ClientCert {
             chain: &self.chain,
             note: self.note,
             verify: self.verify,
+            own: &self.own,
         }
     }
 }
@@ -73,6 +77,7 @@ impl ClientCertView<'_> {
             chain: self.chain.to_vec(),
             note: self.note,
             verify: self.verify,
+            own: self.own.to_vec(),
         }
     }
 }

@@ -616,14 +616,32 @@ impl SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        match self.find(hello.server_name()) {
+        let k = match self.find(hello.server_name()) {
             Some(c) => self.choose(c, &hello),
             // No certificate: rustls ends the handshake with an alert (the
             // hello gate refused this one already with unrecognized_name).
             None if self.strict => None,
             None => self.choose(&self.default, &hello),
+        };
+        if let Some(k) = &k {
+            CHOSEN.with(|c| c.replace(Some(Arc::clone(k))));
         }
+        k
     }
+}
+
+thread_local! {
+    /// The certificate the resolver gave the handshake it served last on
+    /// this thread (rustls calls it inside the connection's
+    /// `process_new_packets`; the connection takes it right after).
+    static CHOSEN: std::cell::RefCell<Option<Arc<CertifiedKey>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The certificate chosen for the handshake this thread served last
+/// (`ssl_f_*`), taken.
+pub fn take_chosen() -> Option<Arc<CertifiedKey>> {
+    CHOSEN.with(|c| c.borrow_mut().take())
 }
 
 /// The gates of the server configurations built here, so that a
@@ -691,6 +709,21 @@ impl Gate {
 }
 
 impl HelloGate for Gate {
+    fn own_cert(&self, h: &hello::HelloInfo) -> Option<Arc<CertifiedKey>> {
+        let r = &self.resolver;
+        let cands = match r.find(h.sni.as_deref()) {
+            Some(c) => c,
+            None if r.strict => return None,
+            None => &r.default,
+        };
+        // Without the offer's signature schemes: the first candidate that
+        // is not RSA, as `SniResolver::choose` prefers (the resolver's
+        // own choice replaces it when it runs: a full handshake).
+        let rsa = |i: &&usize| r.keys[**i].key.algorithm() == rustls::SignatureAlgorithm::RSA;
+        let i = cands.iter().find(|i| !rsa(i)).or(cands.first())?;
+        r.keys.get(*i).cloned()
+    }
+
     fn client_auth(&self, h: &hello::HelloInfo) -> Option<Arc<clientauth::ClientAuth>> {
         let pi = self.policy_index(self.resolver.find(h.sni.as_deref()));
         self.policies

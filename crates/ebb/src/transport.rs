@@ -246,6 +246,9 @@ pub struct TlsStream {
     /// client certificate its verify result (`session_verify`).
     auth: Option<Arc<crate::tls::clientauth::ClientAuth>>,
     session_verify: i32,
+    /// Server side: the certificate served (`ssl_f_*`): the resolver's
+    /// choice, or for a resumed session what its hello names.
+    own_cert: Option<Arc<rustls::sign::CertifiedKey>>,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -338,6 +341,7 @@ impl TlsStream {
             client_note: None,
             auth: None,
             session_verify: 0,
+            own_cert: None,
             _slot: slot,
         }
     }
@@ -394,6 +398,7 @@ impl TlsStream {
             if let Sniff::Hello(info) = verdict {
                 self.hello_sni = Some(info.sni.clone());
                 self.auth = sn.gate.client_auth(&info);
+                self.own_cert = sn.gate.own_cert(&info);
                 match sn.gate.check(&info) {
                     Err((alert, why)) => {
                         // Nothing was sent yet: the alert is the first record.
@@ -421,6 +426,9 @@ impl TlsStream {
         let r = self.conn.process_new_packets();
         if let Some(n) = crate::tls::clientauth::take_note() {
             self.client_note = Some(n);
+        }
+        if let Some(k) = crate::tls::take_chosen() {
+            self.own_cert = Some(k);
         }
         if !self.conn.is_handshaking() {
             if let Some(auth) = self.auth.take() {
@@ -1049,11 +1057,24 @@ impl Transport {
                     chain: s.peer_certificates().unwrap_or(&[]),
                     note: t.client_note,
                     verify: t.client_note.map_or(t.session_verify, |n| n.verify),
+                    own: t.own_cert.as_ref().map_or(&[], |k| &k.cert),
                 }),
                 Connection::Client(_) => None,
             },
             Transport::Lane(l) => l.client.as_ref().map(|c| c.view()),
             Transport::Plain(_) => None,
+        }
+    }
+
+    /// The client side of TLS: the certificates the server presented
+    /// (`ssl_s_*`; `None` for plain TCP and the server side).
+    pub fn server_chain(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]> {
+        match self {
+            Transport::Tls(t) => match &t.conn {
+                Connection::Client(c) => c.peer_certificates(),
+                Connection::Server(_) => None,
+            },
+            Transport::Plain(_) | Transport::Lane(_) => None,
         }
     }
 

@@ -394,3 +394,123 @@ fn server_crl_file_refuses_a_revoked_server_certificate() {
     );
     assert_refused(&d, "bad.cfg", &bad, "'crl-file' : unable to load", true);
 }
+
+/// Two server certificates made with `openssl`: `a.pem` (RSA, CN and name
+/// a.test, serial 0x0A) and `b.pem` (ECDSA P-256, CN b.test, signed by a
+/// CA `ca.pem`, whose certificate follows b's in the file).
+fn two_names_pki(d: &Path) -> bool {
+    if !have("openssl") {
+        eprintln!("openssl missing: ssl_f_*/ssl_s_* test skipped");
+        return false;
+    }
+    let script = "set -e
+openssl req -x509 -newkey rsa:2048 -nodes -keyout a.key -out a.crt -days 365 -set_serial 10 -subj '/O=Ebb/CN=a.test' -addext 'subjectAltName=DNS:a.test' 2>/dev/null
+cat a.crt a.key > a.pem
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj '/CN=NamesCA' 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout b.key -out b.csr -subj '/O=Ebb/CN=b.test' 2>/dev/null
+printf 'subjectAltName=DNS:b.test\\n' > b.cnf
+openssl x509 -req -in b.csr -CA ca.pem -CAkey ca.key -set_serial 11 -out b.crt -days 365 -extfile b.cnf 2>/dev/null
+cat b.crt ca.pem b.key > b.pem
+";
+    openssl_script(d, script)
+}
+
+/// Two proxies to one inner TLS proxy serving a.test and b.test, each
+/// proxy asking for one name. The inner one answers with what `ssl_f_*`
+/// read of the certificate it served; the outer ones add what `ssl_s_*`
+/// read of the one they were shown, and what a request rule reads of it
+/// (nothing: no server connection yet).
+fn cert_fetch_cfg(d: &Path, bind: &str, bind2: &str) -> String {
+    let mut out = String::new();
+    for (name, sni, b) in [("out_a", "a.test", bind), ("out_b", "b.test", bind2)] {
+        out.push_str(&format!(
+            "listen {name}\n    bind {b}\n\
+             http-request set-header x-req \"[%[ssl_s_sha1,hex]]\"\n\
+             http-response set-header x-s \"%[ssl_s_s_dn(CN)] %[ssl_s_i_dn(CN)] %[ssl_s_serial,hex] %[ssl_s_key_alg] %[ssl_s_sig_alg] %[ssl_s_version]\"\n\
+             http-response set-header x-s-sha1 %[ssl_s_sha1,hex]\n\
+             http-response set-header x-s-der %[ssl_s_der,hex]\n\
+             http-response set-header x-s-chain %[ssl_s_chain_der,hex]\n\
+             http-response set-header x-s-dates \"%[ssl_s_notbefore] %[ssl_s_notafter]\"\n\
+             server s {d}/in.sock ssl verify none sni str({sni})\n",
+            d = d.display()
+        ));
+    }
+    format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
+         {out}\
+         listen inner\n    bind {d}/in.sock ssl crt {d}/a.pem crt {d}/b.pem\n\
+         http-request return status 200 content-type text/plain lf-string \"%[ssl_f_s_dn(CN)] %[ssl_f_i_dn(CN)] %[ssl_f_serial,hex] %[ssl_f_key_alg] %[ssl_f_sig_alg] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_der,hex] %[req.hdr(x-req)]\"\n",
+        d = d.display(),
+    )
+}
+
+/// What the two proxies answer: for each, the inner body and the
+/// headers the outer one added.
+fn cert_fetches(a: std::net::SocketAddr, b: std::net::SocketAddr) -> Vec<Vec<String>> {
+    [a, b]
+        .iter()
+        .map(|&to| {
+            let r = get(to, "/");
+            assert_eq!(r.status, 200, "{}", r.text());
+            let mut v = vec![r.text()];
+            for h in ["x-s", "x-s-sha1", "x-s-der", "x-s-chain", "x-s-dates"] {
+                v.push(r.header(h).unwrap_or("(none)").to_string());
+            }
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn ssl_f_and_ssl_s_read_the_certificates_of_both_connections() {
+    let d = scratch("sslreg-certfetch");
+    if !two_names_pki(&d) {
+        return;
+    }
+    let e = Ebb::start(&cert_fetch_cfg(&d, "BIND", "BIND"));
+    let ours = cert_fetches(e.addrs[0], e.addrs[1]);
+    for (got, (cn, issuer, serial, alg, sig)) in ours.iter().zip([
+        ("a.test", "a.test", "0A", "rsaEncryption", "RSA-SHA256"),
+        ("b.test", "NamesCA", "0B", "id-ecPublicKey", "RSA-SHA256"),
+    ]) {
+        let f: Vec<&str> = got[0].split(' ').collect();
+        assert_eq!(
+            &f[..6],
+            &[cn, issuer, serial, alg, sig, "3"],
+            "ssl_f_*: {got:?}"
+        );
+        // Both ends read the same certificate.
+        assert_eq!(got[1], format!("{cn} {issuer} {serial} {alg} {sig} 3"));
+        assert_eq!(f[6], got[2], "ssl_f_sha1 and ssl_s_sha1");
+        assert_eq!(f[6].len(), 40);
+        assert_eq!(format!("{} {}", f[7], f[8]), got[5], "the dates");
+        assert!(f[7].ends_with('Z') && f[7].len() == 13, "{}", f[7]);
+        assert_eq!(f[9], got[3], "ssl_f_der and ssl_s_der");
+        assert_eq!(f[10], "[]", "ssl_s_* in a request rule");
+        // The server's chain starts with its own certificate; b's has the CA's after it.
+        assert!(got[4].starts_with(&got[3]), "ssl_s_chain_der");
+        assert_eq!(got[4].len() > got[3].len(), cn == "b.test", "{cn}");
+    }
+    if have("haproxy") {
+        let hd = scratch("sslreg-certfetch-h");
+        assert!(two_names_pki(&hd));
+        let (p1, p2) = (free_port(), free_port());
+        let cfg = cert_fetch_cfg(&hd, &format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
+        let _h = haproxy_with("sslreg-certfetch-hap", &cfg).expect("haproxy starts");
+        let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
+        wait_until("haproxy listens", || {
+            std::net::TcpStream::connect(a(p2)).is_ok()
+        });
+        let theirs = cert_fetches(a(p1), a(p2));
+        // Their certificates are other ones (made again): the same
+        // fields but the hashes, DER and dates.
+        for (t, o) in theirs.iter().zip(&ours) {
+            let words = |s: &str| s.split(' ').take(6).collect::<Vec<_>>().join(" ");
+            assert_eq!(words(&t[0]), words(&o[0]), "haproxy's ssl_f_*");
+            assert_eq!(t[0].rsplit(' ').next(), Some("[]"));
+            assert_eq!(t[1], o[1], "haproxy's ssl_s_*");
+            assert_eq!(t[4].starts_with(&t[3]), o[4].starts_with(&o[3]));
+            assert_eq!(t[4].len() > t[3].len(), o[4].len() > o[3].len());
+        }
+    }
+}

@@ -58,7 +58,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::http1::{RequestHead, ResponseHead};
 
-pub use fetch::Layer;
+pub use fetch::{Layer, SRV_CHAIN};
 pub(crate) use logfmt::hostname;
 pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch, TrackedRead};

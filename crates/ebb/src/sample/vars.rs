@@ -405,6 +405,9 @@ pub struct TxnInfo {
     /// The server connection's local address (`%bi:%bp`, `bc_src`,
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
     pub srv_local: Option<std::net::SocketAddr>,
+    /// The certificates the server presented on the exchange's connection
+    /// (`ssl_s_*`, kept only when [`crate::sample::SRV_CHAIN`]).
+    pub srv_chain: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,

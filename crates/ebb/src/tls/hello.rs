@@ -246,6 +246,12 @@ pub trait HelloGate: Send + Sync {
     ) -> Option<std::sync::Arc<crate::tls::clientauth::ClientAuth>> {
         None
     }
+
+    /// The certificate this hello gets, as far as the hello says (a
+    /// resumed session's: no certificate is chosen in its handshake).
+    fn own_cert(&self, _hello: &HelloInfo) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The client-certificate fetches of HAProxy 2.6 (`ssl_c_*`,
-//! `ssl_fc_has_crt`): what `bind ... ssl verify optional|required` got
-//! from the client. Kept apart from the other fetches (their own compile,
+//! The certificate fetches of HAProxy 2.6: `ssl_c_*` and
+//! `ssl_fc_has_crt`, what `bind ... ssl verify optional|required` got
+//! from the client; `ssl_f_*`, the certificate the frontend served;
+//! `ssl_s_*`, the one an `ssl` server presented. Kept apart from the other fetches (their own compile,
 //! evaluate and type functions).
 
 use crate::clientcert::{field, CertField, FieldVal};
@@ -16,8 +17,19 @@ pub(in crate::sample) enum SslC {
     Err,
     CaErr,
     CaErrDepth,
+    /// `ssl_c_*`: the client's certificate.
     Field(CertField),
+    /// `ssl_f_*`: the certificate the frontend served on this connection.
+    Own(CertField),
+    /// `ssl_s_*`: the certificate the server presented on the exchange's
+    /// server connection (none before the response, as in HAProxy, whose
+    /// request rules run before that connection exists).
+    Srv(CertField),
 }
+
+/// Set once a configuration reads `ssl_s_*`: the exchanges then keep the
+/// server's chain for them.
+pub static SRV_CHAIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl SslC {
     /// `None`: not one of these names.
@@ -29,17 +41,41 @@ impl SslC {
             "ssl_c_err" => SslC::Err,
             "ssl_c_ca_err" => SslC::CaErr,
             "ssl_c_ca_err_depth" => SslC::CaErrDepth,
-            "ssl_c_serial" => SslC::Field(CertField::Serial),
-            "ssl_c_sha1" => SslC::Field(CertField::Sha1),
-            "ssl_c_der" => SslC::Field(CertField::Der),
-            "ssl_c_chain_der" => SslC::Field(CertField::ChainDer),
-            "ssl_c_notbefore" => SslC::Field(CertField::NotBefore),
-            "ssl_c_notafter" => SslC::Field(CertField::NotAfter),
-            "ssl_c_version" => SslC::Field(CertField::Version),
-            "ssl_c_sig_alg" => SslC::Field(CertField::SigAlg),
-            "ssl_c_key_alg" => SslC::Field(CertField::KeyAlg),
-            "ssl_c_s_dn" | "ssl_c_i_dn" => return Some(dn(name, args)),
-            _ => return None,
+            _ => {
+                let (side, rest) = [("ssl_c_", 'c'), ("ssl_f_", 'f'), ("ssl_s_", 's')]
+                    .iter()
+                    .find_map(|(p, side)| Some((*side, name.strip_prefix(p)?)))?;
+                let field = match rest {
+                    "serial" => CertField::Serial,
+                    "sha1" => CertField::Sha1,
+                    "der" => CertField::Der,
+                    // HAProxy 2.6 has no `ssl_f_chain_der`.
+                    "chain_der" if side != 'f' => CertField::ChainDer,
+                    "notbefore" => CertField::NotBefore,
+                    "notafter" => CertField::NotAfter,
+                    "version" => CertField::Version,
+                    "sig_alg" => CertField::SigAlg,
+                    "key_alg" => CertField::KeyAlg,
+                    "s_dn" | "i_dn" => match dn(name, rest == "i_dn", args) {
+                        Ok(f) => f,
+                        Err(e) => return Some(Err(e)),
+                    },
+                    _ => return None,
+                };
+                if side == 's' {
+                    SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                let is_dn = matches!(field, CertField::Dn { .. });
+                let f = match side {
+                    'c' => SslC::Field(field),
+                    'f' => SslC::Own(field),
+                    _ => SslC::Srv(field),
+                };
+                if is_dn {
+                    return Some(Ok(f));
+                }
+                f
+            }
         };
         if !args.is_empty() {
             return Some(Err(format!("fetch '{name}' takes no argument")));
@@ -54,16 +90,39 @@ impl SslC {
             | SslC::Err
             | SslC::CaErr
             | SslC::CaErrDepth
-            | SslC::Field(CertField::Version) => Type::Int,
-            SslC::Field(
-                CertField::Serial | CertField::Sha1 | CertField::Der | CertField::ChainDer,
-            ) => Type::Bin,
-            SslC::Field(_) => Type::Str,
+            | SslC::Field(CertField::Version)
+            | SslC::Own(CertField::Version)
+            | SslC::Srv(CertField::Version) => Type::Int,
+            SslC::Field(f) | SslC::Own(f) | SslC::Srv(f) => match f {
+                CertField::Serial | CertField::Sha1 | CertField::Der | CertField::ChainDer => {
+                    Type::Bin
+                }
+                _ => Type::Str,
+            },
         }
     }
 
     /// Nothing on a connection without TLS (as HAProxy: no SSL object).
     pub(in crate::sample) fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
+        if let SslC::Srv(f) = self {
+            let v = ctx.vars?.try_borrow().ok()?;
+            let chain = &v.info.srv_chain;
+            // OpenSSL's peer chain on the client side starts with the
+            // server's own certificate.
+            if let CertField::ChainDer = f {
+                if chain.is_empty() {
+                    return None;
+                }
+                s.cur.clear();
+                for c in chain {
+                    s.cur.extend_from_slice(c);
+                }
+                return Some(Val::Bin);
+            }
+            let got = field(chain, f)?;
+            drop(v);
+            return self.put(got, s);
+        }
         if !ctx.tls {
             return None;
         }
@@ -76,25 +135,32 @@ impl SslC {
             SslC::Err => Some(Val::Int(i64::from(note.crt_err))),
             SslC::CaErr => Some(Val::Int(i64::from(note.ca_err))),
             SslC::CaErrDepth => Some(Val::Int(i64::from(note.ca_err_depth))),
-            SslC::Field(f) => match field(c?.chain, f)? {
-                FieldVal::Int(n) => Some(Val::Int(n)),
-                FieldVal::Bytes(b) => {
-                    s.cur.clear();
-                    s.cur.extend_from_slice(&b);
-                    Some(if self.out_type() == Type::Bin {
-                        Val::Bin
-                    } else {
-                        Val::Str
-                    })
-                }
-            },
+            SslC::Field(f) => self.put(field(c?.chain, f)?, s),
+            SslC::Own(f) => self.put(field(c?.own, f)?, s),
+            SslC::Srv(_) => None,
+        }
+    }
+
+    fn put(&self, v: FieldVal, s: &mut Scratch) -> Option<Val> {
+        match v {
+            FieldVal::Int(n) => Some(Val::Int(n)),
+            FieldVal::Bytes(b) => {
+                s.cur.clear();
+                s.cur.extend_from_slice(&b);
+                Some(if self.out_type() == Type::Bin {
+                    Val::Bin
+                } else {
+                    Val::Str
+                })
+            }
         }
     }
 }
 
-/// `ssl_c_s_dn([ENTRY[,OCC[,FORMAT]]])`, `ssl_c_i_dn(...)`: OCC defaults
-/// to 1 (0 finds nothing, as HAProxy); FORMAT is empty or `rfc2253`.
-fn dn(name: &str, args: &[String]) -> Result<SslC, String> {
+/// `ssl_c_s_dn([ENTRY[,OCC[,FORMAT]]])`, `ssl_c_i_dn(...)` (and the
+/// `ssl_f_`, `ssl_s_` ones): OCC defaults to 1 (0 finds nothing, as
+/// HAProxy); FORMAT is empty or `rfc2253`.
+fn dn(name: &str, issuer: bool, args: &[String]) -> Result<CertField, String> {
     if args.len() > 3 {
         return Err(format!(
             "fetch '{name}' expects 0 to 3 argument(s), got {}",
@@ -117,10 +183,10 @@ fn dn(name: &str, args: &[String]) -> Result<SslC, String> {
             ))
         }
     };
-    Ok(SslC::Field(CertField::Dn {
-        issuer: name == "ssl_c_i_dn",
+    Ok(CertField::Dn {
+        issuer,
         entry,
         occ,
         rfc2253,
-    }))
+    })
 }

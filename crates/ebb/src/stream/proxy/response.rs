@@ -10,7 +10,19 @@ impl Stream {
     /// Writes the client's response head from the server's.
     pub(super) fn forward_response_head(&mut self, c: &mut H1, ctx: &mut Ctx) {
         // What the response rules read of the server connection.
-        c.vars.get_mut().info.srv_local = self.side.borrow().local;
+        {
+            let side = self.side.borrow();
+            let info = &mut c.vars.get_mut().info;
+            info.srv_local = side.local;
+            if crate::sample::SRV_CHAIN.load(std::sync::atomic::Ordering::Relaxed) {
+                info.srv_chain = side
+                    .sock
+                    .as_ref()
+                    .and_then(Transport::server_chain)
+                    .map(<[_]>::to_vec)
+                    .unwrap_or_default();
+            }
+        }
         let Some(mut up) = self.up.take() else {
             return;
         };
