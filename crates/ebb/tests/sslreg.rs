@@ -38,6 +38,29 @@ fn unix_servers_cfg(d: &Path, bind: &str, bind2: &str) -> String {
     )
 }
 
+/// HAProxy beside ebb on `cfg` with its two listeners on loopback ports
+/// (a scratch directory of its own, made ready by `prep`): the running
+/// haproxy and the two addresses, once it listens; `None` without haproxy.
+fn haproxy_pair(
+    name: &str,
+    prep: impl Fn(&Path) -> bool,
+    cfg: impl Fn(&Path, &str, &str) -> String,
+) -> Option<(Hap, std::net::SocketAddr, std::net::SocketAddr)> {
+    if !have("haproxy") {
+        return None;
+    }
+    let hd = scratch(&format!("{name}-h"));
+    assert!(prep(&hd));
+    let (p1, p2) = (free_port(), free_port());
+    let text = cfg(&hd, &format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
+    let h = haproxy_with(&format!("{name}-hap"), &text).expect("haproxy starts");
+    let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
+    wait_until("haproxy listens", || {
+        std::net::TcpStream::connect(a(p2)).is_ok()
+    });
+    Some((h, a(p1), a(p2)))
+}
+
 fn bodies(a: std::net::SocketAddr, b: std::net::SocketAddr) -> (String, String) {
     (get(a, "/").text(), get(b, "/").text())
 }
@@ -48,16 +71,8 @@ fn servers_on_unix_socket_paths_in_clear_and_tls() {
     let e = Ebb::start(&unix_servers_cfg(&d, "BIND", "BIND"));
     let ours = bodies(e.addrs[0], e.addrs[1]);
     assert_eq!(ours, ("plain".to_string(), "sni=inner.test".to_string()));
-    if have("haproxy") {
-        let hd = scratch("sslreg-unix-h");
-        let (p1, p2) = (free_port(), free_port());
-        let cfg = unix_servers_cfg(&hd, &format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
-        let _h = haproxy_with("sslreg-unix-hap", &cfg).expect("haproxy starts");
-        let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
-        wait_until("haproxy listens", || {
-            std::net::TcpStream::connect(a(p2)).is_ok()
-        });
-        assert_eq!(bodies(a(p1), a(p2)), ours, "haproxy differs");
+    if let Some((_h, a1, a2)) = haproxy_pair("sslreg-unix", |_| true, unix_servers_cfg) {
+        assert_eq!(bodies(a1, a2), ours, "haproxy differs");
     }
 }
 
@@ -217,17 +232,8 @@ fn server_crt_is_sent_to_a_server_that_asks() {
     let e = Ebb::start(&server_crt_cfg(&d, "BIND", "BIND"));
     let ours = statuses(e.addrs[0], e.addrs[1]);
     assert_eq!(ours, ("200 cn=client one verify=0".to_string(), 502));
-    if have("haproxy") {
-        let hd = scratch("sslreg-crt-h");
-        assert!(client_pki(&hd));
-        let (p1, p2) = (free_port(), free_port());
-        let cfg = server_crt_cfg(&hd, &format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
-        let _h = haproxy_with("sslreg-crt-hap", &cfg).expect("haproxy starts");
-        let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
-        wait_until("haproxy listens", || {
-            std::net::TcpStream::connect(a(p2)).is_ok()
-        });
-        let theirs = statuses(a(p1), a(p2));
+    if let Some((_h, a1, a2)) = haproxy_pair("sslreg-crt", client_pki, server_crt_cfg) {
+        let theirs = statuses(a1, a2);
         assert_eq!(theirs.0, ours.0, "haproxy differs");
         // Known difference: HAProxy's connect includes the TLS handshake
         // (a failed one is retried, then 503); ebb's ends with TCP's, the
@@ -491,17 +497,8 @@ fn ssl_f_and_ssl_s_read_the_certificates_of_both_connections() {
         assert!(got[4].starts_with(&got[3]), "ssl_s_chain_der");
         assert_eq!(got[4].len() > got[3].len(), cn == "b.test", "{cn}");
     }
-    if have("haproxy") {
-        let hd = scratch("sslreg-certfetch-h");
-        assert!(two_names_pki(&hd));
-        let (p1, p2) = (free_port(), free_port());
-        let cfg = cert_fetch_cfg(&hd, &format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
-        let _h = haproxy_with("sslreg-certfetch-hap", &cfg).expect("haproxy starts");
-        let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
-        wait_until("haproxy listens", || {
-            std::net::TcpStream::connect(a(p2)).is_ok()
-        });
-        let theirs = cert_fetches(a(p1), a(p2));
+    if let Some((_h, a1, a2)) = haproxy_pair("sslreg-certfetch", two_names_pki, cert_fetch_cfg) {
+        let theirs = cert_fetches(a1, a2);
         // Their certificates are other ones (made again): the same
         // fields but the hashes, DER and dates.
         for (t, o) in theirs.iter().zip(&ours) {
