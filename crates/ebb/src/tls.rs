@@ -161,21 +161,24 @@ fn load_cert(
     };
     let want_names = names;
     let names = if want_names {
-        san_dns_names(&chain[0])?
+        cert_names(&chain[0])?
     } else {
         Vec::new()
     };
     let checked = CertifiedKey::from_der(chain.clone(), pkey.clone_key(), provider);
     let mut ck = match checked {
         Ok(ck) => ck,
-        // A client certificate webpki cannot read (X.509 v1, which
-        // OpenSSL sends as any other): sent as it is, its key's match
-        // with it left to the server's check of the handshake signature.
-        Err(rustls::Error::InvalidCertificate(_)) if !want_names => {
+        // A certificate webpki cannot read (X.509 v1, which OpenSSL
+        // serves and sends as any other): used as it is once its public
+        // key is the key's (x509-parser reads it).
+        Err(rustls::Error::InvalidCertificate(_)) => {
             let k = provider
                 .key_provider
                 .load_private_key(pkey)
                 .map_err(|e| format!("unusable private key: {e}"))?;
+            if key_matches(&chain[0], k.as_ref()) == Some(false) {
+                return Err("the private key does not match the certificate".to_string());
+            }
             CertifiedKey::new(chain, k)
         }
         Err(rustls::Error::InconsistentKeys(_)) => {
@@ -241,20 +244,45 @@ fn check_ocsp(der: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The DNS names of a certificate's subjectAltName extension, lower case.
-///
-/// Parsed with rustls-webpki (already in rustls' dependency tree, and the
-/// parser rustls itself verifies with): `Cert::valid_dns_names` walks the
-/// SAN extension and keeps well-formed DNS names and wildcards. That beats
-/// a hand-written DER walk (more code that reads outside input) and a
-/// second X.509 parser (a new dependency tree).
-fn san_dns_names(leaf: &CertificateDer<'_>) -> Result<Vec<String>, String> {
-    let ee = webpki::EndEntityCert::try_from(leaf)
+/// The names a certificate answers for without `crt-list` filters, as
+/// HAProxy 2.6 takes them: every DNS name of its subjectAltName
+/// extension, then every CN of its subject, lower case (a `*.domain` one
+/// a wildcard). Read with x509-parser, which also reads X.509 v1
+/// certificates (webpki, rustls' verifier, refuses them).
+fn cert_names(leaf: &CertificateDer<'_>) -> Result<Vec<String>, String> {
+    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+    let (_, c) = X509Certificate::from_der(leaf.as_ref())
         .map_err(|e| format!("cannot parse the certificate: {e}"))?;
-    Ok(ee
-        .valid_dns_names()
-        .map(|n| n.to_ascii_lowercase())
-        .collect())
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |n: &str| {
+        let n = n.to_ascii_lowercase();
+        if !n.is_empty() && !names.contains(&n) {
+            names.push(n);
+        }
+    };
+    if let Ok(Some(san)) = c.subject_alternative_name() {
+        for g in &san.value.general_names {
+            if let GeneralName::DNSName(n) = g {
+                add(n);
+            }
+        }
+    }
+    for cn in c.subject().iter_common_name() {
+        if let Ok(n) = cn.as_str() {
+            add(n);
+        }
+    }
+    Ok(names)
+}
+
+/// Whether `key` is the private half of `leaf`'s public key, for a
+/// certificate webpki cannot read (X.509 v1): their SubjectPublicKeyInfo
+/// compared. `None`: it cannot be told (a key type without one).
+fn key_matches(leaf: &CertificateDer<'_>, key: &dyn rustls::sign::SigningKey) -> Option<bool> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, c) = X509Certificate::from_der(leaf.as_ref()).ok()?;
+    let spki = key.public_key()?;
+    Some(c.public_key().raw == spki.as_ref())
 }
 
 /// One certificate file to load, with its `crt-list` SNI filters.
@@ -1329,6 +1357,35 @@ impl ServerCertVerifier for ChainThenName {
     }
 }
 
+/// A handshake signature checked against the public key of a
+/// certificate webpki cannot read (X.509 v1, which OpenSSL peers use as
+/// any other): the key read with x509-parser, the signature checked by
+/// webpki as a raw key's. `None`: not such a certificate, or a signature
+/// that does not verify (the caller's error stands).
+fn v1_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &rustls::crypto::WebPkiSupportedAlgorithms,
+    tls13: bool,
+) -> Option<HandshakeSignatureValid> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, c) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    if c.version().0 != 0 {
+        return None;
+    }
+    let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(c.public_key().raw);
+    if tls13 {
+        return rustls::crypto::verify_tls13_signature_with_raw_key(message, &spki, dss, algs).ok();
+    }
+    let key = webpki::RawPublicKeyEntity::try_from(&spki).ok()?;
+    let (_, cands) = algs.mapping.iter().find(|(s, _)| *s == dss.scheme)?;
+    cands
+        .iter()
+        .any(|alg| key.verify_signature(*alg, message, dss.signature()).is_ok())
+        .then(HandshakeSignatureValid::assertion)
+}
+
 impl ServerCertVerifier for NoVerify {
     fn verify_server_cert(
         &self,
@@ -1347,12 +1404,9 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        let algs = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+            .or_else(|e| v1_signature(message, cert, dss, algs, false).ok_or(e))
     }
 
     fn verify_tls13_signature(
@@ -1361,12 +1415,9 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        let algs = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
+            .or_else(|e| v1_signature(message, cert, dss, algs, true).ok_or(e))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -1530,11 +1581,14 @@ mod tests {
         let (_, _, b) = test_cert(&dir, &["b.test", "*.w.test"]);
         let s = ssl(&[&a, &b]);
         let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        // The subjectAltName names, then the subject's CN (rcgen's own
+        // CN here), as HAProxy takes them.
+        let cn = "rcgen self signed cert";
         assert_eq!(
             acc.names(),
             vec![
-                vec!["a.test".to_string()],
-                vec!["b.test".into(), "*.w.test".into()]
+                vec!["a.test".to_string(), cn.into()],
+                vec!["b.test".into(), "*.w.test".into(), cn.into()]
             ]
         );
         let acc = Arc::new(acc);
@@ -1794,7 +1848,10 @@ mod tests {
         std::fs::copy(&b, &live).expect("copy");
         acc.reload().expect("good reload");
         check(&b);
-        assert_eq!(acc.names(), vec![vec!["b.test".to_string()]]);
+        assert_eq!(
+            acc.names(),
+            vec![vec!["b.test".to_string(), "rcgen self signed cert".into()]]
+        );
         std::fs::write(&live, "not a certificate\n").expect("write");
         let e = acc.reload().expect_err("bad reload");
         assert_eq!(e.loc, loc());

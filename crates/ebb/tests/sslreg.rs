@@ -61,6 +61,25 @@ fn haproxy_pair(
     Some((h, a(p1), a(p2)))
 }
 
+/// `probe` run on ebb and, when installed, on haproxy, each on `cfg` in
+/// a scratch directory of its own made ready by `prep` (`None`: `prep`
+/// says the tools it needs are missing); ebb's directory comes back.
+fn both_ways<T>(
+    name: &str,
+    prep: fn(&Path) -> bool,
+    cfg: fn(&Path, &str, &str) -> String,
+    probe: fn(std::net::SocketAddr, std::net::SocketAddr) -> T,
+) -> Option<(T, Option<T>, std::path::PathBuf)> {
+    let d = scratch(name);
+    if !prep(&d) {
+        return None;
+    }
+    let e = Ebb::start(&cfg(&d, "BIND", "BIND"));
+    let ours = probe(e.addrs[0], e.addrs[1]);
+    let theirs = haproxy_pair(name, prep, cfg).map(|(_h, a1, a2)| probe(a1, a2));
+    Some((ours, theirs, d))
+}
+
 fn bodies(a: std::net::SocketAddr, b: std::net::SocketAddr) -> (String, String) {
     (get(a, "/").text(), get(b, "/").text())
 }
@@ -427,25 +446,42 @@ cat b.crt ca.pem b.key > b.pem
 /// read of the one they were shown, and what a request rule reads of it
 /// (nothing: no server connection yet).
 fn cert_fetch_cfg(d: &Path, bind: &str, bind2: &str) -> String {
+    two_ways_cfg(
+        d,
+        [("a.test", bind), ("b.test", bind2)],
+        "http-request set-header x-req \"[%[ssl_s_sha1,hex]]\"\n\
+         http-response set-header x-s \"%[ssl_s_s_dn(CN)] %[ssl_s_i_dn(CN)] %[ssl_s_serial,hex] %[ssl_s_key_alg] %[ssl_s_sig_alg] %[ssl_s_version]\"\n\
+         http-response set-header x-s-sha1 %[ssl_s_sha1,hex]\n\
+         http-response set-header x-s-der %[ssl_s_der,hex]\n\
+         http-response set-header x-s-chain %[ssl_s_chain_der,hex]\n\
+         http-response set-header x-s-dates \"%[ssl_s_notbefore] %[ssl_s_notafter]\"\n",
+        "b.pem",
+        "%[ssl_f_s_dn(CN)] %[ssl_f_i_dn(CN)] %[ssl_f_serial,hex] %[ssl_f_key_alg] %[ssl_f_sig_alg] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_der,hex] %[req.hdr(x-req)]",
+    )
+}
+
+/// Two outer proxies (`outer`: the SNI each sends, its bind), each with
+/// the rules `rules`, to an inner TLS proxy serving a.pem (the default)
+/// and `second`, which answers `answer` (a log-format).
+fn two_ways_cfg(
+    d: &Path,
+    outer: [(&str, &str); 2],
+    rules: &str,
+    second: &str,
+    answer: &str,
+) -> String {
     let mut out = String::new();
-    for (name, sni, b) in [("out_a", "a.test", bind), ("out_b", "b.test", bind2)] {
+    for (i, (sni, b)) in outer.iter().enumerate() {
         out.push_str(&format!(
-            "listen {name}\n    bind {b}\n\
-             http-request set-header x-req \"[%[ssl_s_sha1,hex]]\"\n\
-             http-response set-header x-s \"%[ssl_s_s_dn(CN)] %[ssl_s_i_dn(CN)] %[ssl_s_serial,hex] %[ssl_s_key_alg] %[ssl_s_sig_alg] %[ssl_s_version]\"\n\
-             http-response set-header x-s-sha1 %[ssl_s_sha1,hex]\n\
-             http-response set-header x-s-der %[ssl_s_der,hex]\n\
-             http-response set-header x-s-chain %[ssl_s_chain_der,hex]\n\
-             http-response set-header x-s-dates \"%[ssl_s_notbefore] %[ssl_s_notafter]\"\n\
-             server s {d}/in.sock ssl verify none sni str({sni})\n",
+            "listen out{i}\n    bind {b}\n{rules}    server s {d}/in.sock ssl verify none sni str({sni})\n",
             d = d.display()
         ));
     }
     format!(
         "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
          {out}\
-         listen inner\n    bind {d}/in.sock ssl crt {d}/a.pem crt {d}/b.pem\n\
-         http-request return status 200 content-type text/plain lf-string \"%[ssl_f_s_dn(CN)] %[ssl_f_i_dn(CN)] %[ssl_f_serial,hex] %[ssl_f_key_alg] %[ssl_f_sig_alg] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_der,hex] %[req.hdr(x-req)]\"\n",
+         listen inner\n    bind {d}/in.sock ssl crt {d}/a.pem crt {d}/{second}\n\
+         http-request return status 200 content-type text/plain lf-string \"{answer}\"\n",
         d = d.display(),
     )
 }
@@ -469,12 +505,14 @@ fn cert_fetches(a: std::net::SocketAddr, b: std::net::SocketAddr) -> Vec<Vec<Str
 
 #[test]
 fn ssl_f_and_ssl_s_read_the_certificates_of_both_connections() {
-    let d = scratch("sslreg-certfetch");
-    if !two_names_pki(&d) {
+    let Some((ours, theirs, _)) = both_ways(
+        "sslreg-certfetch",
+        two_names_pki,
+        cert_fetch_cfg,
+        cert_fetches,
+    ) else {
         return;
-    }
-    let e = Ebb::start(&cert_fetch_cfg(&d, "BIND", "BIND"));
-    let ours = cert_fetches(e.addrs[0], e.addrs[1]);
+    };
     for (got, (cn, issuer, serial, alg, sig)) in ours.iter().zip([
         ("a.test", "a.test", "0A", "rsaEncryption", "RSA-SHA256"),
         ("b.test", "NamesCA", "0B", "id-ecPublicKey", "RSA-SHA256"),
@@ -497,8 +535,7 @@ fn ssl_f_and_ssl_s_read_the_certificates_of_both_connections() {
         assert!(got[4].starts_with(&got[3]), "ssl_s_chain_der");
         assert_eq!(got[4].len() > got[3].len(), cn == "b.test", "{cn}");
     }
-    if let Some((_h, a1, a2)) = haproxy_pair("sslreg-certfetch", two_names_pki, cert_fetch_cfg) {
-        let theirs = cert_fetches(a1, a2);
+    if let Some(theirs) = theirs {
         // Their certificates are other ones (made again): the same
         // fields but the hashes, DER and dates.
         for (t, o) in theirs.iter().zip(&ours) {
@@ -510,4 +547,79 @@ fn ssl_f_and_ssl_s_read_the_certificates_of_both_connections() {
             assert_eq!(t[4].len() > t[3].len(), o[4].len() > o[3].len());
         }
     }
+}
+
+/// `two_names_pki`, and `v1.pem`: an X.509 v1 certificate (no extension,
+/// so no subjectAltName: its one name is its CN, v1.test).
+fn v1_pki(d: &Path) -> bool {
+    two_names_pki(d)
+        && openssl_script(
+            d,
+            "set -e
+openssl req -new -newkey rsa:2048 -nodes -keyout v1.key -out v1.csr -subj '/O=Ebb/CN=v1.test' 2>/dev/null
+openssl x509 -req -in v1.csr -key v1.key -out v1.crt -days 365 2>/dev/null
+cat v1.crt v1.key > v1.pem
+",
+        )
+}
+
+/// One proxy per name asked for, to one inner TLS proxy serving a.pem
+/// (the default) and v1.pem; the inner one answers with the CN of the
+/// certificate it served, the outer one adds the version it was shown.
+fn v1_cfg(d: &Path, bind: &str, bind2: &str) -> String {
+    two_ways_cfg(
+        d,
+        [("v1.test", bind), ("other.test", bind2)],
+        "http-response set-header x-version %[ssl_s_version]\n",
+        "v1.pem",
+        "%[ssl_f_s_dn(CN)]",
+    )
+}
+
+fn cn_and_version(a: std::net::SocketAddr, b: std::net::SocketAddr) -> Vec<String> {
+    [a, b]
+        .iter()
+        .map(|&to| {
+            let r = get(to, "/");
+            format!(
+                "{} {} {}",
+                r.status,
+                r.text(),
+                r.header("x-version").unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_x509_v1_certificate_is_served_and_a_cn_names_it() {
+    // HAProxy takes a certificate's names from its subjectAltName DNS
+    // entries and its subject's CNs: a v1 certificate (no extension) is
+    // chosen by its CN; another name gets the first certificate.
+    let Some((ours, theirs, d)) = both_ways("sslreg-v1", v1_pki, v1_cfg, cn_and_version) else {
+        return;
+    };
+    assert_eq!(ours, ["200 v1.test 1", "200 a.test 3"]);
+    if let Some(theirs) = theirs {
+        assert_eq!(theirs, ours, "haproxy differs");
+    }
+    // A v1 certificate with another certificate's key is refused.
+    std::fs::write(
+        d.join("mixed.pem"),
+        std::fs::read_to_string(d.join("v1.crt")).unwrap()
+            + &std::fs::read_to_string(d.join("a.key")).unwrap(),
+    )
+    .unwrap();
+    let bad = format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend f\n    bind 127.0.0.1:0 ssl crt {}/mixed.pem\n",
+        d.display()
+    );
+    assert_refused(
+        &d,
+        "mixed.cfg",
+        &bad,
+        "the private key does not match the certificate",
+        false,
+    );
 }
