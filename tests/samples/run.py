@@ -67,7 +67,10 @@ REQ_FETCHES = [
     "hdr_ip(x-ip,-1)", "hdr_ip(x-m)", "req.hdr_val(x-n)", "hdr_val(x-n)",
     "req.cook(a)", "cook(b)", "req.cook(absent)", "req.cook_cnt(a)",
     "cook_cnt(a)", "req.cook_cnt", "req.cook_val(a)", "cook_val(b)",
-    "req.cook", "ssl_fc", "ssl_fc_sni", "str(abc)", "str()", "bin(0a0b)",
+    "req.cook", "ssl_fc", "ssl_fc_sni", "ssl_fc_protocol", "ssl_fc_cipher",
+    "ssl_fc_alpn", "ssl_fc_is_resumed", "ssl_fc_use_keysize", "ssl_fc_alg_keysize",
+    "fc_err", "fc_err_str", "ssl_fc_err", "ssl_fc_err_str", "ssl_f_der", "ssl_f_s_dn",
+    "ssl_s_der", "str(abc)", "str()", "bin(0a0b)",
     "bin(0A0b)", "ipv4(1.2.3.4)", "ipv6(::1)", "ipv6(2001:db8::1)",
     "int(-5)", "int(9223372036854775807)", "int(99999999999999999999)",
     "int(0x10)", "int( 3)", "bool(1)", "bool(0)", "bool(true)",
@@ -122,6 +125,8 @@ RES_FETCHES = [
     "res.hdr_val(absent)", "resp_ver", "res.ver,length",
     "capture.res.hdr(0)", "var(txn.x)", "path", "hdr(x-s)", "be_id", "fe_id", "so_id",
     "res.hdr", "shdr(,1)", "res.fhdr", "res.hdr_cnt", "shdr_cnt", "res.fhdr_cnt",
+    "ssl_bc", "ssl_bc_protocol", "ssl_bc_cipher", "ssl_bc_alpn", "ssl_bc_is_resumed",
+    "ssl_bc_use_keysize", "ssl_s_sha1", "ssl_s_chain_der",
 ]
 
 # Inputs for converters, by the type the converter takes.

@@ -49,6 +49,55 @@ pub struct ClientCertView<'a> {
     pub verify: i32,
     /// The certificate chain this side served (`ssl_f_*`).
     pub own: &'a [CertificateDer<'static>],
+    /// What the handshake settled (`ssl_fc_protocol`, `ssl_fc_cipher`...).
+    pub facts: TlsFacts<'a>,
+}
+
+/// What a TLS handshake settled, for the `ssl_fc_*`/`ssl_bc_*` fetches and
+/// the `%sslv`/`%sslc` log variables.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlsFacts<'a> {
+    pub version: Option<rustls::ProtocolVersion>,
+    pub suite: Option<rustls::CipherSuite>,
+    pub resumed: bool,
+    pub alpn: Option<&'a [u8]>,
+    /// The name the client asked for (server side).
+    pub sni: Option<&'a str>,
+}
+
+impl TlsFacts<'_> {
+    /// The owned form, for an exchange's record of its server connection.
+    pub fn to_owned(self) -> TlsFactsOwned {
+        TlsFactsOwned {
+            version: self.version,
+            suite: self.suite,
+            resumed: self.resumed,
+            alpn: self.alpn.map(<[u8]>::to_vec),
+            sni: self.sni.map(str::to_string),
+        }
+    }
+}
+
+/// An owned [`TlsFacts`].
+#[derive(Clone, Debug, Default)]
+pub struct TlsFactsOwned {
+    pub version: Option<rustls::ProtocolVersion>,
+    pub suite: Option<rustls::CipherSuite>,
+    pub resumed: bool,
+    pub alpn: Option<Vec<u8>>,
+    pub sni: Option<String>,
+}
+
+impl TlsFactsOwned {
+    pub fn view(&self) -> TlsFacts<'_> {
+        TlsFacts {
+            version: self.version,
+            suite: self.suite,
+            resumed: self.resumed,
+            alpn: self.alpn.as_deref(),
+            sni: self.sni.as_deref(),
+        }
+    }
 }
 
 /// An owned [`ClientCertView`], for the lanes of an HTTP/2 connection.
@@ -58,6 +107,7 @@ pub struct ClientCert {
     pub note: Option<VerifyNote>,
     pub verify: i32,
     pub own: Vec<CertificateDer<'static>>,
+    pub facts: TlsFactsOwned,
 }
 
 impl ClientCert {
@@ -67,6 +117,7 @@ impl ClientCert {
             note: self.note,
             verify: self.verify,
             own: &self.own,
+            facts: self.facts.view(),
         }
     }
 }
@@ -78,6 +129,7 @@ impl ClientCertView<'_> {
             note: self.note,
             verify: self.verify,
             own: self.own.to_vec(),
+            facts: self.facts.to_owned(),
         }
     }
 }

@@ -374,12 +374,12 @@ fn cond_any(p: &Proxy, c: &Condition, hit: impl Fn(&Fetch) -> bool) -> bool {
     })
 }
 
-/// Whether a condition reads `ssl_fc_sni`, the client certificate
-/// (`ssl_c_*`, `ssl_fc_has_crt`) or the one served (`ssl_f_*`): known
-/// after the handshake.
+/// Whether a condition reads what the handshake settled (`ssl_fc_sni`,
+/// `ssl_fc_protocol`...), the client certificate (`ssl_c_*`,
+/// `ssl_fc_has_crt`) or the one served (`ssl_f_*`): known after it.
 fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
     cond_any(p, c, |f| {
-        matches!(f, Fetch::Sample(e) if ["ssl_fc_sni", "ssl_c_", "ssl_fc_has_crt", "ssl_f_"]
+        matches!(f, Fetch::Sample(e) if ["ssl_fc_", "ssl_c_", "ssl_f_"]
             .iter()
             .any(|n| e.text().starts_with(n)))
     })

@@ -455,7 +455,7 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         be: Some(e.backend),
         srv: (e.server != "<NOSRV>").then_some(e.server),
         tls: e.tls,
-        sni: None,
+        sni: e.client_cert.and_then(|c| c.facts.sni),
         client_cert: e.client_cert,
         req: None,
         res: None,

@@ -101,6 +101,33 @@ const SUITES12: [Suite12; 6] = [
     },
 ];
 
+/// OpenSSL's name of a suite rustls negotiated (`ssl_fc_cipher`,
+/// `%sslc`) and its key size in bits (`ssl_fc_use_keysize`).
+pub fn suite_name(id: CipherSuite) -> Option<(&'static str, u32)> {
+    if let Some(s) = SUITES12.iter().find(|s| s.id == id) {
+        return Some((s.name, s.bits()));
+    }
+    // TLS 1.3 suites: OpenSSL names them as the RFC does.
+    match id {
+        CipherSuite::TLS13_AES_128_GCM_SHA256 => Some(("TLS_AES_128_GCM_SHA256", 128)),
+        CipherSuite::TLS13_AES_256_GCM_SHA384 => Some(("TLS_AES_256_GCM_SHA384", 256)),
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256 => Some(("TLS_CHACHA20_POLY1305_SHA256", 256)),
+        _ => None,
+    }
+}
+
+/// OpenSSL's name of a protocol version (`ssl_fc_protocol`, `%sslv`).
+pub fn version_name(v: rustls::ProtocolVersion) -> Option<&'static str> {
+    Some(match v {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        rustls::ProtocolVersion::TLSv1_1 => "TLSv1.1",
+        rustls::ProtocolVersion::TLSv1_0 => "TLSv1",
+        rustls::ProtocolVersion::SSLv3 => "SSLv3",
+        _ => return None,
+    })
+}
+
 /// Which of the six suites one word (a name or an alias) matches, as a
 /// bit set over [`SUITES12`]. Unknown words match nothing.
 fn word_mask(w: &str) -> u8 {

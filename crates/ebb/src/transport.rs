@@ -420,6 +420,19 @@ impl TlsStream {
         }
     }
 
+    fn facts(&self) -> crate::clientcert::TlsFacts<'_> {
+        crate::clientcert::TlsFacts {
+            version: self.conn.protocol_version(),
+            suite: self.conn.negotiated_cipher_suite().map(|s| s.suite()),
+            resumed: self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            alpn: self.conn.alpn_protocol(),
+            sni: match &self.conn {
+                Connection::Server(s) => s.server_name(),
+                Connection::Client(_) => None,
+            },
+        }
+    }
+
     /// rustls' `process_new_packets`, then the note of a client chain it
     /// verified (the verifier leaves it in a thread-local slot).
     fn process(&mut self) -> Result<rustls::IoState, rustls::Error> {
@@ -1058,11 +1071,20 @@ impl Transport {
                     note: t.client_note,
                     verify: t.client_note.map_or(t.session_verify, |n| n.verify),
                     own: t.own_cert.as_ref().map_or(&[], |k| &k.cert),
+                    facts: t.facts(),
                 }),
                 Connection::Client(_) => None,
             },
             Transport::Lane(l) => l.client.as_ref().map(|c| c.view()),
             Transport::Plain(_) => None,
+        }
+    }
+
+    /// What the handshake settled (`None` for plain TCP).
+    pub fn tls_facts(&self) -> Option<crate::clientcert::TlsFacts<'_>> {
+        match self {
+            Transport::Tls(t) => Some(t.facts()),
+            Transport::Plain(_) | Transport::Lane(_) => None,
         }
     }
 

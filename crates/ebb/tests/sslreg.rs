@@ -623,3 +623,120 @@ fn an_x509_v1_certificate_is_served_and_a_cn_names_it() {
         false,
     );
 }
+
+/// Two inner TLS proxies that settle different handshakes (TLS 1.2 with
+/// an ECDSA suite and `http/1.1`; TLS 1.3 with AES-256), each behind an
+/// outer proxy: the inner ones answer what `ssl_fc_*` read, the outer ones
+/// add what `ssl_bc_*` read.
+fn settled_cfg(d: &Path, bind: &str, bind2: &str) -> String {
+    let fc = "%[ssl_fc_protocol] %[ssl_fc_cipher] %[ssl_fc_alpn] %[ssl_fc_is_resumed] %[ssl_fc_use_keysize] %[ssl_fc_alg_keysize] %[fc_err] %[ssl_fc_err] %[ssl_fc_err,hex] %sslv %sslc";
+    let bc = "%[ssl_bc] %[ssl_bc_protocol] %[ssl_bc_cipher] %[ssl_bc_alpn] %[ssl_bc_is_resumed] %[ssl_bc_use_keysize]";
+    let mut out = String::from(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n",
+    );
+    for (i, (b, opts)) in [
+        (
+            bind,
+            "crt b.pem ssl-max-ver TLSv1.2 ciphers ECDHE-ECDSA-AES128-GCM-SHA256 alpn http/1.1",
+        ),
+        (
+            bind2,
+            "crt a.pem ssl-min-ver TLSv1.3 ciphersuites TLS_AES_256_GCM_SHA384",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        out.push_str(&format!(
+            "listen out{i}\n    bind {b}\n\
+             http-response set-header x-bc \"{bc}\"\n\
+             server s {d}/in{i}.sock ssl verify none alpn http/1.1\n\
+             listen in{i}\n    bind {d}/in{i}.sock ssl {opts}\n\
+             http-request return status 200 content-type text/plain lf-string \"{fc}\"\n",
+            d = d.display()
+        ));
+    }
+    format!("global\n    crt-base {}\n{out}", d.display())
+}
+
+fn settled(a: std::net::SocketAddr, b: std::net::SocketAddr) -> Vec<String> {
+    [a, b]
+        .iter()
+        .map(|&to| {
+            let r = get(to, "/");
+            format!("{} | {}", r.text(), r.header("x-bc").unwrap_or("-"))
+        })
+        .collect()
+}
+
+#[test]
+fn what_each_handshake_settled_is_read_by_ssl_fc_and_ssl_bc() {
+    let Some((ours, theirs, _)) = both_ways("sslreg-settled", two_names_pki, settled_cfg, settled)
+    else {
+        return;
+    };
+    let zero = "0000000000000000";
+    assert_eq!(
+        ours,
+        [
+            format!("TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 http/1.1 0 128 128 0 0 {zero} TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 | 1 TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 http/1.1 0 128"),
+            format!("TLSv1.3 TLS_AES_256_GCM_SHA384  0 256 256 0 0 {zero} TLSv1.3 TLS_AES_256_GCM_SHA384 | 1 TLSv1.3 TLS_AES_256_GCM_SHA384  0 256"),
+        ]
+    );
+    if let Some(theirs) = theirs {
+        assert_eq!(theirs, ours, "haproxy differs");
+    }
+    // The server connection does not exist in a request rule (HAProxy
+    // refuses `ssl_bc*` there too).
+    let d = scratch("sslreg-settled-refused");
+    let bad = "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
+               backend b\n    http-request set-header x %[ssl_bc_protocol]\n    server s 127.0.0.1:1 ssl verify none\n";
+    assert_refused(
+        &d,
+        "bc.cfg",
+        bad,
+        "fetch 'ssl_bc_protocol' needs the server-side connection",
+        true,
+    );
+}
+
+#[test]
+fn option_httpslog_logs_the_tls_fields_as_haproxy() {
+    // HAProxy 2.6's format: httplog's, then
+    // `%[fc_err]/%[ssl_fc_err,hex]/%[ssl_c_err]/%[ssl_c_ca_err]/%[ssl_fc_is_resumed] %[ssl_fc_sni]/%sslv/%sslc`.
+    let logs = Syslog::new();
+    let cfg = |d: &Path, bind: &str, bind2: &str| {
+        format!(
+            "global\n    crt-base {d}\n    log {log} local0\n\
+             defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
+             listen out\n    bind {bind}\n    server s {d}/in.sock ssl verify none sni str(b.test)\n\
+             listen in\n    bind {d}/in.sock ssl crt b.pem ssl-max-ver TLSv1.2 ciphers ECDHE-ECDSA-AES128-GCM-SHA256\n\
+             log global\n    option httpslog\n\
+             http-request return status 200 content-type text/plain string ok\n\
+             listen spare\n    bind {bind2}\n    http-request return status 200\n",
+            d = d.display(),
+            log = logs.addr(),
+        )
+    };
+    let tail = |a: std::net::SocketAddr| {
+        assert_eq!(get(a, "/slog").text(), "ok");
+        let line = logs.next("");
+        line.split_once("\"GET /slog HTTP/1.1\" ")
+            .unwrap_or_else(|| panic!("{line}"))
+            .1
+            .to_string()
+    };
+    let d = scratch("sslreg-httpslog");
+    if !two_names_pki(&d) {
+        return;
+    }
+    let e = Ebb::start(&cfg(&d, "BIND", "BIND"));
+    let ours = tail(e.addrs[0]);
+    assert_eq!(
+        ours,
+        "0/0000000000000000/0/0/0 b.test/TLSv1.2/ECDHE-ECDSA-AES128-GCM-SHA256"
+    );
+    if let Some((_h, a, _)) = haproxy_pair("sslreg-httpslog", two_names_pki, cfg) {
+        assert_eq!(tail(a), ours, "haproxy differs");
+    }
+}

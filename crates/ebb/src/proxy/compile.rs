@@ -407,7 +407,11 @@ pub fn compile_keeping(
                 http_request,
                 http_response,
                 after_response,
-                log_format: p.log_format.as_ref().map(|l| l.value.clone()),
+                log_format: p.log_format.as_ref().map(|l| l.value.clone()).or_else(|| {
+                    p.options
+                        .httpslog
+                        .then(|| crate::sample::logline::httpslog().clone())
+                }),
                 log_format_sd: p.log_format_sd.as_ref().map(|l| l.value.clone()),
                 error_log_format: p.error_log_format.as_ref().map(|l| l.value.clone()),
                 captures: p.captures.clone(),

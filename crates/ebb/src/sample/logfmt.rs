@@ -96,6 +96,16 @@ impl PartialEq for LogFormat {
 }
 impl Eq for LogFormat {}
 
+/// `%sslv` and `%sslc`: the client connection's TLS version and cipher,
+/// which are the fetches `ssl_fc_protocol` and `ssl_fc_cipher`.
+pub(super) fn ssl_alias(name: &str) -> Option<&'static str> {
+    match name {
+        "sslv" => Some("ssl_fc_protocol"),
+        "sslc" => Some("ssl_fc_cipher"),
+        _ => None,
+    }
+}
+
 fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
     let req = matches!(scope, Scope::Request { .. });
     let a = match name {
@@ -131,7 +141,7 @@ fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
         "rt" => Alias::ReqCounter,
         o => {
             return Err(format!(
-                "log-format alias '%{o}' is not supported here (supported: %ci %cp %fi %fp %f %ft %b %s %ST %HM %HP %HU %HQ %HV %r %H %pid %t %T %Tl %tr %trg %trl %Ts %ms %rt, and %[sample])"
+                "log-format alias '%{o}' is not supported here (supported: %ci %cp %fi %fp %f %ft %b %s %ST %HM %HP %HU %HQ %HV %r %H %pid %t %T %Tl %tr %trg %trl %Ts %ms %rt %sslv %sslc, and %[sample])"
             ))
         }
     };
@@ -272,7 +282,13 @@ impl LogFormat {
                     defaults = f;
                     continue;
                 }
-                Item::Name(n) => n,
+                Item::Name(n) => match ssl_alias(n) {
+                    Some(fetch) => {
+                        parts.push(Part::Expr(Box::new(Expr::parse(fetch, scope)?)));
+                        continue;
+                    }
+                    None => n,
+                },
             };
             // Aliases are the longest known name at this point: `%cip`
             // is not `%ci` followed by `p`, so refuse unknown names whole.

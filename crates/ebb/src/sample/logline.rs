@@ -156,7 +156,7 @@ fn var(name: &str) -> Result<Var, String> {
         }
         o => {
             return Err(format!(
-                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %bi %bp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %U %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %bi %bp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %U %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt %sslv %sslc, and %[sample])"
             ))
         }
     })
@@ -251,10 +251,16 @@ impl LogLine {
                     defaults = fl;
                     continue;
                 }
-                super::logfmt::Item::Name(n) => Part::Var {
-                    v: var(n)?,
-                    quote: fl.quote,
-                    hex: fl.hex,
+                super::logfmt::Item::Name(n) => match super::logfmt::ssl_alias(n) {
+                    Some(fetch) => Part::Expr {
+                        e: Box::new(Expr::parse(fetch, Scope::Response)?),
+                        quote: fl.quote,
+                    },
+                    None => Part::Var {
+                        v: var(n)?,
+                        quote: fl.quote,
+                        hex: fl.hex,
+                    },
                 },
             });
         }
@@ -980,7 +986,20 @@ pub fn tcplog(connect: bool) -> &'static LogLine {
 /// The default format's compiled form (parsed once).
 pub fn httplog() -> &'static LogLine {
     static F: std::sync::OnceLock<LogLine> = std::sync::OnceLock::new();
-    F.get_or_init(|| match LogLine::parse(HTTPLOG) {
+    compiled(&F, HTTPLOG)
+}
+
+/// HAProxy 2.6's `option httpslog` format (log.c, default_https_log_format).
+pub const HTTPSLOG: &str = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r %[fc_err]/%[ssl_fc_err,hex]/%[ssl_c_err]/%[ssl_c_ca_err]/%[ssl_fc_is_resumed] %[ssl_fc_sni]/%sslv/%sslc";
+
+/// [`HTTPSLOG`], compiled once.
+pub fn httpslog() -> &'static LogLine {
+    static F: std::sync::OnceLock<LogLine> = std::sync::OnceLock::new();
+    compiled(&F, HTTPSLOG)
+}
+
+fn compiled<'a>(cell: &'a std::sync::OnceLock<LogLine>, text: &str) -> &'a LogLine {
+    cell.get_or_init(|| match LogLine::parse(text) {
         Ok(l) => l,
         // The constant above parses (a unit test says so); an empty
         // format would only lose the line.

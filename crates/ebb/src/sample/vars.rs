@@ -408,6 +408,9 @@ pub struct TxnInfo {
     /// The certificates the server presented on the exchange's connection
     /// (`ssl_s_*`, kept only when [`crate::sample::SRV_CHAIN`]).
     pub srv_chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// What the TLS handshake with the server settled (`ssl_bc_*`; `None`:
+    /// no TLS to the server, or nothing reads it).
+    pub srv_tls: Option<crate::clientcert::TlsFactsOwned>,
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,

@@ -44,6 +44,7 @@ const OPTIONS: &[&str] = &[
     "spop-check",
     "ssl-hello-chk",
     "httplog",
+    "httpslog",
     "tcplog",
     "dontlognull",
     "logasap",
@@ -107,6 +108,7 @@ pub(super) fn proxy_option(
         "h1-case-adjust-bogus-client" => FE,
         "h1-case-adjust-bogus-server" => BE,
         "httplog"
+        | "httpslog"
         | "tcplog"
         | "dontlognull"
         | "logasap"
@@ -241,6 +243,13 @@ pub(super) fn proxy_option(
         "httplog" => {
             no_args(rest)?;
             o.httplog = !no;
+            o.httpslog = false;
+        }
+        // HAProxy: httplog's line with the TLS fields after it.
+        "httpslog" => {
+            no_args(rest)?;
+            o.httplog = !no;
+            o.httpslog = !no;
         }
         "dontlognull" => {
             no_args(rest)?;
@@ -256,6 +265,7 @@ pub(super) fn proxy_option(
             if !no {
                 // HAProxy: the last of httplog/tcplog wins.
                 o.httplog = false;
+                o.httpslog = false;
             }
         }
         "log-health-checks" => {

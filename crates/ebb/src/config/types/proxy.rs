@@ -348,6 +348,8 @@ pub struct ProxyOptions {
     /// option is met whatever its value; it is kept for `-c` and stats.
     pub http_no_delay: bool,
     pub httplog: bool,
+    /// `option httpslog`: the httplog line with the TLS fields.
+    pub httpslog: bool,
     /// `option tcplog`: HAProxy's TCP log line at the session's end.
     pub tcplog: bool,
     /// `option dontlognull`: no line for a connection that carried no

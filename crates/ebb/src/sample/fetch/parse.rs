@@ -122,7 +122,15 @@ impl Fetch {
             return f.map(Fetch::Stk);
         }
         if let Some(f) = super::sslc::SslC::compile(name, args) {
-            return f.map(Fetch::SslC);
+            let f = f?;
+            // HAProxy 2.6: the server connection's (`ssl_bc*`) does not
+            // exist yet in a request rule.
+            if f.reads_server_conn() && scope != Scope::Response {
+                return Err(format!(
+                    "fetch '{name}' needs the server-side connection, which is not available in a request rule"
+                ));
+            }
+            return Ok(Fetch::SslC(f));
         }
         match name {
             "src" => none(Fetch::Src),

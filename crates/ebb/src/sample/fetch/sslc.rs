@@ -25,6 +25,31 @@ pub(in crate::sample) enum SslC {
     /// server connection (none before the response, as in HAProxy, whose
     /// request rules run before that connection exists).
     Srv(CertField),
+    /// `ssl_fc_protocol`, `ssl_fc_cipher`...: what the client connection's
+    /// handshake settled.
+    Fc(Settled),
+    /// `ssl_bc`: the exchange's server connection is TLS.
+    Bc,
+    /// `fc_err`, `fc_err_str` and with `ssl` `ssl_fc_err`,
+    /// `ssl_fc_err_str`: the client connection's error. Rules and log
+    /// formats run only on a connection that was established (a failed
+    /// handshake is logged with a line of its own): 0, no text.
+    FcErr {
+        ssl: bool,
+        text: bool,
+    },
+    /// `ssl_bc_protocol`...: what its handshake settled.
+    BcOf(Settled),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::sample) enum Settled {
+    Protocol,
+    Cipher,
+    Alpn,
+    Resumed,
+    /// `*_use_keysize` and `*_alg_keysize` (the same for AEAD suites).
+    Keysize,
 }
 
 /// Set once a configuration reads `ssl_s_*`: the exchanges then keep the
@@ -41,6 +66,23 @@ impl SslC {
             "ssl_c_err" => SslC::Err,
             "ssl_c_ca_err" => SslC::CaErr,
             "ssl_c_ca_err_depth" => SslC::CaErrDepth,
+            "fc_err" | "fc_err_str" | "ssl_fc_err" | "ssl_fc_err_str" => SslC::FcErr {
+                ssl: name.starts_with("ssl_"),
+                text: name.ends_with("_str"),
+            },
+            "ssl_bc" => {
+                SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
+                SslC::Bc
+            }
+            _ if settled(name).is_some() => {
+                let (bc, what) = settled(name)?;
+                if bc {
+                    SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
+                    SslC::BcOf(what)
+                } else {
+                    SslC::Fc(what)
+                }
+            }
             _ => {
                 let (side, rest) = [("ssl_c_", 'c'), ("ssl_f_", 'f'), ("ssl_s_", 's')]
                     .iter()
@@ -83,9 +125,23 @@ impl SslC {
         Some(Ok(f))
     }
 
+    /// `ssl_bc*`: reads the exchange's server connection (HAProxy's
+    /// `SMP_USE_L5SRV`; its `ssl_s_*` are `SMP_USE_L5CLI`, found
+    /// nowhere before the response but accepted anywhere).
+    pub(in crate::sample) fn reads_server_conn(&self) -> bool {
+        matches!(self, SslC::Bc | SslC::BcOf(_))
+    }
+
     pub(in crate::sample) fn out_type(&self) -> Type {
         match self {
-            SslC::Used | SslC::HasCrt => Type::Bool,
+            SslC::Used | SslC::HasCrt | SslC::Bc => Type::Bool,
+            SslC::FcErr { text: false, .. } => Type::Int,
+            SslC::FcErr { text: true, .. } => Type::Str,
+            SslC::Fc(w) | SslC::BcOf(w) => match w {
+                Settled::Resumed => Type::Bool,
+                Settled::Keysize => Type::Int,
+                Settled::Protocol | Settled::Cipher | Settled::Alpn => Type::Str,
+            },
             SslC::Verify
             | SslC::Err
             | SslC::CaErr
@@ -104,6 +160,34 @@ impl SslC {
 
     /// Nothing on a connection without TLS (as HAProxy: no SSL object).
     pub(in crate::sample) fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
+        match self {
+            SslC::Bc => {
+                let v = ctx.vars?.try_borrow().ok()?;
+                return Some(Val::Bool(v.info.srv_tls.is_some()));
+            }
+            SslC::BcOf(w) => {
+                let v = ctx.vars?.try_borrow().ok()?;
+                return match v.info.srv_tls.as_ref() {
+                    Some(t) => settled_val(*w, t.view(), s),
+                    // HAProxy: not resumed, whatever the transport.
+                    None => (*w == Settled::Resumed).then_some(Val::Bool(false)),
+                };
+            }
+            SslC::Fc(w) if ctx.tls => return settled_val(*w, ctx.client_cert?.facts, s),
+            SslC::Fc(Settled::Resumed) => return Some(Val::Bool(false)),
+            // OpenSSL's text of error 0 (`conn_err_code_str`'s).
+            SslC::FcErr {
+                ssl: false,
+                text: true,
+            } => {
+                s.cur.clear();
+                s.cur.extend_from_slice(b"Success");
+                return Some(Val::Str);
+            }
+            SslC::FcErr { text: true, .. } => return None,
+            SslC::FcErr { ssl, .. } if !ssl || ctx.tls => return Some(Val::Int(0)),
+            _ => {}
+        }
         if let SslC::Srv(f) = self {
             let v = ctx.vars?.try_borrow().ok()?;
             let chain = &v.info.srv_chain;
@@ -137,7 +221,7 @@ impl SslC {
             SslC::CaErrDepth => Some(Val::Int(i64::from(note.ca_err_depth))),
             SslC::Field(f) => self.put(field(c?.chain, f)?, s),
             SslC::Own(f) => self.put(field(c?.own, f)?, s),
-            SslC::Srv(_) => None,
+            SslC::Srv(_) | SslC::Fc(_) | SslC::Bc | SslC::BcOf(_) | SslC::FcErr { .. } => None,
         }
     }
 
@@ -154,6 +238,41 @@ impl SslC {
                 })
             }
         }
+    }
+}
+
+/// `ssl_fc_*`/`ssl_bc_*` names of what a handshake settled: (server
+/// side, what).
+fn settled(name: &str) -> Option<(bool, Settled)> {
+    let (bc, rest) = match name.strip_prefix("ssl_fc_") {
+        Some(r) => (false, r),
+        None => (true, name.strip_prefix("ssl_bc_")?),
+    };
+    let w = match rest {
+        "protocol" => Settled::Protocol,
+        "cipher" => Settled::Cipher,
+        "alpn" => Settled::Alpn,
+        "is_resumed" => Settled::Resumed,
+        "use_keysize" | "alg_keysize" => Settled::Keysize,
+        _ => return None,
+    };
+    Some((bc, w))
+}
+
+fn settled_val(w: Settled, f: crate::clientcert::TlsFacts<'_>, s: &mut Scratch) -> Option<Val> {
+    let text = |t: &[u8], s: &mut Scratch| {
+        s.cur.clear();
+        s.cur.extend_from_slice(t);
+        Some(Val::Str)
+    };
+    match w {
+        Settled::Protocol => text(crate::tls_policy::version_name(f.version?)?.as_bytes(), s),
+        Settled::Cipher => text(crate::tls_policy::suite_name(f.suite?)?.0.as_bytes(), s),
+        Settled::Alpn => text(f.alpn?, s),
+        Settled::Resumed => Some(Val::Bool(f.resumed)),
+        Settled::Keysize => Some(Val::Int(i64::from(
+            crate::tls_policy::suite_name(f.suite?)?.1,
+        ))),
     }
 }
 

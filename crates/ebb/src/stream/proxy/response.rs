@@ -15,12 +15,12 @@ impl Stream {
             let info = &mut c.vars.get_mut().info;
             info.srv_local = side.local;
             if crate::sample::SRV_CHAIN.load(std::sync::atomic::Ordering::Relaxed) {
-                info.srv_chain = side
-                    .sock
-                    .as_ref()
+                let sock = side.sock.as_ref();
+                info.srv_chain = sock
                     .and_then(Transport::server_chain)
                     .map(<[_]>::to_vec)
                     .unwrap_or_default();
+                info.srv_tls = sock.and_then(Transport::tls_facts).map(|f| f.to_owned());
             }
         }
         let Some(mut up) = self.up.take() else {
