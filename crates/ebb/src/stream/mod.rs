@@ -1510,7 +1510,16 @@ impl Stream {
         let cc = max_age
             .filter(|_| own.is_none())
             .map(|a| format!("max-age={a}"));
-        {
+        // The common answer (the file's own fields alone, whole or 304, no
+        // rule): no field list to build.
+        let bare = own.is_some()
+            && coding.is_none()
+            && !plan.vary
+            && matches!(decision, Decision::Full | Decision::NotModified);
+        if bare {
+            self.fields.clear();
+            logged = status;
+        } else {
             let mut hdrs = crate::http1::Fields::<8>::new();
             if status != 416 {
                 if own.is_none() {
