@@ -1630,6 +1630,8 @@ impl Stream {
                 // from the file's bytes, not through the output buffer.
                 let native = c.native_answer().is_some_and(|a| a.follows > 0);
                 if e - s <= COPY_BODY_MAX && !native {
+                    // Counted in the output buffer's growth, not again.
+                    body_len = 0;
                     c.wbuf.extend_from_slice(&data[s..e]);
                 } else {
                     c.body = Some(Body::Mem {
