@@ -200,3 +200,55 @@ fn edited_files_show_within_a_second() {
     std::thread::sleep(std::time::Duration::from_millis(1200));
     assert_eq!(get(e.addr(), "/a.txt").text(), "changed");
 }
+
+/// `%B` and the stats' `bout` count a file answer's bytes once, head and
+/// body, as sent: an HTTP/1 small file (its body copied after the head in
+/// the output buffer), a larger one (sent from the cache entry), a HEAD
+/// and a 206.
+#[test]
+fn a_file_answers_bytes_are_logged_and_counted_once() {
+    let d = scratch("filebytes");
+    std::fs::create_dir_all(d.join("www")).unwrap();
+    std::fs::write(d.join("www/100b"), [b'x'; 100]).unwrap();
+    std::fs::write(d.join("www/big"), vec![b'y'; 10_000]).unwrap();
+    let sock = d.join("stats.sock");
+    let cfg = format!(
+        "global\n stats socket {} level admin\ndefaults\n mode http\n timeout client 5s\n\
+         log stdout format raw local0\n\
+         frontend fe\n bind BIND\n log global\n log-format \"bytes %{{+Q}}r B=%B\"\n default_backend files\n\
+         backend files\n serve-files \"{}\"\n",
+        sock.display(),
+        d.join("www").display()
+    );
+    let e = Ebb::start(&cfg);
+    let mut total = 0;
+    for (line, extra, body) in [
+        ("GET /100b HTTP/1.1", "", 100),
+        ("GET /big HTTP/1.1", "", 10_000),
+        ("HEAD /100b HTTP/1.1", "", 0),
+        ("GET /100b HTTP/1.1", "Range: bytes=0-9\r\n", 10),
+    ] {
+        let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+        let full = format!("{line}\r\nHost: x\r\n{extra}Connection: close\r\n\r\n");
+        s.write_all(full.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut got).unwrap();
+        let head = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert_eq!(got.len() - head, body, "{full:?}");
+        let l = e
+            .wait_stdout(
+                &format!("bytes \"{line}\" "),
+                std::time::Duration::from_secs(20),
+            )
+            .unwrap_or_else(|| panic!("no log line for {full:?}"));
+        e.stdout.lock().unwrap().retain(|x| *x != l);
+        assert!(
+            l.ends_with(&format!(" B={}", got.len())),
+            "{full:?}: {l}, {} bytes sent",
+            got.len()
+        );
+        total += got.len();
+    }
+    let r = stat_row(&sock, "fe", "FRONTEND");
+    assert_eq!(r["bout"], total.to_string());
+}

@@ -236,6 +236,7 @@ impl FileCache {
     /// for at most another [`FRESH_MS`] (after which the next caller looks
     /// it up again). So a hot file costs one lookup per [`FRESH_MS`], not
     /// one per request arriving while the lookup runs.
+    #[inline]
     pub fn get(&mut self, backend: u64, clean: &[u8], now: Tick) -> Option<Found> {
         let e = match &self.last {
             Some((b, e)) if *b == backend && self.last_path == clean => e,

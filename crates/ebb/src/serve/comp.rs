@@ -57,7 +57,28 @@ pub struct FilePlan {
 /// when the client accepts one, else on-the-fly compression under the
 /// proxies' `compression` policy (the same rules as for a server's
 /// answer, with the file's type, length and ETag), else as it is.
+#[inline]
 pub fn plan_file(
+    f: Arc<OpenFile>,
+    policy: Option<&Policy>,
+    buf: &[u8],
+    head: &crate::http1::RequestHead,
+) -> FilePlan {
+    // The common file: no sibling, no compression policy.
+    if f.siblings.is_empty() && policy.is_none() {
+        return FilePlan {
+            file: f,
+            sibling: None,
+            compress: None,
+            vary: false,
+        };
+    }
+    plan_coded(f, policy, buf, head)
+}
+
+/// [`plan_file`] for a file with siblings or under a policy.
+#[inline(never)]
+fn plan_coded(
     f: Arc<OpenFile>,
     policy: Option<&Policy>,
     buf: &[u8],

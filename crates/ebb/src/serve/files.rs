@@ -91,36 +91,39 @@ fn path_of(target: &[u8]) -> &[u8] {
 /// read, and at the first byte that is not clean. Same answer as
 /// [`is_clean`] over [`path_of`] (a property test holds them together,
 /// and the clean path to what [`normalize_path`]'s decoding makes).
+///
+/// Each byte costs one load and one test: a byte stops the scan when its
+/// class has a bit of the mask, and the mask after a `/` also holds `/`
+/// and `.` (a `//` or a segment starting with a dot is not clean).
 pub fn clean_len(target: &[u8]) -> Option<usize> {
-    if target.first() != Some(&b'/') {
+    let (&b'/', rest) = target.split_first()? else {
         return None;
-    }
-    let mut after_slash = false;
-    for (i, &c) in target.iter().enumerate() {
-        match PATH_CLASS[usize::from(c)] {
-            PLAIN => after_slash = false,
-            SLASH if !after_slash => after_slash = true,
-            DOT if !after_slash => {}
-            END => return Some(i),
-            // A `%`, NUL or non-ASCII byte; a `//`; a segment starting
-            // with a dot.
-            _ => return None,
+    };
+    let mut mask = AFTER_SLASH;
+    for (i, &c) in rest.iter().enumerate() {
+        let k = PATH_CLASS[usize::from(c)];
+        if k & mask != 0 {
+            return (k & END != 0).then_some(i + 1);
         }
+        // `/` (bit 0) sets the slash and dot bits; anything else clears them.
+        mask = STOPS | ((k & SLASH) * (SLASH | DOT));
     }
     Some(target.len())
 }
 
-/// [`clean_len`]'s byte classes.
-const PLAIN: u8 = 0;
+/// [`clean_len`]'s byte classes, as bits (a plain byte has none).
 const SLASH: u8 = 1;
 const DOT: u8 = 2;
 /// `?` or `#`: the path ends before it.
-const END: u8 = 3;
+const END: u8 = 4;
 /// Never in a clean path: `%`, NUL, non-ASCII.
-const NOT_CLEAN: u8 = 4;
+const NOT_CLEAN: u8 = 8;
+/// What stops the scan anywhere, and right after a `/`.
+const STOPS: u8 = END | NOT_CLEAN;
+const AFTER_SLASH: u8 = STOPS | SLASH | DOT;
 
 static PATH_CLASS: [u8; 256] = {
-    let mut t = [PLAIN; 256];
+    let mut t = [0u8; 256];
     let mut i = 0x80;
     while i < 256 {
         t[i] = NOT_CLEAN;

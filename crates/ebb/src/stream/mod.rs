@@ -1510,7 +1510,16 @@ impl Stream {
         let cc = max_age
             .filter(|_| own.is_none())
             .map(|a| format!("max-age={a}"));
-        {
+        // The common answer (the file's own fields alone, whole or 304, no
+        // rule): no field list to build.
+        let bare = own.is_some()
+            && coding.is_none()
+            && !plan.vary
+            && matches!(decision, Decision::Full | Decision::NotModified);
+        if bare {
+            self.fields.clear();
+            logged = status;
+        } else {
             let mut hdrs = crate::http1::Fields::<8>::new();
             if status != 416 {
                 if own.is_none() {
@@ -1621,6 +1630,8 @@ impl Stream {
                 // from the file's bytes, not through the output buffer.
                 let native = c.native_answer().is_some_and(|a| a.follows > 0);
                 if e - s <= COPY_BODY_MAX && !native {
+                    // Counted in the output buffer's growth, not again.
+                    body_len = 0;
                     c.wbuf.extend_from_slice(&data[s..e]);
                 } else {
                     c.body = Some(Body::Mem {
