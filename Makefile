@@ -13,7 +13,8 @@
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
-#   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each
+#   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each, FUZZ_JOBS
+#            (the CPUs) at a time
 #   smoke    a 2-second run of the side-by-side benchmark harness and a 20-second
 #            reload-under-load run (bench/reload.py --quick)
 
