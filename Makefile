@@ -13,7 +13,8 @@
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
-#   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each
+#   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each, FUZZ_JOBS
+#            (the CPUs) at a time
 #   smoke    a 2-second run of the side-by-side benchmark harness and a 20-second
 #            reload-under-load run (bench/reload.py --quick)
 
@@ -26,7 +27,23 @@ CARGO ?= cargo
 
 .PHONY: test deps h2spec-deps unit loom vtc diff samples hostile h2 soak fuzz smoke bench
 
-test: deps unit loom vtc diff samples hostile h2 soak fuzz smoke
+# The stages of `test`, in order. Each prints `== STAGE: N s` when it ends
+# (`== STAGE: FAILED after N s` and the run stops when it fails), and the
+# run ends with every stage's time on one line, so a CI log shows where the
+# time went.
+STAGES := unit loom vtc diff samples hostile h2 soak fuzz smoke
+
+test: deps
+	@t0=$$(date +%s); times=""; \
+	for s in $(STAGES); do \
+		s0=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$s; then \
+			echo "== $$s: FAILED after $$(( $$(date +%s) - s0 )) s"; exit 1; \
+		fi; \
+		d=$$(( $$(date +%s) - s0 )); times="$$times, $$s $$d s"; \
+		echo "== $$s: $$d s"; \
+	done; \
+	echo "== test: $$(( $$(date +%s) - t0 )) s ($${times#, })"
 
 # Debian packages the tests use; installed only when missing.
 deps:
