@@ -111,6 +111,11 @@ pub(crate) struct Pipe {
     /// The client half-closed its tunnel: the stream's END_STREAM goes
     /// once `req` is sent.
     pub(crate) req_end: bool,
+    /// The `content-length` the server gave an answer that goes to an
+    /// HTTP/2 client chunked all the same (trailers may follow its
+    /// DATA, and HTTP/1.1 carries them only after chunks): the stream
+    /// passes the length on beside the chunks.
+    pub(crate) length: Option<u64>,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -642,6 +647,18 @@ impl SrvConn {
                             // stays one HEADERS frame: gRPC's
                             // trailers-only answer.)
                             h.body = BodySize::Unknown;
+                        } else if let (false, true, BodySize::Exact(n)) =
+                            (s.h1_client, h.status >= 200, h.body)
+                        {
+                            // To an HTTP/2 client, trailers after a body
+                            // of known length go on as HAProxy 2.6 sends
+                            // them (the length, the DATA, then trailers):
+                            // the pipe carries the body chunked, the
+                            // length beside it. (An HTTP/1.1 client gets
+                            // the length and no trailers, as from
+                            // HAProxy.)
+                            h.body = BodySize::Unknown;
+                            p.length = Some(n);
                         }
                         s.answer.head(out, &h);
                         if h.status >= 200 && (no_body || s.head_req) {

@@ -94,12 +94,19 @@ impl Stream {
         // the one written.
         up.bytes_out +=
             crate::http1::htx::head_size(8 + 3 + r.reason.get(buf).len(), buf, &r.headers);
-        if sd.h2.is_some() && r.framing == BodyFraming::Chunked {
+        // The length an HTTP/2 server gave an answer its pipe carries
+        // chunked to an HTTP/2 client (`Pipe::length`): it goes on beside
+        // the chunks, for the trailers that may follow.
+        let mut h2_length = None;
+        if let (Some(p), BodyFraming::Chunked) = (&sd.h2, r.framing) {
             // An HTTP/2 server's answer without a length: the pipe's
             // `transfer-encoding: chunked` is ebb's (HTTP/2 has none), not
-            // in the head HAProxy parsed.
-            up.bytes_out = up
-                .bytes_out
+            // in the head HAProxy parsed; the length it had is.
+            h2_length = p.try_borrow().ok().and_then(|p| p.length);
+            let length_size = h2_length.map_or(0, |n| {
+                b"content-length".len() + n.checked_ilog10().map_or(1, |d| d as usize + 1)
+            });
+            up.bytes_out = (up.bytes_out + length_size as u64)
                 .saturating_sub((b"transfer-encoding".len() + b"chunked".len()) as u64);
         }
         self.resp_start = c.wbuf.len();
@@ -383,6 +390,13 @@ impl Stream {
                         up.dechunk = true;
                         ka = false;
                     } else {
+                        if let (Some(n), None, true) = (h2_length, coding, c.lane_of.is_some()) {
+                            // Read by the HTTP/2 client side only (its
+                            // lane): the length, then the chunks.
+                            out.extend_from_slice(b"Content-Length: ");
+                            crate::http1::push_decimal(out, n);
+                            out.extend_from_slice(b"\r\n");
+                        }
                         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
                     }
                     if up.dechunk || up.skip_body || coding.is_some() || up.store.is_some() {
