@@ -183,7 +183,7 @@ impl Stream {
             // `wait-for-body` rule waited.
             let mut decoded = Vec::new();
             let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
-            let seen = crate::stream::body_in(after, r.framing, &mut decoded);
+            let seen = crate::stream::answer_body_in(after, r.framing, &mut decoded);
             let size = match r.framing {
                 BodyFraming::ContentLength(l) => l,
                 _ => seen.have,
@@ -399,15 +399,17 @@ impl Stream {
                         }
                         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
                     }
-                    if up.dechunk || up.skip_body || coding.is_some() || up.store.is_some() {
-                        Left::Chunked(Box::default())
+                    if up.dechunk || up.skip_body || coding.is_some() {
+                        Left::Chunked(Box::new(ChunkedDecoder::answer()))
                     } else {
-                        // Passed on chunked: with canonical chunk sizes
-                        // and no extensions, as HAProxy re-frames it (a
-                        // size written `0000000000000005`, `100000005`
-                        // or `ffffffffffffffff` never reaches a client
-                        // that might read it otherwise).
-                        Left::Recode(Box::default())
+                        // Passed on chunked (and stored as it goes, if
+                        // at all): with canonical chunk sizes, no
+                        // extensions and CRLF line ends, as HAProxy
+                        // re-frames it (a size written
+                        // `0000000000000005`, `100000005` or
+                        // `ffffffffffffffff`, or a lone LF, never reaches
+                        // a client that might read it otherwise).
+                        Left::Recode(Box::new(ChunkedRecoder::answer()))
                     }
                 }
                 BodyFraming::UntilClose => {
@@ -445,7 +447,9 @@ impl Stream {
             let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
             let body = match up.skip_body {
                 true => 0,
-                false => crate::stream::body_in(after, up.resp.framing, &mut Vec::new()).have,
+                false => {
+                    crate::stream::answer_body_in(after, up.resp.framing, &mut Vec::new()).have
+                }
             };
             let head = c.wbuf.get(self.resp_start..).unwrap_or(&[]);
             let size = match coding {
@@ -831,7 +835,7 @@ pub(super) fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &Ser
     let head = buf.get(..n).unwrap_or(&[]);
     let after = buf.get(n..).unwrap_or(&[]);
     let mut decoded = Vec::new();
-    let mut b = crate::stream::body_in(after, up.resp.framing, &mut decoded);
+    let mut b = crate::stream::answer_body_in(after, up.resp.framing, &mut decoded);
     b.closed = sd.eof;
     b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
     let tr = &c.tr;
