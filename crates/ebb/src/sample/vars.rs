@@ -404,7 +404,7 @@ pub struct TxnInfo {
     pub srv_addr: Option<std::net::SocketAddr>,
     /// The server connection's local address (`%bi:%bp`, `bc_src`,
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
-    pub srv_local: Option<std::net::SocketAddr>,
+    pub srv_local: Option<crate::sample::BackLocal>,
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,

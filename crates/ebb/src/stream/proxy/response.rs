@@ -714,7 +714,7 @@ pub(super) fn log_line(
     up: &Upstream,
     bytes: u64,
     asap: bool,
-    local: Option<std::net::SocketAddr>,
+    local: Option<crate::sample::BackLocal>,
 ) {
     if !c.logs_exchange() {
         return;
