@@ -274,7 +274,8 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     let (rise, fall) = (s.opts.rise.max(1), s.opts.fall.max(1));
                     let streak = s.check_streak.load(Ordering::Relaxed);
                     match (checked, s.check_ok.load(Ordering::Relaxed)) {
-                        (false, _) => rise,
+                        // Unchecked: what `set server health` forced.
+                        (false, _) => s.unchecked_health.load(Ordering::Relaxed),
                         (true, true) => (rise + fall - 1).saturating_sub(streak),
                         (true, false) => streak,
                     }

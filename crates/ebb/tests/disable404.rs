@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
@@ -57,6 +57,40 @@ fn origin(name: &'static str, chk: Arc<AtomicU16>) -> SocketAddr {
         }
     });
     a
+}
+
+/// HAProxy (`hap`, if installed) or ebb running `cfg`: what keeps it
+/// running, its admin socket, its frontend and its name.
+fn side(
+    hap: bool,
+    name: &str,
+    cfg: impl Fn(&Path, &str) -> String,
+) -> Option<(Box<dyn std::any::Any>, PathBuf, SocketAddr, &'static str)> {
+    if hap {
+        let (h, fe) = haproxy_beside(name, cfg)?;
+        let s = h.sock.clone();
+        Some((Box::new(h), s, fe, "haproxy"))
+    } else {
+        let (e, s) = ebb_with_admin(name, cfg);
+        let fe = e.addr();
+        Some((Box::new(e), s, fe, "ebb"))
+    }
+}
+
+/// Origins `a` and `b` whose checks pass, and a log receiver.
+fn two_origins() -> (SocketAddr, SocketAddr, Syslog) {
+    let a = origin("a", Arc::new(AtomicU16::new(200)));
+    let b = origin("b", Arc::new(AtomicU16::new(200)));
+    (a, b, Syslog::new())
+}
+
+/// A configuration logging to `la` whose `fe` uses backend `b`, `be`
+/// its lines (after the first's indentation).
+fn fe_to_b(sock: &Path, la: SocketAddr, bind: &str, be: &str) -> String {
+    format!(
+        "{}listen fe\n    bind {bind}\n    use_backend b\nbackend b\n    {be}",
+        logged_head(sock, la, "http")
+    )
 }
 
 /// `GET /x` on a new connection, with `Cookie: SRV=a` when `cookie`: the
@@ -129,18 +163,9 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
                 logged_head(sock, la, "http")
             )
         };
-        let (_keep, sock, fe): (Box<dyn std::any::Any>, _, _) = if hap {
-            let Some((h, fe)) = haproxy_beside("disable404", cfg) else {
-                continue;
-            };
-            let s = h.sock.clone();
-            (Box::new(h), s, fe)
-        } else {
-            let (e, s) = ebb_with_admin("disable404", cfg);
-            let fe = e.addr();
-            (Box::new(e), s, fe)
+        let Some((_keep, sock, fe, who)) = side(hap, "disable404", cfg) else {
+            continue;
         };
-        let who = if hap { "haproxy" } else { "ebb" };
         wait_until("a and b checked UP", || {
             ["a", "b"].iter().all(|s| {
                 let r = stat_row(&sock, "b", s);
@@ -252,31 +277,18 @@ fn disable_on_404_takes_no_argument() {
 #[test]
 fn set_server_health_forces_the_state_as_haproxy() {
     for hap in [false, true] {
-        let a = origin("a", Arc::new(AtomicU16::new(200)));
-        let b = origin("b", Arc::new(AtomicU16::new(200)));
-        let log = Syslog::new();
+        let (a, b, log) = two_origins();
         let la = log.addr();
-        let cfg = |sock: &Path, bind: &str| {
-            format!(
-                "{}listen fe\n    bind {bind}\n    use_backend b\n\
-                 backend b\n    option httpchk GET /chk\n\
-                 \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
-                 \x20   server bk {b} check inter 1h backup\n\
-                 backend b2\n    server t {b} track b/a\n",
-                logged_head(sock, la, "http")
-            )
+        let be = format!(
+            "option httpchk GET /chk\n\
+             \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
+             \x20   server bk {b} check inter 1h backup\n\
+             backend b2\n    server t {b} track b/a\n"
+        );
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, _, who)) = side(hap, "health-cli", cfg) else {
+            continue;
         };
-        let (_keep, sock): (Box<dyn std::any::Any>, _) = if hap {
-            let Some((h, _)) = haproxy_beside("health-cli", cfg) else {
-                continue;
-            };
-            let s = h.sock.clone();
-            (Box::new(h), s)
-        } else {
-            let (e, s) = ebb_with_admin("health-cli", cfg);
-            (Box::new(e), s)
-        };
-        let who = if hap { "haproxy" } else { "ebb" };
         wait_until("a's first check", || {
             stat_row(&sock, "b", "a")
                 .get("check_status")
@@ -340,6 +352,58 @@ fn set_server_health_forces_the_state_as_haproxy() {
         assert_eq!(
             cli_cmd(&sock, "set server b2/t health up").trim(),
             "cannot change health on a tracking server.",
+            "{who}"
+        );
+    }
+}
+
+/// `set server B/S health down` on a server without `check` (HAProxy
+/// 2.6 takes it): DOWN with HAProxy's line and health 0 in the state
+/// file, requests going to the other server; `up` gives it full health
+/// (`rise + fall - 1`); leaving a maintenance takes it UP (`no check`)
+/// with its health as it was. Before, ebb refused `down` there.
+#[test]
+fn set_server_health_on_a_server_without_check() {
+    for hap in [false, true] {
+        let (a, b, log) = two_origins();
+        let la = log.addr();
+        let be = format!("server a {a}\n    server b {b}\n");
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, fe, who)) = side(hap, "health-nocheck", cfg) else {
+            continue;
+        };
+        let cmd = |c: &str| cli_cmd(&sock, c).trim().to_string();
+        let status = || stat_row(&sock, "b", "a")["status"].clone();
+        let health = || servers_state_line(&sock, "b", "a")[12].clone();
+        assert_eq!(cmd("set server b/a health down"), "", "{who}");
+        assert_eq!((status(), health()), ("DOWN".into(), "0".into()), "{who}");
+        assert_eq!(
+            log_text(&log, "Server b/a is DOWN"),
+            "Server b/a is DOWN, changed from CLI. 1 active and 0 backup servers left. \
+             0 sessions active, 0 requeued, 0 remaining in queue.",
+            "{who}"
+        );
+        for _ in 0..3 {
+            assert!(body_of(fe, false).starts_with('b'), "{who}");
+        }
+        assert_eq!(cmd("set server b/a health up"), "", "{who}");
+        assert_eq!(
+            (status(), health()),
+            ("no check".into(), "4".into()),
+            "{who}"
+        );
+        assert_eq!(
+            log_text(&log, "Server b/a is UP"),
+            "Server b/a is UP, changed from CLI. 2 active and 0 backup servers online. \
+             0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(cmd("set server b/a health down"), "", "{who}");
+        assert_eq!(cmd("set server b/a state maint"), "", "{who}");
+        assert_eq!(cmd("set server b/a state ready"), "", "{who}");
+        assert_eq!(
+            (status(), health()),
+            ("no check".into(), "0".into()),
             "{who}"
         );
     }

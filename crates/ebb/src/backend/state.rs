@@ -299,6 +299,10 @@ pub(crate) fn maint_checks(farm: &Farm, s: &ServerRt, was: bool) {
         };
         s.check_ok.store(ok, Ordering::Relaxed);
         s.check_streak.store(streak, Ordering::Relaxed);
+    } else if !s.opts.check && !now {
+        // Unchecked, a server leaving maintenance is UP (HAProxy's
+        // `srv_update_status`), whatever `set server health` forced.
+        s.check_ok.store(true, Ordering::Relaxed);
     }
     if !now {
         check::settle_up(farm, s);

@@ -424,16 +424,18 @@ pub enum Health {
 /// Forces a server's health as HAProxy 2.6's `set server B/S health
 /// up|stopping|down`: the check's health to full (up, stopping) or 0
 /// (down), and the state to UP, NOLB or DOWN with HAProxy's line and
-/// `why` as its reason (`changed from CLI`). Not on a tracking server;
-/// `down` needs a health check (ebb's state follows its checks).
+/// `why` as its reason (`changed from CLI`). Not on a tracking server.
+/// A server without `check` as well: `down` holds until `up`,
+/// `stopping` or the end of a maintenance (HAProxy's `srv_set_stopped`,
+/// nothing checks it again).
 pub fn force_health(farm: &Farm, s: &ServerRt, h: Health, why: &str) -> Result<(), String> {
     if s.tracked.get().is_some() {
         return Err("cannot change health on a tracking server.".into());
     }
-    if h == Health::Down && !s.opts.check {
-        return Err("ebb cannot mark DOWN a server without 'check'.".into());
-    }
     s.check_streak.store(0, Ordering::Relaxed);
+    let full = s.opts.rise.max(1) + s.opts.fall.max(1) - 1;
+    let health = if h == Health::Down { 0 } else { full };
+    s.unchecked_health.store(health, Ordering::Relaxed);
     s.check_ok.store(h != Health::Down, Ordering::Relaxed);
     let why = || why.to_string();
     match h {
@@ -519,8 +521,9 @@ fn queued(s: &ServerRt) -> usize {
 /// and enabled), its agent (when enabled), and the server it tracks
 /// (HAProxy's tracking server goes down with it and comes up with it).
 fn views_up(s: &ServerRt) -> bool {
+    // (Without `check`, `check_ok` is what `set server health` forced.)
     let check =
-        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+        (s.opts.check && !s.check_on.load(Ordering::Relaxed)) || s.check_ok.load(Ordering::Relaxed);
     let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
     let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
     check && agent && tracked
