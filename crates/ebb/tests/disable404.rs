@@ -409,6 +409,86 @@ fn set_server_health_on_a_server_without_check() {
     }
 }
 
+/// A server-state file's operational states, restored as HAProxy 2.6
+/// restores them at start: 3 (stopping) is NOLB, for a server whose
+/// checks then find a 404 (`disable-on-404`) as for one without `check`,
+/// and 0 (stopped) DOWN with health 0, each with HAProxy's warning;
+/// with no usable server left, requests get 503. Before, ebb restored
+/// only the admin state, weight and address: all three came back UP.
+#[test]
+fn nolb_and_down_restored_from_a_server_state_file() {
+    let dir = scratch("state-nolb");
+    let file = dir.join("state");
+    let a = origin("a", Arc::new(AtomicU16::new(404)));
+    let port = a.port();
+    let line = |id: u32, name: &str, op: u32, health: u32| {
+        format!(
+            "3 b {id} {name} 127.0.0.1 {op} 0 1 1 100 1 0 {health} 0 0 0 0 - {port} - 0 0 - - 0\n"
+        )
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "1\n# be_id be_name srv_id srv_name ...\n{}{}{}",
+            line(1, "s", 3, 3),
+            line(2, "t", 3, 2),
+            line(3, "u", 0, 2)
+        ),
+    )
+    .unwrap();
+    let log = Syslog::new();
+    let la = log.addr();
+    let cfg = |sock: &Path, bind: &str| {
+        let be = format!(
+            "option httpchk GET /chk\n    http-check disable-on-404\n\
+             \x20   server s {a} check inter 1h\n    server t {a}\n    server u {a}\n"
+        );
+        fe_to_b(sock, la, bind, &be).replacen(
+            "defaults\n",
+            &format!(
+                "    server-state-file {}\ndefaults\n    load-server-state-from-file global\n",
+                file.display()
+            ),
+            1,
+        )
+    };
+    let check = |who: &str, sock: &Path, fe: SocketAddr| {
+        wait_until(&format!("{who}: s checked"), || {
+            stat_row(sock, "b", "s")
+                .get("check_status")
+                .is_some_and(|x| x == "L7OKC")
+        });
+        for (srv, status, op, health) in [
+            ("s", "NOLB", "3", None),
+            ("t", "NOLB", "3", Some("2")),
+            ("u", "DOWN", "0", Some("0")),
+        ] {
+            assert_eq!(stat_row(sock, "b", srv)["status"], status, "{who} {srv}");
+            let w = servers_state_line(sock, "b", srv);
+            assert_eq!(w[5], op, "{who} {srv}");
+            if let Some(h) = health {
+                assert_eq!(w[12], h, "{who} {srv}");
+            }
+        }
+        let mut c = Client::connect(fe);
+        c.send(b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        assert_eq!(c.read_resp().status, 503, "{who}");
+    };
+    let (e, sock) = ebb_with_admin("state-nolb", cfg);
+    for l in [
+        "Server b/s is stopping, changed from server-state after a reload. 2 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+        "Server b/t is stopping, changed from server-state after a reload. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+        "Server b/u is DOWN, changed from server-state after a reload. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+    ] {
+        assert!(e.wait_stderr(l, std::time::Duration::from_secs(30)).is_some(), "{l}");
+    }
+    check("ebb", &sock, e.addr());
+    drop(e);
+    if let Some((h, fe)) = haproxy_beside("state-nolb", cfg) {
+        check("haproxy", &h.sock, fe);
+    }
+}
+
 /// The word of HAProxy's line for a state: NOLB is "stopping".
 fn st_word(st: &str) -> &str {
     if st == "NOLB" {

@@ -400,6 +400,9 @@ pub(super) fn compile_servers(
         for s in &farm.servers {
             if let Some(st) = m.get(&s.name) {
                 crate::statefile::apply(s, st);
+                if let Some(w) = crate::statefile::apply_op(&farm, s, st) {
+                    warnings.push(w);
+                }
             }
         }
         for name in m.keys() {
