@@ -93,6 +93,15 @@ fn fe_to_b(sock: &Path, la: SocketAddr, bind: &str, be: &str) -> String {
     )
 }
 
+/// Waits for server `a`'s first check to pass.
+fn a_checked(sock: &Path) {
+    wait_until("a's first check", || {
+        stat_row(sock, "b", "a")
+            .get("check_status")
+            .is_some_and(|x| x == "L7OK")
+    });
+}
+
 /// `GET /x` on a new connection, with `Cookie: SRV=a` when `cookie`: the
 /// body (the origin's name and the path).
 fn body_of(fe: SocketAddr, cookie: bool) -> String {
@@ -289,11 +298,7 @@ fn set_server_health_forces_the_state_as_haproxy() {
         let Some((_keep, sock, _, who)) = side(hap, "health-cli", cfg) else {
             continue;
         };
-        wait_until("a's first check", || {
-            stat_row(&sock, "b", "a")
-                .get("check_status")
-                .is_some_and(|x| x == "L7OK")
-        });
+        a_checked(&sock);
         let set = |h: &str| {
             cli_cmd(&sock, &format!("set server b/a health {h}"))
                 .trim()
@@ -486,6 +491,60 @@ fn nolb_and_down_restored_from_a_server_state_file() {
     drop(e);
     if let Some((h, fe)) = haproxy_beside("state-nolb", cfg) {
         check("haproxy", &h.sock, fe);
+    }
+}
+
+/// The syslog level of a server's DOWN line: a notice from NOLB (or
+/// DRAIN), an alert from UP, as HAProxy 2.6's `srv_was_stopping`; the
+/// same for `going DOWN for maintenance`. Before, ebb sent every DOWN
+/// line as an alert.
+#[test]
+fn down_from_nolb_or_drain_is_a_notice() {
+    for hap in [false, true] {
+        let (a, b, log) = two_origins();
+        let la = log.addr();
+        let be = format!(
+            "option httpchk GET /chk\n\
+             \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n"
+        );
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, _, who)) = side(hap, "down-level", cfg) else {
+            continue;
+        };
+        a_checked(&sock);
+        // (local0: 16 * 8 + the level: 1 alert, 5 notice.)
+        for (cmds, needle, pri) in [
+            (
+                &["health stopping", "health down"][..],
+                "Server b/a is DOWN",
+                "<133>",
+            ),
+            (
+                &["health up", "health down"][..],
+                "Server b/a is DOWN",
+                "<129>",
+            ),
+            (
+                &["health up", "state drain", "state maint"][..],
+                "Server b/a is going DOWN",
+                "<133>",
+            ),
+            (
+                &["state ready", "state maint"][..],
+                "Server b/a is going DOWN",
+                "<129>",
+            ),
+        ] {
+            for c in cmds {
+                assert_eq!(
+                    cli_cmd(&sock, &format!("set server b/a {c}")).trim(),
+                    "",
+                    "{who} {c}"
+                );
+            }
+            let l = log.find(needle, |l| l.contains(needle));
+            assert!(l.starts_with(pri), "{who} {cmds:?}: {l}");
+        }
     }
 }
 
