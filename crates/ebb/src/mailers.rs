@@ -123,8 +123,9 @@ impl Alerts {
 
     /// Mails `line` (a check log line) if its event is mailed at this
     /// level.
-    pub fn note(&self, line: &str) {
-        let Some(level) = level_of(line) else {
+    pub fn note(&self, at: Option<u8>, line: &str) {
+        // (`at`: the level HAProxy gives the event, when not its words'.)
+        let Some(level) = level_of(line).map(|l| at.unwrap_or(l)) else {
             return;
         };
         if level > self.level {
@@ -170,9 +171,9 @@ impl Alerts {
 pub fn wrap(log: LogFn, alerts: Option<Arc<Alerts>>) -> LogFn {
     match alerts {
         None => log,
-        Some(a) => Arc::new(move |line: String| {
-            a.note(&line);
-            log(line)
+        Some(a) => Arc::new(move |level: Option<u8>, line: String| {
+            a.note(level, &line);
+            log(level, line)
         }),
     }
 }

@@ -609,7 +609,10 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         binds: bind_signature(&cfg),
         process: process_signature(&cfg),
         live: Arc::clone(&live),
-        checks: (pool.submitter(), Arc::new(|_b: &str, _l: String| {})),
+        checks: (
+            pool.submitter(),
+            Arc::new(|_b: &str, _lv: Option<u8>, _l: String| {}),
+        ),
         handle: rt.handle(),
     };
     // Health checks run on their own small pool, so a silent server never
@@ -624,10 +627,13 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let check_log: CheckLog = {
         let shared = Arc::clone(&shared);
         let be_loggers = Arc::new(be_loggers);
-        Arc::new(move |backend: &str, line: String| {
+        Arc::new(move |backend: &str, at: Option<u8>, line: String| {
             // HAProxy's levels: a server going down is an alert, the rest
-            // (coming up, `log-health-checks` lines) notices.
-            let level = if line.contains(" has no server available!") {
+            // (coming up, `log-health-checks` lines) notices, unless the
+            // event says otherwise.
+            let level = if let Some(l) = at {
+                l
+            } else if line.contains(" has no server available!") {
                 crate::log::LOG_EMERG
             } else if line.contains(" is DOWN") || line.contains(" is going DOWN") {
                 crate::log::LOG_ALERT
@@ -888,7 +894,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     .collect()
             });
             let rl = Arc::clone(&check_log);
-            let rlog: crate::resolvers::LogFn = Arc::new(move |b: &str, l: String| rl(b, l));
+            let rlog: crate::resolvers::LogFn = Arc::new(move |b: &str, l: String| rl(b, None, l));
             if let Err(e) = crate::resolvers::start(ctx, &resolvers_cfg, farms, rlog) {
                 eprintln!("ebb: cannot start the resolvers: {e}");
                 ctx.handle().hard_stop();
@@ -1114,7 +1120,7 @@ struct Reload {
 }
 
 /// Where health-check events go: (backend name, message).
-type CheckLog = Arc<dyn Fn(&str, String) + Send + Sync>;
+type CheckLog = Arc<dyn Fn(&str, Option<u8>, String) + Send + Sync>;
 
 /// Starts the health checks of every server backend.
 fn start_checks(
@@ -1139,7 +1145,8 @@ fn start_checks(
     for (b, s, inters) in &farms {
         let first: Vec<_> = dates.by_ref().take(inters.len()).collect();
         let (f, name) = (Arc::clone(log), b.name.clone());
-        let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
+        let log: crate::backend::check::LogFn =
+            Arc::new(move |lv: Option<u8>, l: String| f(&name, lv, l));
         let log = crate::mailers::wrap(log, crate::mailers::Alerts::new(&s.email_alert, handle));
         crate::backend::check::start(
             &s.farm,

@@ -55,6 +55,10 @@ pub struct SrvState {
     pub port: Option<u16>,
     pub admin: u32,
     pub weight: u32,
+    /// `srv_op_state`: 0 stopped, 1 starting, 2 running, 3 stopping.
+    pub op: u32,
+    /// `srv_check_health`.
+    pub health: u32,
 }
 
 impl SrvState {
@@ -153,7 +157,11 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
                     .map_err(|_| perr(no, format!("srv_addr '{a}' is not an address")))?,
             ),
         };
-        num(5, "srv_op_state")?;
+        let op = num(5, "srv_op_state")?;
+        if op > 3 {
+            return Err(perr(no, format!("srv_op_state {op} is not 0 to 3")));
+        }
+        let health = num(12, "srv_check_health")?;
         let admin = num(6, "srv_admin_state")?;
         let weight = num(7, "srv_uweight")?;
         if weight > 256 {
@@ -174,6 +182,8 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
                 port,
                 admin,
                 weight,
+                op,
+                health,
             },
         );
         if prev.is_some() {
@@ -274,7 +284,8 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     let (rise, fall) = (s.opts.rise.max(1), s.opts.fall.max(1));
                     let streak = s.check_streak.load(Ordering::Relaxed);
                     match (checked, s.check_ok.load(Ordering::Relaxed)) {
-                        (false, _) => rise,
+                        // Unchecked: what `set server health` forced.
+                        (false, _) => s.unchecked_health.load(Ordering::Relaxed),
                         (true, true) => (rise + fall - 1).saturating_sub(streak),
                         (true, false) => streak,
                     }
@@ -341,6 +352,48 @@ pub fn apply(s: &ServerRt, st: &SrvState) {
         s.admin.store(st.admin_state(), Ordering::Relaxed);
     }
     s.weight.store(st.weight, Ordering::Relaxed);
+}
+
+/// Applies a saved operational state as HAProxy 2.6 does at start
+/// (`srv_state_srv_update`): stopped (DOWN, health 0) and stopping
+/// (NOLB, health kept between `rise` and `rise + fall - 2`, else
+/// `rise`; with `fall 1`, which has no NOLB, DOWN); running and
+/// starting leave the server as it starts. Returns HAProxy's line for the change, a warning.
+pub fn apply_op(farm: &Farm, s: &ServerRt, st: &SrvState) -> Option<String> {
+    let (rise, fall) = (s.opts.rise.max(1), s.opts.fall.max(1));
+    let down = match st.op {
+        0 => true,
+        3 => fall == 1,
+        _ => return None,
+    };
+    let health = if down {
+        0
+    } else if st.health < rise || st.health > rise + fall - 2 {
+        rise
+    } else {
+        st.health
+    };
+    s.unchecked_health.store(health, Ordering::Relaxed);
+    s.check_ok.store(!down, Ordering::Relaxed);
+    s.check_streak.store(0, Ordering::Relaxed);
+    if down {
+        s.up.store(false, Ordering::Relaxed);
+    } else {
+        s.stopping.store(true, Ordering::Relaxed);
+    }
+    let (act, bck) = farm.usable_counts();
+    let head = format!(
+        "{}Server {}/{} is {}, changed from server-state after a reload.",
+        s.backup_word(),
+        farm.name,
+        s.name,
+        if down { "DOWN" } else { "stopping" }
+    );
+    Some(if down {
+        format!("{head} {act} active and {bck} backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.")
+    } else {
+        format!("{head} {act} active and {bck} backup servers online. 0 sessions requeued, 0 total in queue.")
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
@@ -57,6 +57,49 @@ fn origin(name: &'static str, chk: Arc<AtomicU16>) -> SocketAddr {
         }
     });
     a
+}
+
+/// HAProxy (`hap`, if installed) or ebb running `cfg`: what keeps it
+/// running, its admin socket, its frontend and its name.
+fn side(
+    hap: bool,
+    name: &str,
+    cfg: impl Fn(&Path, &str) -> String,
+) -> Option<(Box<dyn std::any::Any>, PathBuf, SocketAddr, &'static str)> {
+    if hap {
+        let (h, fe) = haproxy_beside(name, cfg)?;
+        let s = h.sock.clone();
+        Some((Box::new(h), s, fe, "haproxy"))
+    } else {
+        let (e, s) = ebb_with_admin(name, cfg);
+        let fe = e.addr();
+        Some((Box::new(e), s, fe, "ebb"))
+    }
+}
+
+/// Origins `a` and `b` whose checks pass, and a log receiver.
+fn two_origins() -> (SocketAddr, SocketAddr, Syslog) {
+    let a = origin("a", Arc::new(AtomicU16::new(200)));
+    let b = origin("b", Arc::new(AtomicU16::new(200)));
+    (a, b, Syslog::new())
+}
+
+/// A configuration logging to `la` whose `fe` uses backend `b`, `be`
+/// its lines (after the first's indentation).
+fn fe_to_b(sock: &Path, la: SocketAddr, bind: &str, be: &str) -> String {
+    format!(
+        "{}listen fe\n    bind {bind}\n    use_backend b\nbackend b\n    {be}",
+        logged_head(sock, la, "http")
+    )
+}
+
+/// Waits for server `a`'s first check to pass.
+fn a_checked(sock: &Path) {
+    wait_until("a's first check", || {
+        stat_row(sock, "b", "a")
+            .get("check_status")
+            .is_some_and(|x| x == "L7OK")
+    });
 }
 
 /// `GET /x` on a new connection, with `Cookie: SRV=a` when `cookie`: the
@@ -129,18 +172,9 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
                 logged_head(sock, la, "http")
             )
         };
-        let (_keep, sock, fe): (Box<dyn std::any::Any>, _, _) = if hap {
-            let Some((h, fe)) = haproxy_beside("disable404", cfg) else {
-                continue;
-            };
-            let s = h.sock.clone();
-            (Box::new(h), s, fe)
-        } else {
-            let (e, s) = ebb_with_admin("disable404", cfg);
-            let fe = e.addr();
-            (Box::new(e), s, fe)
+        let Some((_keep, sock, fe, who)) = side(hap, "disable404", cfg) else {
+            continue;
         };
-        let who = if hap { "haproxy" } else { "ebb" };
         wait_until("a and b checked UP", || {
             ["a", "b"].iter().all(|s| {
                 let r = stat_row(&sock, "b", s);
@@ -252,36 +286,19 @@ fn disable_on_404_takes_no_argument() {
 #[test]
 fn set_server_health_forces_the_state_as_haproxy() {
     for hap in [false, true] {
-        let a = origin("a", Arc::new(AtomicU16::new(200)));
-        let b = origin("b", Arc::new(AtomicU16::new(200)));
-        let log = Syslog::new();
+        let (a, b, log) = two_origins();
         let la = log.addr();
-        let cfg = |sock: &Path, bind: &str| {
-            format!(
-                "{}listen fe\n    bind {bind}\n    use_backend b\n\
-                 backend b\n    option httpchk GET /chk\n\
-                 \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
-                 \x20   server bk {b} check inter 1h backup\n\
-                 backend b2\n    server t {b} track b/a\n",
-                logged_head(sock, la, "http")
-            )
+        let be = format!(
+            "option httpchk GET /chk\n\
+             \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n\
+             \x20   server bk {b} check inter 1h backup\n\
+             backend b2\n    server t {b} track b/a\n"
+        );
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, _, who)) = side(hap, "health-cli", cfg) else {
+            continue;
         };
-        let (_keep, sock): (Box<dyn std::any::Any>, _) = if hap {
-            let Some((h, _)) = haproxy_beside("health-cli", cfg) else {
-                continue;
-            };
-            let s = h.sock.clone();
-            (Box::new(h), s)
-        } else {
-            let (e, s) = ebb_with_admin("health-cli", cfg);
-            (Box::new(e), s)
-        };
-        let who = if hap { "haproxy" } else { "ebb" };
-        wait_until("a's first check", || {
-            stat_row(&sock, "b", "a")
-                .get("check_status")
-                .is_some_and(|x| x == "L7OK")
-        });
+        a_checked(&sock);
         let set = |h: &str| {
             cli_cmd(&sock, &format!("set server b/a health {h}"))
                 .trim()
@@ -342,6 +359,192 @@ fn set_server_health_forces_the_state_as_haproxy() {
             "cannot change health on a tracking server.",
             "{who}"
         );
+    }
+}
+
+/// `set server B/S health down` on a server without `check` (HAProxy
+/// 2.6 takes it): DOWN with HAProxy's line and health 0 in the state
+/// file, requests going to the other server; `up` gives it full health
+/// (`rise + fall - 1`); leaving a maintenance takes it UP (`no check`)
+/// with its health as it was. Before, ebb refused `down` there.
+#[test]
+fn set_server_health_on_a_server_without_check() {
+    for hap in [false, true] {
+        let (a, b, log) = two_origins();
+        let la = log.addr();
+        let be = format!("server a {a}\n    server b {b}\n");
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, fe, who)) = side(hap, "health-nocheck", cfg) else {
+            continue;
+        };
+        let cmd = |c: &str| cli_cmd(&sock, c).trim().to_string();
+        let status = || stat_row(&sock, "b", "a")["status"].clone();
+        let health = || servers_state_line(&sock, "b", "a")[12].clone();
+        assert_eq!(cmd("set server b/a health down"), "", "{who}");
+        assert_eq!((status(), health()), ("DOWN".into(), "0".into()), "{who}");
+        assert_eq!(
+            log_text(&log, "Server b/a is DOWN"),
+            "Server b/a is DOWN, changed from CLI. 1 active and 0 backup servers left. \
+             0 sessions active, 0 requeued, 0 remaining in queue.",
+            "{who}"
+        );
+        for _ in 0..3 {
+            assert!(body_of(fe, false).starts_with('b'), "{who}");
+        }
+        assert_eq!(cmd("set server b/a health up"), "", "{who}");
+        assert_eq!(
+            (status(), health()),
+            ("no check".into(), "4".into()),
+            "{who}"
+        );
+        assert_eq!(
+            log_text(&log, "Server b/a is UP"),
+            "Server b/a is UP, changed from CLI. 2 active and 0 backup servers online. \
+             0 sessions requeued, 0 total in queue.",
+            "{who}"
+        );
+        assert_eq!(cmd("set server b/a health down"), "", "{who}");
+        assert_eq!(cmd("set server b/a state maint"), "", "{who}");
+        assert_eq!(cmd("set server b/a state ready"), "", "{who}");
+        assert_eq!(
+            (status(), health()),
+            ("no check".into(), "0".into()),
+            "{who}"
+        );
+    }
+}
+
+/// A server-state file's operational states, restored as HAProxy 2.6
+/// restores them at start: 3 (stopping) is NOLB, for a server whose
+/// checks then find a 404 (`disable-on-404`) as for one without `check`,
+/// and 0 (stopped) DOWN with health 0, each with HAProxy's warning;
+/// with no usable server left, requests get 503. Before, ebb restored
+/// only the admin state, weight and address: all three came back UP.
+#[test]
+fn nolb_and_down_restored_from_a_server_state_file() {
+    let dir = scratch("state-nolb");
+    let file = dir.join("state");
+    let a = origin("a", Arc::new(AtomicU16::new(404)));
+    let port = a.port();
+    let line = |id: u32, name: &str, op: u32, health: u32| {
+        format!(
+            "3 b {id} {name} 127.0.0.1 {op} 0 1 1 100 1 0 {health} 0 0 0 0 - {port} - 0 0 - - 0\n"
+        )
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "1\n# be_id be_name srv_id srv_name ...\n{}{}{}",
+            line(1, "s", 3, 3),
+            line(2, "t", 3, 2),
+            line(3, "u", 0, 2)
+        ),
+    )
+    .unwrap();
+    let log = Syslog::new();
+    let la = log.addr();
+    let cfg = |sock: &Path, bind: &str| {
+        let be = format!(
+            "option httpchk GET /chk\n    http-check disable-on-404\n\
+             \x20   server s {a} check inter 1h\n    server t {a}\n    server u {a}\n"
+        );
+        fe_to_b(sock, la, bind, &be).replacen(
+            "defaults\n",
+            &format!(
+                "    server-state-file {}\ndefaults\n    load-server-state-from-file global\n",
+                file.display()
+            ),
+            1,
+        )
+    };
+    let check = |who: &str, sock: &Path, fe: SocketAddr| {
+        wait_until(&format!("{who}: s checked"), || {
+            stat_row(sock, "b", "s")
+                .get("check_status")
+                .is_some_and(|x| x == "L7OKC")
+        });
+        for (srv, status, op, health) in [
+            ("s", "NOLB", "3", None),
+            ("t", "NOLB", "3", Some("2")),
+            ("u", "DOWN", "0", Some("0")),
+        ] {
+            assert_eq!(stat_row(sock, "b", srv)["status"], status, "{who} {srv}");
+            let w = servers_state_line(sock, "b", srv);
+            assert_eq!(w[5], op, "{who} {srv}");
+            if let Some(h) = health {
+                assert_eq!(w[12], h, "{who} {srv}");
+            }
+        }
+        let mut c = Client::connect(fe);
+        c.send(b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        assert_eq!(c.read_resp().status, 503, "{who}");
+    };
+    let (e, sock) = ebb_with_admin("state-nolb", cfg);
+    for l in [
+        "Server b/s is stopping, changed from server-state after a reload. 2 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+        "Server b/t is stopping, changed from server-state after a reload. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.",
+        "Server b/u is DOWN, changed from server-state after a reload. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+    ] {
+        assert!(e.wait_stderr(l, std::time::Duration::from_secs(30)).is_some(), "{l}");
+    }
+    check("ebb", &sock, e.addr());
+    drop(e);
+    if let Some((h, fe)) = haproxy_beside("state-nolb", cfg) {
+        check("haproxy", &h.sock, fe);
+    }
+}
+
+/// The syslog level of a server's DOWN line: a notice from NOLB (or
+/// DRAIN), an alert from UP, as HAProxy 2.6's `srv_was_stopping`; the
+/// same for `going DOWN for maintenance`. Before, ebb sent every DOWN
+/// line as an alert.
+#[test]
+fn down_from_nolb_or_drain_is_a_notice() {
+    for hap in [false, true] {
+        let (a, b, log) = two_origins();
+        let la = log.addr();
+        let be = format!(
+            "option httpchk GET /chk\n\
+             \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n"
+        );
+        let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
+        let Some((_keep, sock, _, who)) = side(hap, "down-level", cfg) else {
+            continue;
+        };
+        a_checked(&sock);
+        // (local0: 16 * 8 + the level: 1 alert, 5 notice.)
+        for (cmds, needle, pri) in [
+            (
+                &["health stopping", "health down"][..],
+                "Server b/a is DOWN",
+                "<133>",
+            ),
+            (
+                &["health up", "health down"][..],
+                "Server b/a is DOWN",
+                "<129>",
+            ),
+            (
+                &["health up", "state drain", "state maint"][..],
+                "Server b/a is going DOWN",
+                "<133>",
+            ),
+            (
+                &["state ready", "state maint"][..],
+                "Server b/a is going DOWN",
+                "<129>",
+            ),
+        ] {
+            for c in cmds {
+                assert_eq!(
+                    cli_cmd(&sock, &format!("set server b/a {c}")).trim(),
+                    "",
+                    "{who} {c}"
+                );
+            }
+            let l = log.find(needle, |l| l.contains(needle));
+            assert!(l.starts_with(pri), "{who} {cmds:?}: {l}");
+        }
     }
 }
 

@@ -111,3 +111,56 @@ fn dynamic_cookie_commands_as_haproxy() {
         assert_eq!(ebb, hap);
     }
 }
+
+/// Servers whose dynamic cookies are equal (same address and port, one
+/// key): HAProxy 2.6 warns at start, once for each earlier server out
+/// of maintenance with the same value (`t`: `s`; `v`: `s` and `t`; the
+/// `disabled` `u` is skipped both ways), with the backend's name. ebb
+/// writes the same warnings as HAProxy's `-c` does. Before, ebb said
+/// nothing.
+#[test]
+fn equal_dynamic_cookies_are_warned_of_at_start() {
+    let cfg = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+               frontend fe\n    bind BIND\n    default_backend b\n\
+               backend b\n    cookie SRV insert dynamic\n    dynamic-cookie-key abc\n\
+               \x20   server s 127.0.0.1:9\n    server t 127.0.0.1:9\n\
+               \x20   server u 127.0.0.1:9 disabled\n    server v 127.0.0.1:9\n\
+               \x20   server w 127.0.0.2:9\n";
+    let text = "We generated two equal cookies for two different servers.";
+    let e = Ebb::start(cfg);
+    assert!(e
+        .wait_stderr(
+            "Please change the secret key for 'b'.",
+            std::time::Duration::from_secs(30)
+        )
+        .is_some());
+    let got = e
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(text))
+        .count();
+    assert_eq!(got, 3);
+    if have("haproxy") {
+        let dir = scratch("dyncookie-dup");
+        let f = dir.join("h.cfg");
+        std::fs::write(
+            &f,
+            cfg.replace("BIND", &format!("127.0.0.1:{}", free_port())),
+        )
+        .unwrap();
+        let o = std::process::Command::new("haproxy")
+            .args(["-c", "-f"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.matches(text).count(), 3, "{err}");
+        assert_eq!(
+            err.matches("Please change the secret key for 'b'.").count(),
+            3,
+            "{err}"
+        );
+    }
+}

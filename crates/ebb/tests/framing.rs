@@ -449,6 +449,18 @@ fn read_until_end(s: &mut TcpStream, end: &[u8]) -> Vec<u8> {
     got
 }
 
+/// Two `GET /` on one connection to `a`: what came for each, read until
+/// it ends with `end` (or the connection closed).
+fn get_twice(a: SocketAddr, end: &[u8]) -> Vec<Vec<u8>> {
+    let mut s = TcpStream::connect(a).unwrap();
+    (0..2)
+        .map(|_| {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+            read_until_end(&mut s, end)
+        })
+        .collect()
+}
+
 /// An answer whose lines end with a lone LF, after an interim 103 whose
 /// lines do too, is taken as HAProxy 2.6 takes it (RFC 9112 §2.2 MAY),
 /// and both heads reach the client written again with CRLF only: never a
@@ -462,11 +474,8 @@ fn bare_lf_answer_heads_taken_and_written_with_crlf() {
     );
     let (_e, _hap, addrs) = forwarders(origin, "framing-barelf-hap");
     for (who, a) in addrs {
-        let mut s = TcpStream::connect(a).unwrap();
-        for round in 0..2 {
-            s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
-            let got = read_until_end(&mut s, b"\r\n\r\nok");
-            let text = String::from_utf8_lossy(&got);
+        for (round, got) in get_twice(a, b"\r\n\r\nok").iter().enumerate() {
+            let text = String::from_utf8_lossy(got);
             assert!(got.ends_with(b"\r\n\r\nok"), "{who} {round}: {text:?}");
             assert!(text.starts_with("HTTP/1.1 103 "), "{who}: {text:?}");
             assert!(text.contains("HTTP/1.1 200 OK\r\n"), "{who}: {text:?}");
@@ -477,6 +486,50 @@ fn bare_lf_answer_heads_taken_and_written_with_crlf() {
                 assert!(text.contains("\r\nX-A: b\r\n"), "{text:?}");
             }
         }
+    }
+}
+
+/// A chunked answer whose size lines (one with an extension), the line
+/// ends after the chunks' data, the trailer line and the last line end
+/// with a lone LF is taken, as HAProxy 2.6 takes it (`h1_parse_chunk_size`,
+/// `h1_skip_chunk_crlf`), twice on one connection; ebb writes it again
+/// with CRLF only (canonical chunks, the trailer kept). A request framed
+/// so stays a 400 from ebb (its lines keep CRLF, as its head's), where
+/// HAProxy forwards it. Before, the answer was a 502.
+#[test]
+fn bare_lf_chunk_lines_of_answers_taken_and_written_with_crlf() {
+    let origin = origin(
+        answer_each,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\nhello\n3;x=y\nabc\r\n0\nX-T: 1\n\n",
+    );
+    let (_e, _hap, addrs) = forwarders(origin, "framing-chunklf-hap");
+    for (who, a) in addrs {
+        for (round, got) in get_twice(a, b"1\r\n\r\n").iter().enumerate() {
+            let text = String::from_utf8_lossy(got);
+            assert!(text.starts_with("HTTP/1.1 200 "), "{who} {round}: {text:?}");
+            let (_, body) = text.split_once("\r\n\r\n").unwrap();
+            let mut dec = String::new();
+            let mut rest = body;
+            while let Some((size, after)) = rest.split_once("\r\n") {
+                let n = usize::from_str_radix(size, 16).unwrap();
+                if n == 0 {
+                    assert_eq!(after.to_ascii_lowercase(), "x-t: 1\r\n\r\n", "{who}");
+                    break;
+                }
+                dec.push_str(&after[..n]);
+                rest = after[n..].strip_prefix("\r\n").unwrap();
+            }
+            assert_eq!(dec, "helloabc", "{who} {round}: {text:?}");
+            let lone = got.windows(2).any(|w| w[1] == b'\n' && w[0] != b'\r');
+            assert!(!lone, "{who}: a lone LF reached the client: {text:?}");
+        }
+        let (status, ..) = exchange(
+            a,
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\n0\n\n",
+        );
+        let want = if who == "ebb" { 400 } else { 200 };
+        assert_eq!(status, want, "{who}");
     }
 }
 

@@ -1152,6 +1152,23 @@ fn statuses(text: &str) -> Vec<u16> {
         .collect()
 }
 
+/// `GET /t` from an HTTP/1.1 client with `TE: trailers`, then without:
+/// each answer's head (lowercased) and body, and the whole, a 200 each.
+fn h1_answers_with_and_without_te(s: &Side) -> Vec<(String, String, String)> {
+    let mut v = Vec::new();
+    for te in ["TE: trailers\r\n", ""] {
+        let out = raw_exchange(
+            s.h1,
+            &format!("GET /t HTTP/1.1\r\nHost: x\r\n{te}Connection: close\r\n\r\n"),
+            b"",
+        );
+        assert_eq!(statuses(&out), [200], "{}: {out}", s.name);
+        let (head, rest) = out.split_once("\r\n\r\n").unwrap();
+        v.push((head.to_ascii_lowercase(), rest.to_string(), out.clone()));
+    }
+    v
+}
+
 /// gRPC-style trailers from the server (`grpc-status`, `grpc-message`
 /// after the DATA): an HTTP/1.1 client gets them as the last chunk's
 /// trailers, with or without `TE: trailers`, an HTTP/2 client as a
@@ -1160,17 +1177,9 @@ fn statuses(text: &str) -> Vec<u16> {
 fn server_trailers_reach_http1_and_http2_clients() {
     let want = "5\r\nhello\r\n0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n";
     for s in &sides("trailers", "", "60s", "") {
-        for te in ["TE: trailers\r\n", ""] {
-            let out = raw_exchange(
-                s.h1,
-                &format!("GET /t HTTP/1.1\r\nHost: x\r\n{te}Connection: close\r\n\r\n"),
-                b"",
-            );
-            assert_eq!(statuses(&out), [200], "{}: {out}", s.name);
-            let (head, rest) = out.split_once("\r\n\r\n").unwrap();
+        for (head, rest, out) in h1_answers_with_and_without_te(s) {
             assert!(
-                head.to_ascii_lowercase()
-                    .contains("transfer-encoding: chunked"),
+                head.contains("transfer-encoding: chunked"),
                 "{}: {out}",
                 s.name
             );
@@ -1191,6 +1200,58 @@ fn server_trailers_reach_http1_and_http2_clients() {
             );
             assert!(out.contains("hello"), "{}: {out}", s.name);
         }
+    }
+}
+
+/// Trailers after a body the server framed by `content-length`
+/// (`lentrailers`: 200 `content-length: 5`, DATA "hello", trailers
+/// `x-sum: 42`): an HTTP/2 client gets the length, the DATA and the
+/// trailers (a HEADERS frame ending the stream), an HTTP/1.1 client the
+/// length and the body without trailers (HTTP/1.1 carries them only
+/// after chunks), through ebb as through HAProxy 2.6 beside. Before, the
+/// HTTP/2 client got no trailers from ebb (its lane carried the body by
+/// its length).
+#[test]
+fn trailers_after_a_length_reach_http2_clients() {
+    let mut bytes = Vec::new();
+    for s in &sides("lentrailers", "", "60s", "") {
+        for (head, rest, out) in h1_answers_with_and_without_te(s) {
+            assert!(head.contains("content-length: 5"), "{}: {out}", s.name);
+            assert!(!head.contains("transfer-encoding"), "{}: {out}", s.name);
+            assert_eq!(rest, "hello", "{}", s.name);
+        }
+        if have("nghttp") {
+            // Two streams on one connection: the second after the first's
+            // trailers.
+            let out = nghttp(s.h2, &[], &["/t2", "/t3"]);
+            assert_eq!(
+                nghttp_fields(&out),
+                [
+                    ":status: 200",
+                    "content-length: 5",
+                    "x-sum: 42",
+                    ":status: 200",
+                    "content-length: 5",
+                    "x-sum: 42"
+                ],
+                "{}: {out}",
+                s.name
+            );
+            assert_eq!(out.matches("hello").count(), 2, "{}: {out}", s.name);
+            // `%B`: HAProxy's count of the head with its length, the
+            // body and the trailers.
+            let (status, b, term) = s.logged_bytes("/t3 ");
+            assert_eq!(
+                (status.as_str(), term.as_str()),
+                ("200", "----"),
+                "{}",
+                s.name
+            );
+            bytes.push(b);
+        }
+    }
+    if let [ebb, haproxy] = &bytes[..] {
+        assert_eq!(ebb, haproxy, "%B of ebb, HAProxy");
     }
 }
 

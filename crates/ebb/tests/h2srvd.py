@@ -23,6 +23,8 @@ MODE:
            the connection closes with it unanswered
   len      every answer is 200 `content-length: 5`, DATA "hello"
   lenlist  every answer is 200 `content-length: 5, 5`, DATA "hello"
+  lentrailers  every answer is 200 `content-length: 5`, DATA "hello",
+           then trailers `x-sum: 42` (END_STREAM)
   headlenlist  as headlen, `content-length: 5, 5`
   headlen  every answer is 200 `content-length: 5` with END_STREAM (what
            a server answers a HEAD)
@@ -355,6 +357,12 @@ def serve(conn, mode):
                     conn.sendall(
                         frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5"))
                         + frame(0, 1, stream, b"hello")
+                    )
+                elif mode == "lentrailers":
+                    conn.sendall(
+                        frame(1, 4, stream, b"\x88" + lit(b"content-length", b"5"))
+                        + frame(0, 0, stream, b"hello")
+                        + frame(1, 5, stream, lit(b"x-sum", b"42"))
                     )
                 elif mode == "lenlist":
                     conn.sendall(

@@ -460,7 +460,9 @@ impl AgentTask {
                 let v = apply(&farm, &s, out, took);
                 let healthy = s.agent.healthy.load(Ordering::Relaxed);
                 if self.log_checks && (v.st != before || was_healthy != healthy) {
-                    (self.log)(format!(
+                    (self.log)(
+                        None,
+                        format!(
                         "Agent check for {}server {}/{} {}, reason: {}, check duration: {}ms, status: 1/1 {}.",
                         if s.opts.backup { "backup " } else { "" },
                         s.backend,

@@ -60,6 +60,7 @@ pub fn new_server(
         check_on: AtomicBool::new(opts.check),
         check_ok: AtomicBool::new(true),
         check_streak: AtomicU32::new(0),
+        unchecked_health: AtomicU32::new(opts.rise.max(1)),
         agent: agent::AgentRt::new(&opts),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
         up: AtomicBool::new(true),
@@ -180,6 +181,10 @@ pub struct ServerRt {
     /// The health check's streak: failures while `check_ok`, successes
     /// while not (the stats' `UP 2/3` going down, `DOWN 1/2` going up).
     pub check_streak: AtomicU32,
+    /// A server without `check`: HAProxy's health counter (the state
+    /// file's `srv_check_health`), `rise` until `set server B/S health`
+    /// sets it full (`rise + fall - 1`: up, stopping) or to 0 (down).
+    pub unchecked_health: AtomicU32,
     /// The agent check (`agent-check`) and its state.
     pub agent: agent::AgentRt,
     /// When it last came UP (slowstart).

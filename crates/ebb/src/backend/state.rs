@@ -119,6 +119,9 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     }
     let was = s.usable();
     let in_force = s.admin_state();
+    // HAProxy's `srv_was_stopping`: into maintenance from NOLB or DRAIN
+    // is a notice, not an alert.
+    let was_stopping = (s.up.load(Ordering::Relaxed) && s.nolb()) || in_force == ADMIN_DRAIN;
     let was_maint = s.in_maint();
     let before = s.admin.swap(state, Ordering::Relaxed);
     if state == ADMIN_MAINT {
@@ -140,8 +143,9 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {
         let (act, bck) = farm.usable_counts();
-        check::log_event(
+        check::log_event_at(
             farm,
+            was_stopping.then_some(crate::log::LOG_NOTICE),
             format!(
                 "{}Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
                 s.backup_word(),
@@ -299,6 +303,10 @@ pub(crate) fn maint_checks(farm: &Farm, s: &ServerRt, was: bool) {
         };
         s.check_ok.store(ok, Ordering::Relaxed);
         s.check_streak.store(streak, Ordering::Relaxed);
+    } else if !s.opts.check && !now {
+        // Unchecked, a server leaving maintenance is UP (HAProxy's
+        // `srv_update_status`), whatever `set server health` forced.
+        s.check_ok.store(true, Ordering::Relaxed);
     }
     if !now {
         check::settle_up(farm, s);

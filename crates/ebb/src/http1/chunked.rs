@@ -19,6 +19,9 @@
 //! limited in count per chunk and per body, CRLF (never a bare LF) after the
 //! size line and after the data, trailer lines validated like header lines
 //! and bounded, and no Content-Length, Transfer-Encoding or Host in trailers.
+//! An answer's decoder ([`ChunkedDecoder::answer`]) also takes a lone LF
+//! where CRLF belongs, as HAProxy 2.6 does (RFC 9112 §2.2 lets a recipient
+//! do so); the recoder then writes CRLF, so no lone LF goes on.
 //! In decoding mode the trailers are checked and dropped (RFC 9110 §6.5.1
 //! lets a recipient discard them); in pass-through mode they go out with the
 //! rest of the bytes.
@@ -123,6 +126,8 @@ pub struct ChunkedDecoder {
     /// Return from `decode` when the last chunk's size line is read, so a
     /// re-encoder knows where the trailer section starts.
     stop_at_trailers: bool,
+    /// A lone LF may end a line (an answer's body): see the module doc.
+    bare_lf: bool,
 }
 
 impl Default for ChunkedDecoder {
@@ -150,6 +155,17 @@ impl ChunkedDecoder {
             name_len: 0,
             limits,
             stop_at_trailers: false,
+            bare_lf: false,
+        }
+    }
+
+    /// A decoder of an answer's body: a lone LF may end its size lines,
+    /// the CRLF after each chunk's data, its trailer lines and its last
+    /// line (HAProxy 2.6 takes them; requests keep CRLF).
+    pub fn answer() -> Self {
+        ChunkedDecoder {
+            bare_lf: true,
+            ..ChunkedDecoder::default()
         }
     }
 
@@ -165,9 +181,10 @@ impl ChunkedDecoder {
 
     /// Back to the start of a new body (same limits).
     pub fn reset(&mut self) {
-        let stop = self.stop_at_trailers;
+        let (stop, lf) = (self.stop_at_trailers, self.bare_lf);
         *self = ChunkedDecoder::new(self.limits);
         self.stop_at_trailers = stop;
+        self.bare_lf = lf;
     }
 
     /// Whether the last chunk was read: what `decode` consumes from now on
@@ -277,6 +294,7 @@ impl ChunkedDecoder {
                         b';' => self.state = State::Ext,
                         b' ' | b'\t' => self.state = State::SizeWs,
                         b'\r' => self.state = State::SizeLf,
+                        b'\n' if self.bare_lf => self.size_line_end(),
                         _ => return Err(HttpError::BadChunkSize),
                     }
                 }
@@ -288,6 +306,7 @@ impl ChunkedDecoder {
             },
             State::Ext => match b {
                 b'\r' => self.state = State::SizeLf,
+                b'\n' if self.bare_lf => self.size_line_end(),
                 b if is_field_value_byte(b) => self.count_ext()?,
                 _ => return Err(HttpError::BadChunkSize),
             },
@@ -295,22 +314,13 @@ impl ChunkedDecoder {
                 if b != b'\n' {
                     return Err(HttpError::BadChunkSize);
                 }
-                if self.size == 0 {
-                    self.state = State::TrailerStart;
-                } else {
-                    self.state = State::Data {
-                        remaining: self.size,
-                    };
-                }
-                self.size = 0;
-                self.ext_len = 0;
+                self.size_line_end();
             }
-            State::DataCr => {
-                if b != b'\r' {
-                    return Err(HttpError::BadChunkEnd);
-                }
-                self.state = State::DataLf;
-            }
+            State::DataCr => match b {
+                b'\r' => self.state = State::DataLf,
+                b'\n' if self.bare_lf => self.state = State::Size { digits: 0 },
+                _ => return Err(HttpError::BadChunkEnd),
+            },
             State::DataLf => {
                 if b != b'\n' {
                     return Err(HttpError::BadChunkEnd);
@@ -321,6 +331,8 @@ impl ChunkedDecoder {
                 self.count_trailer()?;
                 if b == b'\r' {
                     self.state = State::EndLf;
+                } else if b == b'\n' && self.bare_lf {
+                    self.state = State::Done;
                 } else if is_tchar(b) {
                     self.name_len = 0;
                     self.push_name(b);
@@ -351,6 +363,8 @@ impl ChunkedDecoder {
                 self.count_trailer()?;
                 if b == b'\r' {
                     self.state = State::TrailerLf;
+                } else if b == b'\n' && self.bare_lf {
+                    self.state = State::TrailerStart;
                 } else if !is_field_value_byte(b) {
                     return Err(HttpError::BadTrailer);
                 } else if b == b' ' || b == b'\t' {
@@ -378,6 +392,20 @@ impl ChunkedDecoder {
             State::Data { .. } | State::Done | State::Failed(_) => {}
         }
         Ok(())
+    }
+
+    /// The end of a size line: the chunk's data next, or the trailers.
+    #[inline]
+    fn size_line_end(&mut self) {
+        self.state = if self.size == 0 {
+            State::TrailerStart
+        } else {
+            State::Data {
+                remaining: self.size,
+            }
+        };
+        self.size = 0;
+        self.ext_len = 0;
     }
 
     #[inline]
@@ -480,10 +508,28 @@ impl Default for ChunkedRecoder {
 }
 
 impl ChunkedRecoder {
+    /// A recoder of an answer's body ([`ChunkedDecoder::answer`]).
+    pub fn answer() -> Self {
+        let mut r = ChunkedRecoder::default();
+        r.dec.bare_lf = true;
+        r
+    }
+
     /// Reads what of the body `input` holds and appends its canonical form
     /// to `out`. Returns the input bytes consumed and whether the body
     /// (trailers included) is complete; bytes after its end are left.
     pub fn recode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), HttpError> {
+        self.recode_with(input, out, |_| {})
+    }
+
+    /// [`ChunkedRecoder::recode`], giving `each` every piece of data as
+    /// it goes (an answer being stored in a cache).
+    pub fn recode_with(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<(usize, bool), HttpError> {
         let mut pos = 0;
         loop {
             let trailers = self.dec.in_trailers();
@@ -501,11 +547,22 @@ impl ChunkedRecoder {
                     .extend_from_slice(&input[pos..pos + d.consumed]);
                 if d.done {
                     out.extend_from_slice(b"0\r\n");
-                    out.append(&mut self.trailers);
+                    if self.dec.bare_lf {
+                        // Each line ends with CRLF as it goes on.
+                        for line in self.trailers.split_inclusive(|&b| b == b'\n') {
+                            let text = line.strip_suffix(b"\n").unwrap_or(line);
+                            out.extend_from_slice(text.strip_suffix(b"\r").unwrap_or(text));
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        self.trailers.clear();
+                    } else {
+                        out.append(&mut self.trailers);
+                    }
                 }
             } else if !d.data.is_empty() {
                 let data = &input[pos + d.data.start..pos + d.data.end];
                 self.data += data.len() as u64;
+                each(data);
                 out.extend_from_slice(ChunkHeader::new(data.len() as u64).as_ref());
                 out.extend_from_slice(data);
                 out.extend_from_slice(CHUNK_END);

@@ -1239,6 +1239,42 @@ fn chunked_byte_at_a_time_matches_whole() {
     assert_eq!(d.decode(b"xyz").unwrap().consumed, 0);
 }
 
+/// A lone LF where CRLF belongs: refused in a request's body, taken in
+/// an answer's (whole or a byte at a time), and the recoder writes CRLF.
+#[test]
+fn chunked_bare_lf_only_in_answers() {
+    let body: &[u8] = b"5\nhello\n3;e=1\nabc\r\n0\nX-T: 1\nY: 2\r\n\nNEXT";
+    assert!(decode_all(body).is_err());
+    let mut d = ChunkedDecoder::answer();
+    let mut out = Vec::new();
+    let (used, done) = d.decode_to_vec(body, &mut out).unwrap();
+    assert_eq!(
+        (out.as_slice(), done, &body[used..]),
+        (&b"helloabc"[..], true, &b"NEXT"[..])
+    );
+    let mut d = ChunkedDecoder::answer();
+    let mut out = Vec::new();
+    for b in &body[..used] {
+        d.decode_to_vec(std::slice::from_ref(b), &mut out).unwrap();
+    }
+    assert!(d.is_done());
+    assert_eq!(out, b"helloabc");
+    // A CR must still be followed by LF.
+    assert!(ChunkedDecoder::answer()
+        .decode_to_vec(b"5\rhello", &mut out)
+        .is_err());
+    let mut r = ChunkedRecoder::answer();
+    let mut out = Vec::new();
+    assert_eq!(r.recode(body, &mut out).unwrap(), (used, true));
+    assert_eq!(
+        out,
+        b"5\r\nhello\r\n3\r\nabc\r\n0\r\nX-T: 1\r\nY: 2\r\n\r\n"
+    );
+    assert!(ChunkedRecoder::default()
+        .recode(body, &mut Vec::new())
+        .is_err());
+}
+
 #[test]
 fn chunked_pass_through_reports_boundaries() {
     // A proxy forwards input[..consumed] per call and stops at done.

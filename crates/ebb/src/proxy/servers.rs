@@ -396,10 +396,31 @@ pub(super) fn compile_servers(
             }
         }
     }
+    // HAProxy 2.6's warning for each server whose dynamic cookie equals
+    // that of a server before it (both out of maintenance): persistence
+    // could not tell them apart.
+    for (i, s) in farm.servers.iter().enumerate() {
+        let mine = match (&s.opts.cookie, s.cookie()) {
+            (None, Some(c)) if !s.in_maint() => c,
+            _ => continue,
+        };
+        for t in farm.servers.iter().take(i) {
+            if !t.in_maint() && t.cookie().is_some_and(|c| c == mine) {
+                warnings.push(format!(
+                    "We generated two equal cookies for two different servers.\n\
+                     Please change the secret key for '{}'.",
+                    p.name
+                ));
+            }
+        }
+    }
     if let Some(m) = state {
         for s in &farm.servers {
             if let Some(st) = m.get(&s.name) {
                 crate::statefile::apply(s, st);
+                if let Some(w) = crate::statefile::apply_op(&farm, s, st) {
+                    warnings.push(w);
+                }
             }
         }
         for name in m.keys() {

@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Ctx, Expr, Scope};
+use super::{BackLocal, Ctx, Expr, Scope};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Var {
@@ -419,7 +419,8 @@ fn render_hex(v: Var, e: &Entry<'_>, out: &mut Vec<u8>) -> bool {
             let local = e
                 .vars
                 .and_then(|s| s.try_borrow().ok())
-                .and_then(|s| s.info.srv_local);
+                .and_then(|s| s.info.srv_local)
+                .and_then(crate::sample::BackLocal::addr);
             hex_addr(local, v == Var::BackIp, out)
         }
         Var::AcceptTs | Var::AcceptMs => {
@@ -744,11 +745,13 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
             None => text(out, None, quote),
         },
         Var::BackIp => match info.and_then(|i| i.srv_local) {
-            Some(a) => text(out, Some(a.ip().to_string().as_bytes()), quote),
+            Some(BackLocal::Addr(a)) => text(out, Some(a.ip().to_string().as_bytes()), quote),
+            Some(BackLocal::Unix) => text(out, Some(b"unix"), quote),
             None => text(out, None, quote),
         },
         Var::BackPort => match info.and_then(|i| i.srv_local) {
-            Some(a) => num(out, i64::from(a.port()), quote),
+            Some(BackLocal::Addr(a)) => num(out, i64::from(a.port()), quote),
+            Some(BackLocal::Unix) => num(out, 0, quote),
             None => text(out, None, quote),
         },
         Var::HdrReq | Var::HdrRes => {

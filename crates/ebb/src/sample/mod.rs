@@ -45,13 +45,37 @@ use std::cell::RefCell;
 /// `getsockname`), which nothing pays for otherwise.
 pub static BACK_LOCAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The local address of a server connection `s`, when something reads it
+/// The local end of a server connection (`%bi`, `%bp`, `bc_src`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BackLocal {
+    /// An IPv4 or IPv6 address and port.
+    Addr(std::net::SocketAddr),
+    /// A UNIX socket: HAProxy 2.6 logs `unix` and port 0 (its
+    /// `addr_to_str`), and `bc_src` has no value.
+    Unix,
+}
+
+impl BackLocal {
+    /// The address, for an IP connection.
+    pub fn addr(self) -> Option<std::net::SocketAddr> {
+        match self {
+            BackLocal::Addr(a) => Some(a),
+            BackLocal::Unix => None,
+        }
+    }
+}
+
+/// The local end of a server connection `s`, when something reads it
 /// ([`BACK_LOCAL`]).
-pub fn back_local(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
-    if BACK_LOCAL.load(std::sync::atomic::Ordering::Relaxed) {
-        s.local_addr().ok()
-    } else {
-        None
+pub fn back_local(s: &std::net::TcpStream) -> Option<BackLocal> {
+    if !BACK_LOCAL.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    let a = socket2::SockRef::from(s).local_addr().ok()?;
+    match a.as_socket() {
+        Some(a) => Some(BackLocal::Addr(a)),
+        None if a.is_unix() => Some(BackLocal::Unix),
+        None => None,
     }
 }
 use std::net::{IpAddr, SocketAddr};

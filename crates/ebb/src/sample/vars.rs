@@ -404,7 +404,7 @@ pub struct TxnInfo {
     pub srv_addr: Option<std::net::SocketAddr>,
     /// The server connection's local address (`%bi:%bp`, `bc_src`,
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
-    pub srv_local: Option<std::net::SocketAddr>,
+    pub srv_local: Option<crate::sample::BackLocal>,
     /// The certificates the server presented on the exchange's connection
     /// (`ssl_s_*`, kept only when [`crate::sample::SRV_CHAIN`]).
     pub srv_chain: Vec<rustls::pki_types::CertificateDer<'static>>,

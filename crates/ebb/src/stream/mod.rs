@@ -120,6 +120,31 @@ struct BodyWait {
 /// broken chunked body counts as complete: the forwarding path answers
 /// it.
 pub(super) fn body_in(after: &[u8], framing: BodyFraming, decoded: &mut Vec<u8>) -> BodyNow {
+    body_of(
+        after,
+        framing,
+        decoded,
+        crate::http1::ChunkedDecoder::default(),
+    )
+}
+
+/// [`body_in`] for an answer's body (its chunked lines may end with a
+/// lone LF: [`crate::http1::ChunkedDecoder::answer`]).
+pub(super) fn answer_body_in(after: &[u8], framing: BodyFraming, decoded: &mut Vec<u8>) -> BodyNow {
+    body_of(
+        after,
+        framing,
+        decoded,
+        crate::http1::ChunkedDecoder::answer(),
+    )
+}
+
+fn body_of(
+    after: &[u8],
+    framing: BodyFraming,
+    decoded: &mut Vec<u8>,
+    mut d: crate::http1::ChunkedDecoder,
+) -> BodyNow {
     let mut b = BodyNow::default();
     match framing {
         BodyFraming::ContentLength(n) => {
@@ -128,7 +153,6 @@ pub(super) fn body_in(after: &[u8], framing: BodyFraming, decoded: &mut Vec<u8>)
         }
         BodyFraming::Chunked => {
             decoded.clear();
-            let mut d = crate::http1::ChunkedDecoder::default();
             b.complete = d
                 .decode_to_vec(after, decoded)
                 .map_or(true, |(_, done)| done);

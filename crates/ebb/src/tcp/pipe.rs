@@ -537,7 +537,7 @@ pub(super) struct Pipe {
     pub(super) t_conn: Option<Tick>,
     /// The server socket's local address, when something reads it
     /// ([`crate::sample::back_local`]).
-    pub(super) srv_local: Option<std::net::SocketAddr>,
+    pub(super) srv_local: Option<crate::sample::BackLocal>,
     /// The connect was confirmed by [`Pipe::send_early`] (no edge of the
     /// server socket came since its registration, so the server side has
     /// not run for it).

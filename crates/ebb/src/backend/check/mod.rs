@@ -43,8 +43,8 @@ pub use http::{server_state_header, HttpProbe};
 pub use observe::{observe, Hana, Seen};
 pub(in crate::backend) use task::agent_inter;
 pub use task::{
-    first_inters, force_health, log_event, log_if_none_left, refresh_up, settle_up, start,
-    start_agent, start_server, CheckCtx, Health, LogFn,
+    first_inters, force_health, log_event, log_event_at, log_if_none_left, refresh_up, settle_up,
+    start, start_agent, start_server, CheckCtx, Health, LogFn,
 };
 
 /// What a check does after its connect: an HTTP exchange (`option

@@ -18,7 +18,9 @@ use crate::blocking::Submitter;
 use crate::config::CheckStatus;
 
 /// Logs a check event.
-pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
+/// Where a backend's check events go: the syslog level when not the one
+/// its words give (see [`log_event_at`]), and the line.
+pub type LogFn = Arc<dyn Fn(Option<u8>, String) + Send + Sync>;
 
 struct Checker {
     srv: Weak<ServerRt>,
@@ -144,23 +146,26 @@ impl Checker {
         } else {
             (self.streak, rise)
         };
-        (self.log)(format!(
-            "Health check for {}server {}/{} {}, reason: {}{took}, status: {a}/{b} {}.",
-            if o.backup { "backup " } else { "" },
-            s.backend,
-            s.name,
-            match v.st {
-                CheckStatus::L7OkC => "conditionally succeeded",
-                st if st.passed() => "succeeded",
-                _ => "failed",
-            },
-            v.reason(),
-            match (up, s.weight.load(Ordering::Relaxed)) {
-                (false, _) => "DOWN",
-                (true, 0) => "DRAIN",
-                _ => "UP",
-            }
-        ));
+        (self.log)(
+            None,
+            format!(
+                "Health check for {}server {}/{} {}, reason: {}{took}, status: {a}/{b} {}.",
+                if o.backup { "backup " } else { "" },
+                s.backend,
+                s.name,
+                match v.st {
+                    CheckStatus::L7OkC => "conditionally succeeded",
+                    st if st.passed() => "succeeded",
+                    _ => "failed",
+                },
+                v.reason(),
+                match (up, s.weight.load(Ordering::Relaxed)) {
+                    (false, _) => "DOWN",
+                    (true, 0) => "DRAIN",
+                    _ => "UP",
+                }
+            ),
+        );
     }
 
     /// `on-error`'s action on a report of `observe` (HAProxy's
@@ -314,8 +319,15 @@ impl Checker {
 /// Logs an event of a farm's servers where its checks log (the
 /// backend's log targets).
 pub fn log_event(farm: &Farm, line: String) {
+    log_event_at(farm, None, line);
+}
+
+/// [`log_event`] at syslog level `level` when given: a server going DOWN
+/// (or into maintenance) from NOLB or DRAIN is a notice in HAProxy 2.6
+/// (`srv_was_stopping`), not the alert its words would make it.
+pub fn log_event_at(farm: &Farm, level: Option<u8>, line: String) {
     if let Some(cx) = farm.check_ctx.get() {
-        (cx.log)(line);
+        (cx.log)(level, line);
     }
 }
 
@@ -331,6 +343,8 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         return false;
     }
     let up = views_up(s);
+    // HAProxy's `srv_was_stopping`: DOWN from NOLB or DRAIN is a notice.
+    let was_stopping = s.nolb() || s.admin_state() == crate::backend::ADMIN_DRAIN;
     let was = s.up.swap(up, Ordering::AcqRel);
     if was == up {
         return false;
@@ -373,8 +387,9 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         let moved = queued(s);
         farm.redispatch_queue_of(s);
         let (act, bck) = farm.usable_counts();
-        log_event(
+        log_event_at(
             farm,
+            was_stopping.then_some(crate::log::LOG_NOTICE),
             format!(
                 "{}Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
                 s.backup_word(),
@@ -424,16 +439,18 @@ pub enum Health {
 /// Forces a server's health as HAProxy 2.6's `set server B/S health
 /// up|stopping|down`: the check's health to full (up, stopping) or 0
 /// (down), and the state to UP, NOLB or DOWN with HAProxy's line and
-/// `why` as its reason (`changed from CLI`). Not on a tracking server;
-/// `down` needs a health check (ebb's state follows its checks).
+/// `why` as its reason (`changed from CLI`). Not on a tracking server.
+/// A server without `check` as well: `down` holds until `up`,
+/// `stopping` or the end of a maintenance (HAProxy's `srv_set_stopped`,
+/// nothing checks it again).
 pub fn force_health(farm: &Farm, s: &ServerRt, h: Health, why: &str) -> Result<(), String> {
     if s.tracked.get().is_some() {
         return Err("cannot change health on a tracking server.".into());
     }
-    if h == Health::Down && !s.opts.check {
-        return Err("ebb cannot mark DOWN a server without 'check'.".into());
-    }
     s.check_streak.store(0, Ordering::Relaxed);
+    let full = s.opts.rise.max(1) + s.opts.fall.max(1) - 1;
+    let health = if h == Health::Down { 0 } else { full };
+    s.unchecked_health.store(health, Ordering::Relaxed);
     s.check_ok.store(h != Health::Down, Ordering::Relaxed);
     let why = || why.to_string();
     match h {
@@ -519,8 +536,9 @@ fn queued(s: &ServerRt) -> usize {
 /// and enabled), its agent (when enabled), and the server it tracks
 /// (HAProxy's tracking server goes down with it and comes up with it).
 fn views_up(s: &ServerRt) -> bool {
+    // (Without `check`, `check_ok` is what `set server health` forced.)
     let check =
-        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+        (s.opts.check && !s.check_on.load(Ordering::Relaxed)) || s.check_ok.load(Ordering::Relaxed);
     let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
     let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
     check && agent && tracked

@@ -46,7 +46,7 @@ pub(crate) struct ServerSide {
     pub(crate) sock: Option<Transport>,
     /// The local address of the last socket installed (when something
     /// reads it: [`crate::sample::back_local`]); none for an HTTP/2 lane.
-    pub(crate) local: Option<std::net::SocketAddr>,
+    pub(crate) local: Option<crate::sample::BackLocal>,
     /// A non-blocking connect is under way.
     pub(crate) connecting: bool,
     /// The connect failed (seen by `h1_srv`; the client side retries).
@@ -158,10 +158,13 @@ impl ServerSide {
     /// Puts the exchange on a stream of an HTTP/2 connection
     /// (`connecting` until that connection is established).
     pub(crate) fn install_h2(&mut self, a: crate::mux::h2::server::Attached, now: Tick) {
-        let connecting = !a.pipe.borrow().connected;
+        let (connecting, local) = {
+            let p = a.pipe.borrow();
+            (!p.connected, p.local)
+        };
         self.install_common(connecting, now);
         self.sock = None;
-        self.local = None;
+        self.local = local;
         self.h2 = Some(a.pipe);
         self.mux = Some(a.mux);
         self.rd = true;
@@ -234,11 +237,13 @@ impl ServerSide {
                 (false, true) => true,
                 (false, false) => return None,
             };
+            let local = p.local;
             drop(p);
             self.connecting = false;
             self.connect_failed = !ok;
             if ok {
                 self.t_conn = Some(now);
+                self.local = local;
             }
             return Some(ok);
         }

@@ -111,6 +111,14 @@ pub(crate) struct Pipe {
     /// The client half-closed its tunnel: the stream's END_STREAM goes
     /// once `req` is sent.
     pub(crate) req_end: bool,
+    /// The `content-length` the server gave an answer that goes to an
+    /// HTTP/2 client chunked all the same (trailers may follow its
+    /// DATA, and HTTP/1.1 carries them only after chunks): the stream
+    /// passes the length on beside the chunks.
+    pub(crate) length: Option<u64>,
+    /// The connection's local end (`%bi`, `%bp`, `bc_src`), once it is
+    /// established, when something reads it.
+    pub(crate) local: Option<crate::sample::BackLocal>,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -230,6 +238,8 @@ struct SrvStream {
 pub(crate) struct SrvConn {
     tr: Transport,
     fd: RawFd,
+    /// Its local end, once HTTP/2 is spoken (see [`Pipe::local`]).
+    local: Option<crate::sample::BackLocal>,
     h2: Connection,
     rbuf: Vec<u8>,
     rlen: usize,
@@ -329,6 +339,7 @@ pub(crate) fn attach(
     let mut c = conn.borrow_mut();
     let pipe = Rc::new(RefCell::new(Pipe {
         connected: c.ready,
+        local: c.local,
         ..Pipe::default()
     }));
     c.streams.push(SrvStream {
@@ -382,6 +393,7 @@ fn new_conn(
         rlen: 0,
         connected: false,
         ready: false,
+        local: None,
         negotiating: t.negotiate,
         never: reuse == Reuse::Never,
         dead: false,
@@ -470,8 +482,12 @@ impl SrvConn {
     /// HTTP/2 is spoken: the streams waiting for the connection go on.
     fn set_ready(&mut self, ctx: &mut Ctx) {
         self.ready = true;
+        self.local = crate::sample::back_local(self.tr.tcp());
         for s in &self.streams {
-            s.pipe.borrow_mut().connected = true;
+            let mut p = s.pipe.borrow_mut();
+            p.connected = true;
+            p.local = self.local;
+            drop(p);
             wake(ctx, s.side);
         }
     }
@@ -642,6 +658,18 @@ impl SrvConn {
                             // stays one HEADERS frame: gRPC's
                             // trailers-only answer.)
                             h.body = BodySize::Unknown;
+                        } else if let (false, true, BodySize::Exact(n)) =
+                            (s.h1_client, h.status >= 200, h.body)
+                        {
+                            // To an HTTP/2 client, trailers after a body
+                            // of known length go on as HAProxy 2.6 sends
+                            // them (the length, the DATA, then trailers):
+                            // the pipe carries the body chunked, the
+                            // length beside it. (An HTTP/1.1 client gets
+                            // the length and no trailers, as from
+                            // HAProxy.)
+                            h.body = BodySize::Unknown;
+                            p.length = Some(n);
                         }
                         s.answer.head(out, &h);
                         if h.status >= 200 && (no_body || s.head_req) {

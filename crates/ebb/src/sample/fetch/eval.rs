@@ -459,7 +459,7 @@ impl Fetch {
                 _ => Some(Val::Bool(true)),
             },
             Fetch::BcSrc { port } => {
-                let a = ctx.vars?.try_borrow().ok()?.info.srv_local?;
+                let a = ctx.vars?.try_borrow().ok()?.info.srv_local?.addr()?;
                 Some(if *port {
                     Val::Int(i64::from(a.port()))
                 } else {

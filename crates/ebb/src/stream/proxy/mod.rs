@@ -1291,10 +1291,10 @@ impl Stream {
                         } else if up.comp.is_some() {
                             to_comp = sd.istart + d.data.start..sd.istart + d.data.end;
                             c.sent_run += d.data.len() * compress::COST;
-                        } else if up.dechunk {
-                            c.wbuf.extend_from_slice(&avail[d.data.clone()]);
                         } else {
-                            c.wbuf.extend_from_slice(&avail[..d.consumed]);
+                            // De-chunked (an HTTP/1.0 client): the data
+                            // only.
+                            c.wbuf.extend_from_slice(&avail[d.data.clone()]);
                         }
                         sd.istart += d.consumed;
                         moved |= d.consumed > 0;
@@ -1315,7 +1315,8 @@ impl Stream {
                 }
                 Some(Left::Recode(r)) => {
                     let before = r.htx_size();
-                    match r.recode(avail, &mut c.wbuf) {
+                    let store = &mut up.store;
+                    match r.recode_with(avail, &mut c.wbuf, |d| keep_stored(store, d)) {
                         Ok((n, done)) => {
                             up.bytes_out += r.htx_size() - before;
                             if done && sd.h2.is_some() && r.htx_tail() == 1 {
@@ -1421,7 +1422,7 @@ impl Stream {
 /// Whether the chunked body bytes `after` (those that came with the
 /// head) already break the framing: a bad size, no CRLF after a chunk.
 fn chunks_broken(mut after: &[u8]) -> bool {
-    let mut d = ChunkedDecoder::default();
+    let mut d = ChunkedDecoder::answer();
     while !after.is_empty() {
         match d.decode(after) {
             Err(_) => return true,

@@ -106,12 +106,19 @@ impl Stream {
         // the one written.
         up.bytes_out +=
             crate::http1::htx::head_size(8 + 3 + r.reason.get(buf).len(), buf, &r.headers);
-        if sd.h2.is_some() && r.framing == BodyFraming::Chunked {
+        // The length an HTTP/2 server gave an answer its pipe carries
+        // chunked to an HTTP/2 client (`Pipe::length`): it goes on beside
+        // the chunks, for the trailers that may follow.
+        let mut h2_length = None;
+        if let (Some(p), BodyFraming::Chunked) = (&sd.h2, r.framing) {
             // An HTTP/2 server's answer without a length: the pipe's
             // `transfer-encoding: chunked` is ebb's (HTTP/2 has none), not
-            // in the head HAProxy parsed.
-            up.bytes_out = up
-                .bytes_out
+            // in the head HAProxy parsed; the length it had is.
+            h2_length = p.try_borrow().ok().and_then(|p| p.length);
+            let length_size = h2_length.map_or(0, |n| {
+                b"content-length".len() + n.checked_ilog10().map_or(1, |d| d as usize + 1)
+            });
+            up.bytes_out = (up.bytes_out + length_size as u64)
                 .saturating_sub((b"transfer-encoding".len() + b"chunked".len()) as u64);
         }
         self.resp_start = c.wbuf.len();
@@ -188,7 +195,7 @@ impl Stream {
             // `wait-for-body` rule waited.
             let mut decoded = Vec::new();
             let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
-            let seen = crate::stream::body_in(after, r.framing, &mut decoded);
+            let seen = crate::stream::answer_body_in(after, r.framing, &mut decoded);
             let size = match r.framing {
                 BodyFraming::ContentLength(l) => l,
                 _ => seen.have,
@@ -395,17 +402,26 @@ impl Stream {
                         up.dechunk = true;
                         ka = false;
                     } else {
+                        if let (Some(n), None, true) = (h2_length, coding, c.lane_of.is_some()) {
+                            // Read by the HTTP/2 client side only (its
+                            // lane): the length, then the chunks.
+                            out.extend_from_slice(b"Content-Length: ");
+                            crate::http1::push_decimal(out, n);
+                            out.extend_from_slice(b"\r\n");
+                        }
                         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
                     }
-                    if up.dechunk || up.skip_body || coding.is_some() || up.store.is_some() {
-                        Left::Chunked(Box::default())
+                    if up.dechunk || up.skip_body || coding.is_some() {
+                        Left::Chunked(Box::new(ChunkedDecoder::answer()))
                     } else {
-                        // Passed on chunked: with canonical chunk sizes
-                        // and no extensions, as HAProxy re-frames it (a
-                        // size written `0000000000000005`, `100000005`
-                        // or `ffffffffffffffff` never reaches a client
-                        // that might read it otherwise).
-                        Left::Recode(Box::default())
+                        // Passed on chunked (and stored as it goes, if
+                        // at all): with canonical chunk sizes, no
+                        // extensions and CRLF line ends, as HAProxy
+                        // re-frames it (a size written
+                        // `0000000000000005`, `100000005` or
+                        // `ffffffffffffffff`, or a lone LF, never reaches
+                        // a client that might read it otherwise).
+                        Left::Recode(Box::new(ChunkedRecoder::answer()))
                     }
                 }
                 BodyFraming::UntilClose => {
@@ -443,7 +459,9 @@ impl Stream {
             let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
             let body = match up.skip_body {
                 true => 0,
-                false => crate::stream::body_in(after, up.resp.framing, &mut Vec::new()).have,
+                false => {
+                    crate::stream::answer_body_in(after, up.resp.framing, &mut Vec::new()).have
+                }
             };
             let head = c.wbuf.get(self.resp_start..).unwrap_or(&[]);
             let size = match coding {
@@ -708,7 +726,7 @@ pub(super) fn log_line(
     up: &Upstream,
     bytes: u64,
     asap: bool,
-    local: Option<std::net::SocketAddr>,
+    local: Option<crate::sample::BackLocal>,
 ) {
     if !c.logs_exchange() {
         return;
@@ -829,7 +847,7 @@ pub(super) fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &Ser
     let head = buf.get(..n).unwrap_or(&[]);
     let after = buf.get(n..).unwrap_or(&[]);
     let mut decoded = Vec::new();
-    let mut b = crate::stream::body_in(after, up.resp.framing, &mut decoded);
+    let mut b = crate::stream::answer_body_in(after, up.resp.framing, &mut decoded);
     b.closed = sd.eof;
     b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
     let tr = &c.tr;
