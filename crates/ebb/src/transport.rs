@@ -611,6 +611,39 @@ impl TlsStream {
         }
     }
 
+    /// See [`Transport::handshake`].
+    fn handshake(&mut self) -> io::Result<bool> {
+        self.check_failed()?;
+        loop {
+            if self.conn.wants_write() {
+                // A full socket: the server's flight may still come.
+                let _ = self.flush_tls()?;
+            }
+            if !self.conn.is_handshaking() {
+                return Ok(true);
+            }
+            match self.conn.read_tls(&mut self.sock) {
+                Ok(0) => {
+                    let msg = "connection closed during the TLS handshake".to_string();
+                    self.failed = Some(msg.clone());
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, msg));
+                }
+                Ok(_) => {
+                    if let Err(e) = self.process() {
+                        return Err(self.fail(e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let msg = format!("TLS handshake: {e}");
+                    self.failed = Some(msg.clone());
+                    return Err(io::Error::new(e.kind(), msg));
+                }
+            }
+        }
+    }
+
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         self.check_failed()?;
         let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -882,6 +915,25 @@ impl Transport {
         match self {
             Transport::Plain(_) | Transport::Lane(_) => false,
             Transport::Tls(t) => t.conn.wants_write(),
+        }
+    }
+
+    /// Drives the client side of a TLS handshake toward a server, as far
+    /// as the socket allows, before any plaintext is written: the step of
+    /// a server connection's establishment that follows the TCP connect
+    /// (HAProxy counts it in the connect: `timeout connect`, retries).
+    /// `Ok(true)` once the handshake is complete (at once for plain TCP);
+    /// `Ok(false)` while it waits for the socket (an edge, either way:
+    /// the server's next flight, or room for ours). Any failure (the
+    /// server's alert, a certificate that does not verify, bytes that
+    /// are not TLS, a close or reset) is an error, the same at every
+    /// later call. Records read past the handshake stay with rustls for
+    /// the next [`Transport::read`], which the caller must try (the
+    /// socket may not be drained).
+    pub fn handshake(&mut self) -> io::Result<bool> {
+        match self {
+            Transport::Plain(_) | Transport::Lane(_) => Ok(true),
+            Transport::Tls(t) => t.handshake(),
         }
     }
 

@@ -601,6 +601,7 @@ impl Session {
             };
             p.connecting = true;
             p.connect_failed = false;
+            p.handshaking = false;
             p.socks = socks;
             p.t_conn = None;
             p.sent_early = false;
@@ -642,6 +643,7 @@ impl Session {
         let st = {
             let mut p = self.pipe.borrow_mut();
             p.connecting = false;
+            p.handshaking = false;
             p.srv.tr.take()
         };
         if let Some(mut st) = st {

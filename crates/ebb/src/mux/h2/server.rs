@@ -288,6 +288,10 @@ impl SrvConn {
         let mine = owner.is_some() && self.owner == owner;
         !self.dead
             && self.shared
+            // A stream that gave up waiting for it (`timeout connect`)
+            // makes a connection still connecting take no other, though
+            // it has not run since: a retry connects again.
+            && (self.ready || !self.streams.iter().any(|s| s.pipe.borrow().closed))
             && self.key == key
             && !self.h2.going_away()
             && self.streams.len() < self.limit()
@@ -447,7 +451,7 @@ impl SrvConn {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
-                if !self.negotiating {
+                if !self.negotiating && !self.tr.is_handshaking() {
                     self.set_ready(ctx);
                 }
                 true
@@ -965,6 +969,22 @@ impl SrvConn {
         if self.connected && self.negotiating {
             if let Some(st) = self.negotiate(ctx) {
                 return st;
+            }
+        } else if self.connected && !self.ready {
+            // `proto h2` over TLS: the handshake completes the connect
+            // (HAProxy's): its failure fails the streams' connects.
+            match self.tr.handshake() {
+                Ok(true) => {
+                    // Records past it may wait: the next read looks.
+                    self.io.rd = true;
+                    self.io.wr = true;
+                    self.set_ready(ctx);
+                }
+                Ok(false) => {
+                    self.io.rd = false;
+                    self.io.wr = false;
+                }
+                Err(_) => return self.close(ctx),
             }
         }
         if !self.ready {
