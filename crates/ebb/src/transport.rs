@@ -246,6 +246,9 @@ pub struct TlsStream {
     /// client certificate its verify result (`session_verify`).
     auth: Option<Arc<crate::tls::clientauth::ClientAuth>>,
     session_verify: i32,
+    /// Client side: the handshake failed on a server certificate that
+    /// does not name the SNI sent ([`Transport::sni_mismatch`]).
+    sni_mismatch: bool,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -338,6 +341,7 @@ impl TlsStream {
             client_note: None,
             auth: None,
             session_verify: 0,
+            sni_mismatch: false,
             _slot: slot,
         }
     }
@@ -493,6 +497,7 @@ impl TlsStream {
     /// as the socket takes it, and returns the error to report.
     #[cold]
     fn fail(&mut self, e: rustls::Error) -> io::Error {
+        self.sni_mismatch = crate::tls::take_sni_mismatch();
         let msg = self.during_handshake(e.to_string());
         let _ = self.flush_tls();
         self.failed = Some(msg.clone());
@@ -935,6 +940,13 @@ impl Transport {
             Transport::Plain(_) | Transport::Lane(_) => Ok(true),
             Transport::Tls(t) => t.handshake(),
         }
+    }
+
+    /// Whether a TLS handshake toward a server failed on a certificate
+    /// that does not name the SNI sent (HAProxy 2.6 then gives up the
+    /// connect without retrying).
+    pub fn sni_mismatch(&self) -> bool {
+        matches!(self, Transport::Tls(t) if t.sni_mismatch)
     }
 
     /// Whether the TLS handshake is still running (false for plain TCP).

@@ -657,6 +657,16 @@ impl Session {
     /// A connect failed or timed out: retry (after the turn-around for a
     /// refusal), redispatch on the last retry, or give up (`SC`/`sC`).
     fn connect_failed(&mut self, ctx: &mut Ctx, timed_out: bool) {
+        let sni_mismatch = {
+            let p = self.pipe.borrow();
+            p.srv.tr.as_ref().is_some_and(|t| t.sni_mismatch())
+        };
+        if sni_mismatch {
+            // A server certificate that does not name the SNI sent: no
+            // retry, logged as all done (HAProxy 2.6's rule).
+            self.retries_done += self.retries_left;
+            self.retries_left = 0;
+        }
         self.drop_server_sock(ctx);
         let Some(farm) = self.farm.clone() else {
             return;

@@ -12,6 +12,17 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
+        if self
+            .side
+            .borrow()
+            .sock
+            .as_ref()
+            .is_some_and(|t| t.sni_mismatch())
+        {
+            // A server certificate that does not name the SNI sent: no
+            // retry (HAProxy 2.6's rule: the name may be the client's).
+            up.retries_left = 0;
+        }
         self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
