@@ -162,21 +162,27 @@ fn on_proxy(
     who: &str,
     name: &str,
     cfg: &dyn Fn(&str, SocketAddr) -> String,
-    check: &dyn Fn(SocketAddr, &Syslog),
+    check: &dyn Fn(SocketAddr, &Syslog, &Path),
 ) {
     let log = Syslog::new();
     if who == "ebb" {
-        let e = Ebb::start(&cfg("BIND", log.addr()));
-        check(e.addr(), &log);
+        let sock = scratch(name).join("admin.sock");
+        let text = cfg("BIND", log.addr()).replacen(
+            "global\n",
+            &format!("global\n    stats socket {} level admin\n", sock.display()),
+            1,
+        );
+        let e = Ebb::start(&text);
+        check(e.addr(), &log, &sock);
         return;
     }
     let bind = format!("127.0.0.1:{}", free_port());
     // (None when haproxy is not installed: ebb was checked on its own.)
-    let Some(_h) = haproxy_with(name, &cfg(&bind, log.addr())) else {
+    let Some(h) = haproxy_with(name, &cfg(&bind, log.addr())) else {
         return;
     };
     wait_until("haproxy's frontend", || TcpStream::connect(&bind).is_ok());
-    check(bind.parse().unwrap(), &log);
+    check(bind.parse().unwrap(), &log, &h.sock);
 }
 
 const DEFAULTS: &str = "defaults\n    mode http\n    log global\n    option httplog\n    timeout client 10s\n    timeout server 10s\n    timeout connect 500ms\n    retries 2\n";
@@ -228,7 +234,7 @@ fn a_failed_handshake_is_a_failed_connect_retried_then_503() {
                 c.ca.display(),
             )
         };
-        let check = |proxy: SocketAddr, log: &Syslog| {
+        let check = |proxy: SocketAddr, log: &Syslog, sock: &Path| {
             let (st, line) = request(proxy, "/good", log);
             assert_eq!(st, 200, "{label}: {line}");
             let (term, _) = term_and_retries(&line);
@@ -242,6 +248,14 @@ fn a_failed_handshake_is_a_failed_connect_retried_then_503() {
                 let line = assert_503(proxy, path, log, ("SC--", "2"), label);
                 // The first attempt and its two retries.
                 srv.saw(before + 3, &format!("{label} {path}"));
+                // One failed connection for the request given up (not
+                // one per attempt), two retries.
+                let row = stat_row(sock, &format!("b{}", path.replace('/', "_")), "s");
+                assert_eq!(
+                    (row["econ"].as_str(), row["wretr"].as_str()),
+                    ("1", "2"),
+                    "{label} {path}"
+                );
                 // The connect time is unknown (never established).
                 assert!(line.contains("/-1/-1/"), "{label} {path}: {line}");
             }
@@ -290,10 +304,12 @@ fn http2_servers_handshake_failures_are_failed_connects() {
                 silent.addr,
             )
         };
-        let check = |proxy: SocketAddr, log: &Syslog| {
+        let check = |proxy: SocketAddr, log: &Syslog, sock: &Path| {
             for (path, srv) in [("/badcert", &badcert), ("/alpn", &alpn)] {
                 assert_503(proxy, path, log, ("SC--", "2"), who);
                 srv.saw(3, &format!("{who} {path}"));
+                let row = stat_row(sock, &format!("b{}", path.replace('/', "_")), "s");
+                assert_eq!(row["econ"], "1", "{who} {path}");
             }
             // Each retry after a connect timeout opens a new connection
             // (not the one still waiting for its handshake).

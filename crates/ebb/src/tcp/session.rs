@@ -672,12 +672,16 @@ impl Session {
             return;
         };
         if let Some(s) = &self.server {
-            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             crate::backend::check::observe(s, crate::backend::check::Seen::L4Err);
         }
         // `retry-on` without `conn-failure`: no connect retry at all.
         let conn_failure = farm.retry_on.has(crate::config::RetryOn::CONN_FAILURE);
         if self.retries_left == 0 || !conn_failure {
+            // One failed connection for the session given up (`econ`,
+            // HAProxy's `failed_conns`), not one per attempt.
+            if let Some(s) = &self.server {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            }
             self.end_with(if timed_out { b"sC" } else { b"SC" });
             return;
         }

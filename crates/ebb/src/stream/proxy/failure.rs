@@ -26,11 +26,15 @@ impl Stream {
         self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
-            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             observe(s, Seen::L4Err);
         }
         // `retry-on` without `conn-failure`: no connect retry at all.
         if up.retries_left == 0 || !farm.retry_on.has(RetryOn::CONN_FAILURE) {
+            // One failed connection for the exchange given up (`econ`,
+            // HAProxy's `failed_conns`), not one per attempt.
+            if let Some(s) = &up.server {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            }
             // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));
