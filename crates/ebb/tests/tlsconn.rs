@@ -290,13 +290,17 @@ fn http2_servers_handshake_failures_are_failed_connects() {
         let badcert = server(Kind::Tls, &c.config);
         let alpn = server(Kind::Tls, &c.config);
         let silent = server(Kind::Silent, &c.config);
+        let sniwrong = server(Kind::Tls, &c.config);
         let cfg = |bind: &str, log: SocketAddr| {
             format!(
                 "global\n    log {log} local0\n{DEFAULTS}\
                  frontend fe\n    bind {bind}\n    use_backend b_%[path,field(2,/)]\n\
+                 backend b_sniwrong\n    server s {} ssl verify required ca-file {} sni str(wrong.test) proto h2\n\
                  backend b_badcert\n    server s {} ssl verify required ca-file {} proto h2\n\
                  backend b_alpn\n    server s {} ssl verify required ca-file {} alpn h2\n\
                  backend b_silent\n    server s {} ssl verify none proto h2\n",
+                sniwrong.addr,
+                c.ca.display(),
                 badcert.addr,
                 c.stranger.display(),
                 alpn.addr,
@@ -311,6 +315,9 @@ fn http2_servers_handshake_failures_are_failed_connects() {
                 let row = stat_row(sock, &format!("b{}", path.replace('/', "_")), "s");
                 assert_eq!(row["econ"], "1", "{who} {path}");
             }
+            // No retry for a certificate that does not name the SNI sent.
+            assert_503(proxy, "/sniwrong", log, ("SC--", "2"), who);
+            sniwrong.saw(1, who);
             // Each retry after a connect timeout opens a new connection
             // (not the one still waiting for its handshake).
             assert_503(proxy, "/silent", log, ("sC--", "2"), who);

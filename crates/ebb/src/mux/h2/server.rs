@@ -92,6 +92,9 @@ pub(crate) struct Pipe {
     pub(crate) connected: bool,
     /// The connection could not be established.
     pub(crate) failed: bool,
+    /// ... for a server certificate that does not name the SNI sent: the
+    /// connect is not retried (HAProxy 2.6's rule).
+    pub(crate) sni_mismatch: bool,
     /// No more answer bytes will come: the answer ended, or the stream
     /// was reset or refused, or the connection closed.
     pub(crate) end: bool,
@@ -936,10 +939,12 @@ impl SrvConn {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.dead = true;
+        let sni_mismatch = self.tr.sni_mismatch();
         for s in self.streams.drain(..) {
             let mut p = s.pipe.borrow_mut();
             if !self.ready {
                 p.failed = true;
+                p.sni_mismatch = sni_mismatch;
             }
             p.end = true;
             drop(p);

@@ -12,13 +12,12 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        if self
-            .side
-            .borrow()
-            .sock
-            .as_ref()
-            .is_some_and(|t| t.sni_mismatch())
-        {
+        let sni_mismatch = {
+            let sd = self.side.borrow();
+            sd.sock.as_ref().is_some_and(|t| t.sni_mismatch())
+                || sd.h2.as_ref().is_some_and(|p| p.borrow().sni_mismatch)
+        };
+        if sni_mismatch {
             // A server certificate that does not name the SNI sent: no
             // retry (HAProxy 2.6's rule: the name may be the client's).
             up.retries_left = 0;
