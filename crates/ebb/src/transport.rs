@@ -249,6 +249,9 @@ pub struct TlsStream {
     /// Client side: the handshake failed on a server certificate that
     /// does not name the SNI sent ([`Transport::sni_mismatch`]).
     sni_mismatch: bool,
+    /// Client side: bytes for the socket before any TLS record (a PROXY
+    /// header, [`Transport::send_first`]).
+    prefix: Vec<u8>,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -342,6 +345,7 @@ impl TlsStream {
             auth: None,
             session_verify: 0,
             sni_mismatch: false,
+            prefix: Vec::new(),
             _slot: slot,
         }
     }
@@ -481,6 +485,15 @@ impl TlsStream {
 
     /// Writes buffered records to the socket. `Ok(true)`: nothing remains.
     fn flush_tls(&mut self) -> io::Result<bool> {
+        while !self.prefix.is_empty() {
+            match (&self.sock).write(&self.prefix) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => drop(self.prefix.drain(..n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         while self.conn.wants_write() {
             match self.conn.write_tls(&mut self.sock) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -939,6 +952,16 @@ impl Transport {
         match self {
             Transport::Plain(_) | Transport::Lane(_) => Ok(true),
             Transport::Tls(t) => t.handshake(),
+        }
+    }
+
+    /// Has `bytes` go to the socket in clear before the first TLS record
+    /// (the ClientHello) of a connection to a server: its PROXY header,
+    /// which HAProxy sends before the handshake. Plain TCP: nothing (the
+    /// caller writes them as data).
+    pub fn send_first(&mut self, bytes: &[u8]) {
+        if let Transport::Tls(t) = self {
+            t.prefix.extend_from_slice(bytes);
         }
     }
 

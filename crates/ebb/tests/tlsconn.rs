@@ -58,6 +58,8 @@ impl Srv {
 /// the proxies do not trust, and the servers' rustls configuration.
 struct Certs {
     ca: PathBuf,
+    /// The certificate and its key, for a `bind ... ssl crt` line.
+    both: PathBuf,
     stranger: PathBuf,
     config: Arc<rustls::ServerConfig>,
 }
@@ -66,6 +68,8 @@ fn certs(dir: &Path) -> Certs {
     let ck = rcgen::generate_simple_self_signed(vec!["origin.test".to_string()]).unwrap();
     let ca = dir.join("origin.pem");
     std::fs::write(&ca, ck.cert.pem()).unwrap();
+    let both = dir.join("origin-both.pem");
+    std::fs::write(&both, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
     let other = rcgen::generate_simple_self_signed(vec!["other.test".to_string()]).unwrap();
     let stranger = dir.join("stranger.pem");
     std::fs::write(&stranger, other.cert.pem()).unwrap();
@@ -80,6 +84,7 @@ fn certs(dir: &Path) -> Certs {
     .unwrap();
     Certs {
         ca,
+        both,
         stranger,
         config: Arc::new(config),
     }
@@ -402,4 +407,48 @@ fn tcp_mode_handshake_failures_are_failed_connects() {
 enum Keep {
     Ebb(Ebb),
     Hap(Hap),
+}
+
+/// `send-proxy` on an `ssl` server: the PROXY header goes in clear before
+/// the TLS handshake, as HAProxy sends it (a `bind ... accept-proxy ssl`
+/// reads it first), from HTTP and tcp proxies.
+#[test]
+fn the_proxy_header_precedes_the_tls_handshake() {
+    let d = scratch("tlsconn-pp");
+    let c = certs(&d);
+    for who in ["ebb", "haproxy"] {
+        if who == "haproxy" && !have("haproxy") {
+            println!("haproxy is not installed: ebb is checked on its own");
+            return;
+        }
+        let [p1, p2, inner] = [free_port(), free_port(), free_port()];
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n    retries 0\n\
+             frontend outer\n    bind 127.0.0.1:{p1}\n    default_backend b\n\
+             backend b\n    server s 127.0.0.1:{inner} ssl verify none send-proxy\n\
+             listen t\n    mode tcp\n    bind 127.0.0.1:{p2}\n    server s 127.0.0.1:{inner} ssl verify none send-proxy-v2\n\
+             frontend inner\n    bind 127.0.0.1:{inner} accept-proxy ssl crt {}\n    http-request return status 200 content-type text/plain lf-string \"pp-src=%[src]\"\n",
+            c.both.display()
+        );
+        let _keep = if who == "ebb" {
+            let e = Ebb::start(&cfg);
+            Keep::Ebb(e)
+        } else {
+            let Some(h) = haproxy_with("tlsconn-pp", &cfg) else {
+                return;
+            };
+            Keep::Hap(h)
+        };
+        for p in [p1, p2] {
+            let a: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+            wait_until("the outer listener", || TcpStream::connect(a).is_ok());
+            let got = common::origin::exchange(a, b"GET / HTTP/1.0\r\n\r\n");
+            let got = String::from_utf8_lossy(&got);
+            assert!(
+                got.starts_with("HTTP/1.0 200") || got.starts_with("HTTP/1.1 200"),
+                "{who} {p}: {got}"
+            );
+            assert!(got.ends_with("pp-src=127.0.0.1"), "{who} {p}: {got}");
+        }
+    }
 }

@@ -548,7 +548,7 @@ impl Session {
             };
             Ok((tr, socks))
         });
-        let Ok((st, socks)) = r else {
+        let Ok((mut st, socks)) = r else {
             self.connect_failed(ctx, false);
             return;
         };
@@ -588,6 +588,14 @@ impl Session {
             .unwrap_or_default()
         } else {
             Vec::new()
+        };
+        // To a TLS server the PROXY header goes in clear, before the
+        // handshake (HAProxy's order).
+        let prefix = if st.is_tls() {
+            st.send_first(&prefix);
+            Vec::new()
+        } else {
+            prefix
         };
         {
             let mut p = self.pipe.borrow_mut();
