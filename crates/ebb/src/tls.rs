@@ -1272,6 +1272,8 @@ impl ServerCertVerifier for ChainThenName {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let no_sni = matches!(server_name, ServerName::IpAddress(_));
+        // (What a check's verification left is not this one's.)
+        SNI_MISMATCH.with(|m| m.set(false));
         let name = match &self.verify_host {
             Some(h) if no_sni => h,
             _ => server_name,

@@ -510,7 +510,15 @@ impl TlsStream {
     /// as the socket takes it, and returns the error to report.
     #[cold]
     fn fail(&mut self, e: rustls::Error) -> io::Error {
-        self.sni_mismatch = crate::tls::take_sni_mismatch();
+        // The verifier's note, taken only for its own error (one left by
+        // a check's handshake on this thread is not this connection's).
+        self.sni_mismatch = matches!(
+            e,
+            rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. }
+            )
+        ) && crate::tls::take_sni_mismatch();
         let msg = self.during_handshake(e.to_string());
         let _ = self.flush_tls();
         self.failed = Some(msg.clone());
