@@ -1296,6 +1296,22 @@ impl rustls::client::ResolvesClientCert for OwnCert {
 #[derive(Debug)]
 pub(crate) struct NoVerify(pub(crate) Arc<CryptoProvider>);
 
+thread_local! {
+    /// The last server certificate this thread's verifier refused was
+    /// refused for a name that is not the SNI sent (see
+    /// [`take_sni_mismatch`]).
+    static SNI_MISMATCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the server certificate refused last on this thread (the
+/// handshake that fails calls this at once, on the thread that verified)
+/// was refused for not naming the SNI sent: HAProxy 2.6's
+/// `CO_ER_SSL_MISMATCH_SNI`, after which a connect is not retried (the
+/// name may come from the client, which must not provoke retries).
+pub(crate) fn take_sni_mismatch() -> bool {
+    SNI_MISMATCH.with(|m| m.replace(false))
+}
+
 /// `verify required` as HAProxy's: the chain always (against `ca-file`
 /// or the system's roots); the names against the SNI sent, else against
 /// `verifyhost`, else not at all ("when no name is found, the
@@ -1317,6 +1333,8 @@ impl ServerCertVerifier for ChainThenName {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let no_sni = matches!(server_name, ServerName::IpAddress(_));
+        // (What a check's verification left is not this one's.)
+        SNI_MISMATCH.with(|m| m.set(false));
         let name = match &self.verify_host {
             Some(h) if no_sni => h,
             _ => server_name,
@@ -1330,6 +1348,15 @@ impl ServerCertVerifier for ChainThenName {
                 rustls::CertificateError::NotValidForName
                 | rustls::CertificateError::NotValidForNameContext { .. },
             )) if no_sni && self.verify_host.is_none() => Ok(ServerCertVerified::assertion()),
+            Err(
+                e @ rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                ),
+            ) if !no_sni => {
+                SNI_MISMATCH.with(|m| m.set(true));
+                Err(e)
+            }
             r => r,
         }
     }

@@ -249,6 +249,12 @@ pub struct TlsStream {
     /// Server side: the certificate served (`ssl_f_*`): the resolver's
     /// choice, or for a resumed session what its hello names.
     own_cert: Option<Arc<rustls::sign::CertifiedKey>>,
+    /// Client side: the handshake failed on a server certificate that
+    /// does not name the SNI sent ([`Transport::sni_mismatch`]).
+    sni_mismatch: bool,
+    /// Client side: bytes for the socket before any TLS record (a PROXY
+    /// header, [`Transport::send_first`]).
+    prefix: Vec<u8>,
     /// Its place among the process's TLS connections (`maxsslconn`).
     _slot: SslSlot,
 }
@@ -342,6 +348,8 @@ impl TlsStream {
             auth: None,
             session_verify: 0,
             own_cert: None,
+            sni_mismatch: false,
+            prefix: Vec::new(),
             _slot: slot,
         }
     }
@@ -498,6 +506,15 @@ impl TlsStream {
 
     /// Writes buffered records to the socket. `Ok(true)`: nothing remains.
     fn flush_tls(&mut self) -> io::Result<bool> {
+        while !self.prefix.is_empty() {
+            match (&self.sock).write(&self.prefix) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => drop(self.prefix.drain(..n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         while self.conn.wants_write() {
             match self.conn.write_tls(&mut self.sock) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -514,6 +531,15 @@ impl TlsStream {
     /// as the socket takes it, and returns the error to report.
     #[cold]
     fn fail(&mut self, e: rustls::Error) -> io::Error {
+        // The verifier's note, taken only for its own error (one left by
+        // a check's handshake on this thread is not this connection's).
+        self.sni_mismatch = matches!(
+            e,
+            rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. }
+            )
+        ) && crate::tls::take_sni_mismatch();
         let msg = self.during_handshake(e.to_string());
         let _ = self.flush_tls();
         self.failed = Some(msg.clone());
@@ -628,6 +654,39 @@ impl TlsStream {
             // 4. Handshake messages, tickets, key-update answers.
             if self.conn.wants_write() {
                 self.flush_tls()?;
+            }
+        }
+    }
+
+    /// See [`Transport::handshake`].
+    fn handshake(&mut self) -> io::Result<bool> {
+        self.check_failed()?;
+        loop {
+            if self.conn.wants_write() {
+                // A full socket: the server's flight may still come.
+                let _ = self.flush_tls()?;
+            }
+            if !self.conn.is_handshaking() {
+                return Ok(true);
+            }
+            match self.conn.read_tls(&mut self.sock) {
+                Ok(0) => {
+                    let msg = "connection closed during the TLS handshake".to_string();
+                    self.failed = Some(msg.clone());
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, msg));
+                }
+                Ok(_) => {
+                    if let Err(e) = self.process() {
+                        return Err(self.fail(e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let msg = format!("TLS handshake: {e}");
+                    self.failed = Some(msg.clone());
+                    return Err(io::Error::new(e.kind(), msg));
+                }
             }
         }
     }
@@ -904,6 +963,42 @@ impl Transport {
             Transport::Plain(_) | Transport::Lane(_) => false,
             Transport::Tls(t) => t.conn.wants_write(),
         }
+    }
+
+    /// Drives the client side of a TLS handshake toward a server, as far
+    /// as the socket allows, before any plaintext is written: the step of
+    /// a server connection's establishment that follows the TCP connect
+    /// (HAProxy counts it in the connect: `timeout connect`, retries).
+    /// `Ok(true)` once the handshake is complete (at once for plain TCP);
+    /// `Ok(false)` while it waits for the socket (an edge, either way:
+    /// the server's next flight, or room for ours). Any failure (the
+    /// server's alert, a certificate that does not verify, bytes that
+    /// are not TLS, a close or reset) is an error, the same at every
+    /// later call. Records read past the handshake stay with rustls for
+    /// the next [`Transport::read`], which the caller must try (the
+    /// socket may not be drained).
+    pub fn handshake(&mut self) -> io::Result<bool> {
+        match self {
+            Transport::Plain(_) | Transport::Lane(_) => Ok(true),
+            Transport::Tls(t) => t.handshake(),
+        }
+    }
+
+    /// Has `bytes` go to the socket in clear before the first TLS record
+    /// (the ClientHello) of a connection to a server: its PROXY header,
+    /// which HAProxy sends before the handshake. Plain TCP: nothing (the
+    /// caller writes them as data).
+    pub fn send_first(&mut self, bytes: &[u8]) {
+        if let Transport::Tls(t) = self {
+            t.prefix.extend_from_slice(bytes);
+        }
+    }
+
+    /// Whether a TLS handshake toward a server failed on a certificate
+    /// that does not name the SNI sent (HAProxy 2.6 then gives up the
+    /// connect without retrying).
+    pub fn sni_mismatch(&self) -> bool {
+        matches!(self, Transport::Tls(t) if t.sni_mismatch)
     }
 
     /// Whether the TLS handshake is still running (false for plain TCP).

@@ -87,6 +87,19 @@ pub fn connect_outcome(
     }
 }
 
+/// The TLS handshake of a server connection whose TCP connect (and
+/// SOCKS4 handshake) is done, moved on as far as the socket allows: it
+/// ends the connect, as in HAProxy (`timeout connect` covers it, its
+/// failure is a failed connect). Some(ok) once known (at once for plain
+/// TCP), None while it waits for an edge of the socket.
+pub fn handshake_outcome(tr: &mut crate::transport::Transport) -> Option<bool> {
+    match tr.handshake() {
+        Ok(true) => Some(true),
+        Ok(false) => None,
+        Err(_) => Some(false),
+    }
+}
+
 /// The server reset a connection it had accepted (see
 /// [`connect_outcome_reset`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -531,6 +531,10 @@ pub(super) struct Pipe {
     /// The server socket exists and its connect is under way.
     pub(super) connecting: bool,
     pub(super) connect_failed: bool,
+    /// The TCP connect (and SOCKS4 handshake) is done and the TLS
+    /// handshake under way: still `connecting`, as HAProxy counts it (its
+    /// failure is a failed connect, `timeout connect` covers it).
+    pub(super) handshaking: bool,
     /// `socks4`: the proxy's handshake, part of the connect.
     pub(super) socks: Option<Box<crate::backend::socks4::Socks4>>,
     /// When the connect completed.
@@ -755,6 +759,10 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
+        if self.handshaking {
+            return self.check_handshake(now);
+        }
+        let tls = st.is_tls();
         // (The session drops any event bits left from an earlier socket
         // before connecting.)
         match crate::backend::connect_outcome_reset(
@@ -763,6 +771,9 @@ impl Pipe {
             self.srv.wr,
             self.srv.hup,
         ) {
+            // TCP is up: a TLS server's handshake completes the connect
+            // (a reset meanwhile fails it).
+            Some(Ok(true)) | Some(Err(_)) if tls => self.check_handshake(now),
             // Established, then reset by the server before we saw it:
             // connected, and the server side has failed (`SD`).
             Some(Err(crate::backend::Reset)) => {
@@ -791,6 +802,25 @@ impl Pipe {
                 Some(false)
             }
         }
+    }
+
+    /// The TLS handshake of a server connection whose TCP connect is done:
+    /// its end is the connect's (`Some(ok)`), `None` while it waits for
+    /// the socket.
+    fn check_handshake(&mut self, now: Tick) -> Option<bool> {
+        let r = crate::backend::handshake_outcome(self.srv.tr.as_mut()?);
+        self.handshaking = r.is_none();
+        self.connecting = r.is_none();
+        self.connect_failed = r == Some(false);
+        // Waiting: for an edge. Done: records past the handshake may wait
+        // in rustls or the socket, the next read looks.
+        self.srv.rd = r == Some(true);
+        self.srv.wr = r == Some(true);
+        if r == Some(true) {
+            self.t_conn = Some(now);
+            self.srv.last_io = now;
+        }
+        r
     }
 
     /// Sends what waits in `c2s` on a connect just started, when the

@@ -548,7 +548,7 @@ impl Session {
             };
             Ok((tr, socks))
         });
-        let Ok((st, socks)) = r else {
+        let Ok((mut st, socks)) = r else {
             self.connect_failed(ctx, false);
             return;
         };
@@ -589,6 +589,14 @@ impl Session {
         } else {
             Vec::new()
         };
+        // To a TLS server the PROXY header goes in clear, before the
+        // handshake (HAProxy's order).
+        let prefix = if st.is_tls() {
+            st.send_first(&prefix);
+            Vec::new()
+        } else {
+            prefix
+        };
         {
             let mut p = self.pipe.borrow_mut();
             p.srv_local = crate::sample::back_local(st.tcp());
@@ -601,6 +609,7 @@ impl Session {
             };
             p.connecting = true;
             p.connect_failed = false;
+            p.handshaking = false;
             p.socks = socks;
             p.t_conn = None;
             p.sent_early = false;
@@ -642,6 +651,7 @@ impl Session {
         let st = {
             let mut p = self.pipe.borrow_mut();
             p.connecting = false;
+            p.handshaking = false;
             p.srv.tr.take()
         };
         if let Some(mut st) = st {
@@ -655,17 +665,31 @@ impl Session {
     /// A connect failed or timed out: retry (after the turn-around for a
     /// refusal), redispatch on the last retry, or give up (`SC`/`sC`).
     fn connect_failed(&mut self, ctx: &mut Ctx, timed_out: bool) {
+        let sni_mismatch = {
+            let p = self.pipe.borrow();
+            p.srv.tr.as_ref().is_some_and(|t| t.sni_mismatch())
+        };
+        if sni_mismatch {
+            // A server certificate that does not name the SNI sent: no
+            // retry, logged as all done (HAProxy 2.6's rule).
+            self.retries_done += self.retries_left;
+            self.retries_left = 0;
+        }
         self.drop_server_sock(ctx);
         let Some(farm) = self.farm.clone() else {
             return;
         };
         if let Some(s) = &self.server {
-            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             crate::backend::check::observe(s, crate::backend::check::Seen::L4Err);
         }
         // `retry-on` without `conn-failure`: no connect retry at all.
         let conn_failure = farm.retry_on.has(crate::config::RetryOn::CONN_FAILURE);
         if self.retries_left == 0 || !conn_failure {
+            // One failed connection for the session given up (`econ`,
+            // HAProxy's `failed_conns`), not one per attempt.
+            if let Some(s) = &self.server {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            }
             self.end_with(if timed_out { b"sC" } else { b"SC" });
             return;
         }

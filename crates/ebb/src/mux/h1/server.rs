@@ -51,6 +51,10 @@ pub(crate) struct ServerSide {
     pub(crate) connecting: bool,
     /// The connect failed (seen by `h1_srv`; the client side retries).
     pub(crate) connect_failed: bool,
+    /// The TCP connect (and SOCKS4 handshake) is done and the TLS
+    /// handshake under way: still `connecting`, as HAProxy counts it (its
+    /// failure is a failed connect, `timeout connect` covers it).
+    pub(crate) handshaking: bool,
     /// When the connect completed (for the log's `Tc`).
     pub(crate) t_conn: Option<Tick>,
     pub(crate) rd: bool,
@@ -107,6 +111,7 @@ impl ServerSide {
             local,
             connecting,
             connect_failed,
+            handshaking,
             t_conn,
             rd,
             wr,
@@ -127,7 +132,7 @@ impl ServerSide {
         } = self;
         sock.is_none()
             && local.is_none()
-            && !(*connecting || *connect_failed || *rd || *wr || *hup || *eof)
+            && !(*connecting || *connect_failed || *handshaking || *rd || *wr || *hup || *eof)
             && !(*broken || *want_room || *idle_event)
             && t_conn.is_none()
             && obuf.capacity() == 0
@@ -174,6 +179,7 @@ impl ServerSide {
     fn install_common(&mut self, connecting: bool, now: Tick) {
         self.connecting = connecting;
         self.connect_failed = false;
+        self.handshaking = false;
         self.socks = None;
         self.t_conn = if connecting { None } else { Some(now) };
         self.hup = false;
@@ -203,6 +209,7 @@ impl ServerSide {
         }
         self.connecting = false;
         self.connect_failed = false;
+        self.handshaking = false;
         self.socks = None;
         self.rd = false;
         self.wr = false;
@@ -251,24 +258,39 @@ impl ServerSide {
         if !(self.rd || self.wr) {
             return None;
         }
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.wr, self.hup) {
-            Some(true) => {
-                self.connecting = false;
-                self.t_conn = Some(now);
-                self.wr = true;
-                Some(true)
-            }
-            None => {
-                self.rd = false;
-                self.wr = false;
-                None
-            }
-            Some(false) => {
-                self.connecting = false;
-                self.connect_failed = true;
-                Some(false)
+        if !self.handshaking {
+            match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.wr, self.hup) {
+                Some(true) => {}
+                None => {
+                    self.rd = false;
+                    self.wr = false;
+                    return None;
+                }
+                Some(false) => {
+                    self.connecting = false;
+                    self.connect_failed = true;
+                    return Some(false);
+                }
             }
         }
+        // TCP is up: a TLS server's handshake completes the connect.
+        let st = self.sock.as_mut()?;
+        let tls = st.is_tls();
+        let r = crate::backend::handshake_outcome(st);
+        self.handshaking = r.is_none();
+        self.connecting = r.is_none();
+        self.connect_failed = r == Some(false);
+        if r.is_none() {
+            self.rd = false;
+            self.wr = false;
+        } else if r == Some(true) {
+            // Records past the handshake may wait in rustls or the
+            // socket: the next read looks.
+            self.rd |= tls;
+            self.wr = true;
+            self.t_conn = Some(now);
+        }
+        r
     }
 
     /// Sends `obuf` on a connect just started, when the kernel may have

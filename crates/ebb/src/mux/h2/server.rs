@@ -92,6 +92,9 @@ pub(crate) struct Pipe {
     pub(crate) connected: bool,
     /// The connection could not be established.
     pub(crate) failed: bool,
+    /// ... for a server certificate that does not name the SNI sent: the
+    /// connect is not retried (HAProxy 2.6's rule).
+    pub(crate) sni_mismatch: bool,
     /// No more answer bytes will come: the answer ended, or the stream
     /// was reset or refused, or the connection closed.
     pub(crate) end: bool,
@@ -298,6 +301,10 @@ impl SrvConn {
         let mine = owner.is_some() && self.owner == owner;
         !self.dead
             && self.shared
+            // A stream that gave up waiting for it (`timeout connect`)
+            // makes a connection still connecting take no other, though
+            // it has not run since: a retry connects again.
+            && (self.ready || !self.streams.iter().any(|s| s.pipe.borrow().closed))
             && self.key == key
             && !self.h2.going_away()
             && self.streams.len() < self.limit()
@@ -459,7 +466,7 @@ impl SrvConn {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
-                if !self.negotiating {
+                if !self.negotiating && !self.tr.is_handshaking() {
                     self.set_ready(ctx);
                 }
                 true
@@ -960,10 +967,12 @@ impl SrvConn {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.dead = true;
+        let sni_mismatch = self.tr.sni_mismatch();
         for s in self.streams.drain(..) {
             let mut p = s.pipe.borrow_mut();
             if !self.ready {
                 p.failed = true;
+                p.sni_mismatch = sni_mismatch;
             }
             p.end = true;
             drop(p);
@@ -993,6 +1002,22 @@ impl SrvConn {
         if self.connected && self.negotiating {
             if let Some(st) = self.negotiate(ctx) {
                 return st;
+            }
+        } else if self.connected && !self.ready {
+            // `proto h2` over TLS: the handshake completes the connect
+            // (HAProxy's): its failure fails the streams' connects.
+            match self.tr.handshake() {
+                Ok(true) => {
+                    // Records past it may wait: the next read looks.
+                    self.io.rd = true;
+                    self.io.wr = true;
+                    self.set_ready(ctx);
+                }
+                Ok(false) => {
+                    self.io.rd = false;
+                    self.io.wr = false;
+                }
+                Err(_) => return self.close(ctx),
             }
         }
         if !self.ready {

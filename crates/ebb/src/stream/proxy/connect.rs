@@ -268,15 +268,21 @@ impl Stream {
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let (pp, sni) = conn_params(c, &s, &up);
         match open_transport(&s, client_dst, sni.as_deref()) {
-            Ok((st, socks)) => {
+            Ok((mut st, socks)) => {
                 let fd = st.raw_fd();
+                // To a TLS server the PROXY header goes in clear, before
+                // the handshake (HAProxy's order).
+                let tls = st.is_tls();
+                st.send_first(&pp);
                 let early = {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
                     sd.socks = socks;
                     sd.obuf.clear();
                     if !pp.is_empty() || sni.is_some() {
-                        sd.obuf.extend_from_slice(&pp);
+                        if !tls {
+                            sd.obuf.extend_from_slice(&pp);
+                        }
                         self.pp_sent = conn_key(&pp, sni.as_deref());
                     }
                     sd.obuf.extend_from_slice(&up.head);

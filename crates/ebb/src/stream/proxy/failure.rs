@@ -12,14 +12,28 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
+        let sni_mismatch = {
+            let sd = self.side.borrow();
+            sd.sock.as_ref().is_some_and(|t| t.sni_mismatch())
+                || sd.h2.as_ref().is_some_and(|p| p.borrow().sni_mismatch)
+        };
+        if sni_mismatch {
+            // A server certificate that does not name the SNI sent: no
+            // retry (HAProxy 2.6's rule: the name may be the client's).
+            up.retries_left = 0;
+        }
         self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
-            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             observe(s, Seen::L4Err);
         }
         // `retry-on` without `conn-failure`: no connect retry at all.
         if up.retries_left == 0 || !farm.retry_on.has(RetryOn::CONN_FAILURE) {
+            // One failed connection for the exchange given up (`econ`,
+            // HAProxy's `failed_conns`), not one per attempt.
+            if let Some(s) = &up.server {
+                s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            }
             // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));

@@ -1,0 +1,454 @@
+//! The TLS handshake toward a server (`server ... ssl`) is part of the
+//! connection's establishment, as in HAProxy 2.6: a handshake that fails
+//! (a certificate that does not verify, a server that closes at once or
+//! answers bytes that are not TLS) is a failed connect, retried
+//! (`retries`, `option redispatch`, `retry-on conn-failure`) and then a
+//! 503 logged `SC`; one that does not end within `timeout connect` is a
+//! connect timeout (`sC`). HTTP/1.1 and HTTP/2 (`proto h2`, `alpn h2`)
+//! servers and `mode tcp`, each beside Debian's haproxy when it is
+//! installed (the same configuration, the same status, termination state,
+//! retry count and number of connections the server sees).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::origin::{read_head, serve_each};
+use common::*;
+
+/// How a test server behaves once it accepted a connection.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A TLS server with a certificate for `origin.test` (which the
+    /// proxy may or may not trust), answering `tls-ok`.
+    Tls,
+    /// Closes at once.
+    Close,
+    /// Reads the ClientHello and answers plain HTTP.
+    Garbage,
+    /// Never answers.
+    Silent,
+}
+
+/// A test server: its address and how many connections it accepted.
+struct Srv {
+    addr: SocketAddr,
+    seen: Arc<AtomicUsize>,
+}
+
+impl Srv {
+    fn seen(&self) -> usize {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    /// Asserts that it has accepted `n` connections in all (each is
+    /// counted on its own thread: waited for, not raced).
+    fn saw(&self, n: usize, what: &str) {
+        wait_until(what, || self.seen() >= n);
+        assert_eq!(self.seen(), n, "{what}");
+    }
+}
+
+/// The certificate of the TLS servers (self-signed, `origin.test`), one
+/// the proxies do not trust, and the servers' rustls configuration.
+struct Certs {
+    ca: PathBuf,
+    /// The certificate and its key, for a `bind ... ssl crt` line.
+    both: PathBuf,
+    stranger: PathBuf,
+    config: Arc<rustls::ServerConfig>,
+}
+
+fn certs(dir: &Path) -> Certs {
+    let ck = rcgen::generate_simple_self_signed(vec!["origin.test".to_string()]).unwrap();
+    let ca = dir.join("origin.pem");
+    std::fs::write(&ca, ck.cert.pem()).unwrap();
+    let both = dir.join("origin-both.pem");
+    std::fs::write(&both, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["other.test".to_string()]).unwrap();
+    let stranger = dir.join("stranger.pem");
+    std::fs::write(&stranger, other.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![ck.cert.der().clone()], key)
+    .unwrap();
+    Certs {
+        ca,
+        both,
+        stranger,
+        config: Arc::new(config),
+    }
+}
+
+fn server(kind: Kind, tls: &Arc<rustls::ServerConfig>) -> Srv {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let n = Arc::clone(&seen);
+    let tls = Arc::clone(tls);
+    let addr = serve_each(move |mut s: TcpStream| {
+        n.fetch_add(1, Ordering::SeqCst);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        match kind {
+            Kind::Close => drop(s),
+            Kind::Garbage => {
+                let mut b = [0u8; 4096];
+                if s.read(&mut b).is_ok() {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            }
+            Kind::Silent => {
+                let mut b = [0u8; 4096];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+            }
+            Kind::Tls => {
+                let Ok(c) = rustls::ServerConnection::new(Arc::clone(&tls)) else {
+                    return;
+                };
+                let mut t = rustls::StreamOwned::new(c, s);
+                if read_head(&mut t).is_some() {
+                    let _ = t.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\ntls-ok",
+                    );
+                    let _ = t.flush();
+                }
+            }
+        }
+    });
+    Srv { addr, seen }
+}
+
+/// What a request through a proxy got: its status and its log line.
+fn request(proxy: SocketAddr, path: &str, log: &Syslog) -> (u16, String) {
+    let r = get(proxy, path);
+    let line = log.find("log line", |l| l.contains(&format!("\"GET {path} ")));
+    (r.status, line)
+}
+
+/// Asserts that a request for `path` through `proxy` got a 503, logged
+/// with the termination state and retry count `want`; its log line.
+fn assert_503(
+    proxy: SocketAddr,
+    path: &str,
+    log: &Syslog,
+    want: (&str, &str),
+    who: &str,
+) -> String {
+    let (st, line) = request(proxy, path, log);
+    assert_eq!(st, 503, "{who} {path}: {line}");
+    let (term, retries) = term_and_retries(&line);
+    assert_eq!((&term[..], &retries[..]), want, "{who} {path}: {line}");
+    line
+}
+
+/// The termination state and the retry count (the last of the
+/// connection counts) of an HTTP log line.
+fn term_and_retries(line: &str) -> (String, String) {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let at = f
+        .iter()
+        .position(|w| w.len() == 4 && w.chars().nth(2) == Some('-') && w.ends_with('-'))
+        .unwrap_or_else(|| panic!("no termination state in {line}"));
+    let retries = f[at + 1].rsplit('/').next().unwrap_or("").to_string();
+    (f[at].to_string(), retries)
+}
+
+/// Runs `check` through the proxy `who` names (`ebb`, or `haproxy` when
+/// it is installed) started on the configuration `cfg(bind, log)` gives.
+fn on_proxy(
+    who: &str,
+    name: &str,
+    cfg: &dyn Fn(&str, SocketAddr) -> String,
+    check: &dyn Fn(SocketAddr, &Syslog, &Path),
+) {
+    let log = Syslog::new();
+    if who == "ebb" {
+        let sock = scratch(name).join("admin.sock");
+        let text = cfg("BIND", log.addr()).replacen(
+            "global\n",
+            &format!("global\n    stats socket {} level admin\n", sock.display()),
+            1,
+        );
+        let e = Ebb::start(&text);
+        check(e.addr(), &log, &sock);
+        return;
+    }
+    let bind = format!("127.0.0.1:{}", free_port());
+    // (None when haproxy is not installed: ebb was checked on its own.)
+    let Some(h) = haproxy_with(name, &cfg(&bind, log.addr())) else {
+        return;
+    };
+    wait_until("haproxy's frontend", || TcpStream::connect(&bind).is_ok());
+    check(bind.parse().unwrap(), &log, &h.sock);
+}
+
+const DEFAULTS: &str = "defaults\n    mode http\n    log global\n    option httplog\n    timeout client 10s\n    timeout server 10s\n    timeout connect 500ms\n    retries 2\n";
+
+#[test]
+fn a_failed_handshake_is_a_failed_connect_retried_then_503() {
+    let d = scratch("tlsconn-h1");
+    let c = certs(&d);
+    for label in ["ebb", "haproxy"] {
+        // Servers of their own for each proxy: the connections they see
+        // are counted.
+        let badcert = server(Kind::Tls, &c.config);
+        let close = server(Kind::Close, &c.config);
+        let garbage = server(Kind::Garbage, &c.config);
+        let silent = server(Kind::Silent, &c.config);
+        let good = server(Kind::Tls, &c.config);
+        let noretry = server(Kind::Tls, &c.config);
+        let sniwrong = server(Kind::Tls, &c.config);
+        let vhwrong = server(Kind::Tls, &c.config);
+        let cfg = |bind: &str, log: SocketAddr| {
+            format!(
+                "global\n    log {log} local0\n{DEFAULTS}\
+                 frontend fe\n    bind {bind}\n    use_backend b_%[path,field(2,/)]\n\
+                 backend b_badcert\n    server s {} ssl verify required ca-file {}\n\
+                 backend b_close\n    server s {} ssl verify none\n\
+                 backend b_garbage\n    server s {} ssl verify none\n\
+                 backend b_silent\n    server s {} ssl verify none\n\
+                 backend b_good\n    server s {} ssl verify required ca-file {} sni str(origin.test)\n\
+                 backend b_redispatch\n    balance first\n    retries 1\n    option redispatch\n    server bad {} ssl verify required ca-file {}\n    server ok {} ssl verify required ca-file {} sni str(origin.test)\n\
+                 backend b_noretry\n    retry-on 503\n    server s {} ssl verify required ca-file {}\n\
+                 backend b_sniwrong\n    server s {} ssl verify required ca-file {} sni str(wrong.test)\n\
+                 backend b_vhwrong\n    server s {} ssl verify required ca-file {} verifyhost wrong.test\n",
+                badcert.addr,
+                c.stranger.display(),
+                close.addr,
+                garbage.addr,
+                silent.addr,
+                good.addr,
+                c.ca.display(),
+                badcert.addr,
+                c.stranger.display(),
+                good.addr,
+                c.ca.display(),
+                noretry.addr,
+                c.stranger.display(),
+                sniwrong.addr,
+                c.ca.display(),
+                vhwrong.addr,
+                c.ca.display(),
+            )
+        };
+        let check = |proxy: SocketAddr, log: &Syslog, sock: &Path| {
+            let (st, line) = request(proxy, "/good", log);
+            assert_eq!(st, 200, "{label}: {line}");
+            let (term, _) = term_and_retries(&line);
+            assert_eq!(term, "----", "{label}: {line}");
+            for (path, srv) in [
+                ("/badcert", &badcert),
+                ("/close", &close),
+                ("/garbage", &garbage),
+            ] {
+                let before = srv.seen();
+                let line = assert_503(proxy, path, log, ("SC--", "2"), label);
+                // The first attempt and its two retries.
+                srv.saw(before + 3, &format!("{label} {path}"));
+                // One failed connection for the request given up (not
+                // one per attempt), two retries.
+                let row = stat_row(sock, &format!("b{}", path.replace('/', "_")), "s");
+                assert_eq!(
+                    (row["econ"].as_str(), row["wretr"].as_str()),
+                    ("1", "2"),
+                    "{label} {path}"
+                );
+                // The connect time is unknown (never established).
+                assert!(line.contains("/-1/-1/"), "{label} {path}: {line}");
+            }
+            assert_503(proxy, "/silent", log, ("sC--", "2"), label);
+            silent.saw(3, "the silent server");
+            // `option redispatch`: the retry goes to the other server.
+            let before = good.seen();
+            let (st, line) = request(proxy, "/redispatch", log);
+            assert_eq!(st, 200, "{label}: {line}");
+            assert!(line.contains(" b_redispatch/ok "), "{label}: {line}");
+            good.saw(before + 1, label);
+            // `retry-on` without `conn-failure`: no retry.
+            assert_503(proxy, "/noretry", log, ("SC--", "0"), label);
+            noretry.saw(1, label);
+            // A certificate that does not name the SNI sent: no retry
+            // (HAProxy's: the name may come from the client), logged as
+            // if all were done. Not naming `verifyhost`: retried.
+            for (path, srv, n) in [("/sniwrong", &sniwrong, 1), ("/vhwrong", &vhwrong, 3)] {
+                assert_503(proxy, path, log, ("SC--", "2"), label);
+                srv.saw(n, &format!("{label} {path}"));
+            }
+        };
+        on_proxy(label, "tlsconn-h1", &cfg, &check);
+    }
+}
+
+#[test]
+fn http2_servers_handshake_failures_are_failed_connects() {
+    let d = scratch("tlsconn-h2");
+    let c = certs(&d);
+    for who in ["ebb", "haproxy"] {
+        let badcert = server(Kind::Tls, &c.config);
+        let alpn = server(Kind::Tls, &c.config);
+        let silent = server(Kind::Silent, &c.config);
+        let sniwrong = server(Kind::Tls, &c.config);
+        let cfg = |bind: &str, log: SocketAddr| {
+            format!(
+                "global\n    log {log} local0\n{DEFAULTS}\
+                 frontend fe\n    bind {bind}\n    use_backend b_%[path,field(2,/)]\n\
+                 backend b_sniwrong\n    server s {} ssl verify required ca-file {} sni str(wrong.test) proto h2\n\
+                 backend b_badcert\n    server s {} ssl verify required ca-file {} proto h2\n\
+                 backend b_alpn\n    server s {} ssl verify required ca-file {} alpn h2\n\
+                 backend b_silent\n    server s {} ssl verify none proto h2\n",
+                sniwrong.addr,
+                c.ca.display(),
+                badcert.addr,
+                c.stranger.display(),
+                alpn.addr,
+                c.stranger.display(),
+                silent.addr,
+            )
+        };
+        let check = |proxy: SocketAddr, log: &Syslog, sock: &Path| {
+            for (path, srv) in [("/badcert", &badcert), ("/alpn", &alpn)] {
+                assert_503(proxy, path, log, ("SC--", "2"), who);
+                srv.saw(3, &format!("{who} {path}"));
+                let row = stat_row(sock, &format!("b{}", path.replace('/', "_")), "s");
+                assert_eq!(row["econ"], "1", "{who} {path}");
+            }
+            // No retry for a certificate that does not name the SNI sent.
+            assert_503(proxy, "/sniwrong", log, ("SC--", "2"), who);
+            sniwrong.saw(1, who);
+            // Each retry after a connect timeout opens a new connection
+            // (not the one still waiting for its handshake).
+            assert_503(proxy, "/silent", log, ("sC--", "2"), who);
+            silent.saw(3, "the silent server");
+        };
+        on_proxy(who, "tlsconn-h2", &cfg, &check);
+    }
+}
+
+#[test]
+fn tcp_mode_handshake_failures_are_failed_connects() {
+    let d = scratch("tlsconn-tcp");
+    let c = certs(&d);
+    for who in ["ebb", "haproxy"] {
+        if who == "haproxy" && !have("haproxy") {
+            println!("haproxy is not installed: ebb is checked on its own");
+            return;
+        }
+        let badcert = server(Kind::Tls, &c.config);
+        let good = server(Kind::Tls, &c.config);
+        let log = Syslog::new();
+        let (b1, b2) = if who == "ebb" {
+            ("BIND".to_string(), "BIND".to_string())
+        } else {
+            (
+                format!("127.0.0.1:{}", free_port()),
+                format!("127.0.0.1:{}", free_port()),
+            )
+        };
+        let cfg = format!(
+            "global\n    log {} local0\n\
+             defaults\n    mode tcp\n    log global\n    option tcplog\n    timeout client 10s\n    timeout server 10s\n    timeout connect 500ms\n    retries 2\n\
+             listen t_bad\n    bind {b1}\n    server s {} ssl verify required ca-file {}\n\
+             listen t_good\n    bind {b2}\n    server s {} ssl verify required ca-file {} sni str(origin.test)\n",
+            log.addr(),
+            badcert.addr,
+            c.stranger.display(),
+            good.addr,
+            c.ca.display(),
+        );
+        let _keep;
+        let (bad, ok): (SocketAddr, SocketAddr) = if who == "ebb" {
+            let e = Ebb::start(&cfg);
+            let a = (e.addrs[0], e.addrs[1]);
+            _keep = Keep::Ebb(e);
+            a
+        } else {
+            let Some(h) = haproxy_with("tlsconn-tcp", &cfg) else {
+                return;
+            };
+            // (Its listeners are bound before its stats socket answers;
+            // a probe connection would reach the servers.)
+            _keep = Keep::Hap(h);
+            (b1.parse().unwrap(), b2.parse().unwrap())
+        };
+        // The server's certificate does not verify: three attempts, then
+        // the client's connection is closed with nothing sent, `SC`.
+        let got = common::origin::exchange(bad, b"GET / HTTP/1.0\r\n\r\n");
+        assert!(got.is_empty(), "{who}: {got:?}");
+        let line = log.find("tcp log line", |l| l.contains(" t_bad "));
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let at = f.iter().position(|w| *w == "SC").unwrap_or_else(|| {
+            panic!("{who}: no SC in {line}");
+        });
+        assert!(f[at + 1].ends_with("/2"), "{who}: {line}");
+        badcert.saw(3, who);
+        // One that does: the bytes pass (the connect time includes the
+        // handshake).
+        let got = common::origin::exchange(ok, b"GET / HTTP/1.0\r\n\r\n");
+        assert!(
+            String::from_utf8_lossy(&got).ends_with("tls-ok"),
+            "{who}: {got:?}"
+        );
+        let line = log.find("tcp log line", |l| l.contains(" t_good "));
+        assert!(!line.contains(" SC "), "{who}: {line}");
+        good.saw(1, who);
+    }
+}
+
+/// Keeps a proxy running for the rest of a loop's turn.
+#[allow(dead_code)]
+enum Keep {
+    Ebb(Ebb),
+    Hap(Hap),
+}
+
+/// `send-proxy` on an `ssl` server: the PROXY header goes in clear before
+/// the TLS handshake, as HAProxy sends it (a `bind ... accept-proxy ssl`
+/// reads it first), from HTTP and tcp proxies.
+#[test]
+fn the_proxy_header_precedes_the_tls_handshake() {
+    let d = scratch("tlsconn-pp");
+    let c = certs(&d);
+    for who in ["ebb", "haproxy"] {
+        if who == "haproxy" && !have("haproxy") {
+            println!("haproxy is not installed: ebb is checked on its own");
+            return;
+        }
+        let [p1, p2, inner] = [free_port(), free_port(), free_port()];
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n    retries 0\n\
+             frontend outer\n    bind 127.0.0.1:{p1}\n    default_backend b\n\
+             backend b\n    server s 127.0.0.1:{inner} ssl verify none send-proxy\n\
+             listen t\n    mode tcp\n    bind 127.0.0.1:{p2}\n    server s 127.0.0.1:{inner} ssl verify none send-proxy-v2\n\
+             frontend inner\n    bind 127.0.0.1:{inner} accept-proxy ssl crt {}\n    http-request return status 200 content-type text/plain lf-string \"pp-src=%[src]\"\n",
+            c.both.display()
+        );
+        let _keep = if who == "ebb" {
+            let e = Ebb::start(&cfg);
+            Keep::Ebb(e)
+        } else {
+            let Some(h) = haproxy_with("tlsconn-pp", &cfg) else {
+                return;
+            };
+            Keep::Hap(h)
+        };
+        for p in [p1, p2] {
+            let a: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+            wait_until("the outer listener", || TcpStream::connect(a).is_ok());
+            let got = common::origin::exchange(a, b"GET / HTTP/1.0\r\n\r\n");
+            let got = String::from_utf8_lossy(&got);
+            assert!(
+                got.starts_with("HTTP/1.0 200") || got.starts_with("HTTP/1.1 200"),
+                "{who} {p}: {got}"
+            );
+            assert!(got.ends_with("pp-src=127.0.0.1"), "{who} {p}: {got}");
+        }
+    }
+}
