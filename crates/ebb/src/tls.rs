@@ -630,6 +630,12 @@ impl SniResolver {
                         && s.usable_for_signature_algorithm(k.key.algorithm())
                 })
         };
+        self.pick(cands, usable)
+    }
+
+    /// Of `cands`, the first `usable` one, ECDSA (and other non-RSA) keys
+    /// before RSA ones; else the first candidate.
+    fn pick(&self, cands: &[usize], usable: impl Fn(usize) -> bool) -> Option<Arc<CertifiedKey>> {
         let rsa = |i: &usize| self.keys[*i].key.algorithm() == rustls::SignatureAlgorithm::RSA;
         cands
             .iter()
@@ -640,17 +646,25 @@ impl SniResolver {
             .or(cands.first().copied())
             .and_then(|i| self.keys.get(i).cloned())
     }
+
+    /// The certificates a name may get: its own, else the default ones
+    /// (none under `strict-sni`).
+    fn candidates(&self, name: Option<&str>) -> Option<&[usize]> {
+        match self.find(name) {
+            Some(c) => Some(c),
+            None if self.strict => None,
+            None => Some(&self.default),
+        }
+    }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let k = match self.find(hello.server_name()) {
-            Some(c) => self.choose(c, &hello),
-            // No certificate: rustls ends the handshake with an alert (the
-            // hello gate refused this one already with unrecognized_name).
-            None if self.strict => None,
-            None => self.choose(&self.default, &hello),
-        };
+        // No candidate: rustls ends the handshake with an alert (the
+        // hello gate refused this one already with unrecognized_name).
+        let k = self
+            .candidates(hello.server_name())
+            .and_then(|c| self.choose(c, &hello));
         if let Some(k) = &k {
             CHOSEN.with(|c| c.replace(Some(Arc::clone(k))));
         }
@@ -738,18 +752,11 @@ impl Gate {
 
 impl HelloGate for Gate {
     fn own_cert(&self, h: &hello::HelloInfo) -> Option<Arc<CertifiedKey>> {
+        // Without the offer's signature schemes every candidate is usable:
+        // the resolver's own preference (its choice replaces this one when
+        // it runs: a full handshake).
         let r = &self.resolver;
-        let cands = match r.find(h.sni.as_deref()) {
-            Some(c) => c,
-            None if r.strict => return None,
-            None => &r.default,
-        };
-        // Without the offer's signature schemes: the first candidate that
-        // is not RSA, as `SniResolver::choose` prefers (the resolver's
-        // own choice replaces it when it runs: a full handshake).
-        let rsa = |i: &&usize| r.keys[**i].key.algorithm() == rustls::SignatureAlgorithm::RSA;
-        let i = cands.iter().find(|i| !rsa(i)).or(cands.first())?;
-        r.keys.get(*i).cloned()
+        r.pick(r.candidates(h.sni.as_deref())?, |_| true)
     }
 
     fn client_auth(&self, h: &hello::HelloInfo) -> Option<Arc<clientauth::ClientAuth>> {

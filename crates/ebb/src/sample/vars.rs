@@ -406,7 +406,7 @@ pub struct TxnInfo {
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
     pub srv_local: Option<crate::sample::BackLocal>,
     /// The certificates the server presented on the exchange's connection
-    /// (`ssl_s_*`, kept only when [`crate::sample::SRV_CHAIN`]).
+    /// (`ssl_s_*`, kept only when [`crate::sample::SRV_TLS`]).
     pub srv_chain: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// What the TLS handshake with the server settled (`ssl_bc_*`; `None`:
     /// no TLS to the server, or nothing reads it).

@@ -15,7 +15,7 @@ mod eval;
 mod msg;
 mod parse;
 mod sslc;
-pub use sslc::SRV_CHAIN;
+pub use sslc::SRV_TLS;
 
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
 /// (positive from the first, negative from the last; no argument or 0:

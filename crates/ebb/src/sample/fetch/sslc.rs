@@ -52,9 +52,10 @@ pub(in crate::sample) enum Settled {
     Keysize,
 }
 
-/// Set once a configuration reads `ssl_s_*`: the exchanges then keep the
-/// server's chain for them.
-pub static SRV_CHAIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set once a configuration reads `ssl_s_*` or `ssl_bc*`: the exchanges
+/// then keep what their server connection's TLS gave (its chain and what
+/// the handshake settled) for them.
+pub static SRV_TLS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl SslC {
     /// `None`: not one of these names.
@@ -71,53 +72,17 @@ impl SslC {
                 text: name.ends_with("_str"),
             },
             "ssl_bc" => {
-                SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
+                SRV_TLS.store(true, std::sync::atomic::Ordering::Relaxed);
                 SslC::Bc
             }
-            _ if settled(name).is_some() => {
-                let (bc, what) = settled(name)?;
-                if bc {
-                    SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
+            _ => match settled(name) {
+                Some((true, what)) => {
+                    SRV_TLS.store(true, std::sync::atomic::Ordering::Relaxed);
                     SslC::BcOf(what)
-                } else {
-                    SslC::Fc(what)
                 }
-            }
-            _ => {
-                let (side, rest) = [("ssl_c_", 'c'), ("ssl_f_", 'f'), ("ssl_s_", 's')]
-                    .iter()
-                    .find_map(|(p, side)| Some((*side, name.strip_prefix(p)?)))?;
-                let field = match rest {
-                    "serial" => CertField::Serial,
-                    "sha1" => CertField::Sha1,
-                    "der" => CertField::Der,
-                    // HAProxy 2.6 has no `ssl_f_chain_der`.
-                    "chain_der" if side != 'f' => CertField::ChainDer,
-                    "notbefore" => CertField::NotBefore,
-                    "notafter" => CertField::NotAfter,
-                    "version" => CertField::Version,
-                    "sig_alg" => CertField::SigAlg,
-                    "key_alg" => CertField::KeyAlg,
-                    "s_dn" | "i_dn" => match dn(name, rest == "i_dn", args) {
-                        Ok(f) => f,
-                        Err(e) => return Some(Err(e)),
-                    },
-                    _ => return None,
-                };
-                if side == 's' {
-                    SRV_CHAIN.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                let is_dn = matches!(field, CertField::Dn { .. });
-                let f = match side {
-                    'c' => SslC::Field(field),
-                    'f' => SslC::Own(field),
-                    _ => SslC::Srv(field),
-                };
-                if is_dn {
-                    return Some(Ok(f));
-                }
-                f
-            }
+                Some((false, what)) => SslC::Fc(what),
+                None => return cert_field(name, args),
+            },
         };
         if !args.is_empty() {
             return Some(Err(format!("fetch '{name}' takes no argument")));
@@ -239,6 +204,42 @@ impl SslC {
             }
         }
     }
+}
+
+/// `ssl_c_*`, `ssl_f_*` and `ssl_s_*` certificate fields (`None`: not one).
+fn cert_field(name: &str, args: &[String]) -> Option<Result<SslC, String>> {
+    let (side, rest) = [("ssl_c_", 'c'), ("ssl_f_", 'f'), ("ssl_s_", 's')]
+        .iter()
+        .find_map(|(p, side)| Some((*side, name.strip_prefix(p)?)))?;
+    let field = match rest {
+        "serial" => CertField::Serial,
+        "sha1" => CertField::Sha1,
+        "der" => CertField::Der,
+        // HAProxy 2.6 has no `ssl_f_chain_der`.
+        "chain_der" if side != 'f' => CertField::ChainDer,
+        "notbefore" => CertField::NotBefore,
+        "notafter" => CertField::NotAfter,
+        "version" => CertField::Version,
+        "sig_alg" => CertField::SigAlg,
+        "key_alg" => CertField::KeyAlg,
+        // The DN fields take their own arguments.
+        "s_dn" | "i_dn" => match dn(name, rest == "i_dn", args) {
+            Ok(f) => f,
+            Err(e) => return Some(Err(e)),
+        },
+        _ => return None,
+    };
+    if !matches!(field, CertField::Dn { .. }) && !args.is_empty() {
+        return Some(Err(format!("fetch '{name}' takes no argument")));
+    }
+    if side == 's' {
+        SRV_TLS.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    Some(Ok(match side {
+        'c' => SslC::Field(field),
+        'f' => SslC::Own(field),
+        _ => SslC::Srv(field),
+    }))
 }
 
 /// `ssl_fc_*`/`ssl_bc_*` names of what a handshake settled: (server

@@ -14,7 +14,7 @@ impl Stream {
             let side = self.side.borrow();
             let info = &mut c.vars.get_mut().info;
             info.srv_local = side.local;
-            if crate::sample::SRV_CHAIN.load(std::sync::atomic::Ordering::Relaxed) {
+            if crate::sample::SRV_TLS.load(std::sync::atomic::Ordering::Relaxed) {
                 let sock = side.sock.as_ref();
                 info.srv_chain = sock
                     .and_then(Transport::server_chain)
