@@ -9,7 +9,7 @@ mod common;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
 
-use common::{assert_refused, haproxy_with, have, scratch, Ebb};
+use common::{assert_refused, haproxy_with, have, scratch, wait_until, Ebb};
 
 /// The socket files' modes and owners: `(mode, uid, gid)` in bind order.
 fn owners(paths: &[std::path::PathBuf]) -> Vec<(u32, u32, u32)> {
@@ -61,6 +61,10 @@ fn a_unix_bind_socket_file_has_haproxys_mode_and_owner() {
             Some(got)
         } else {
             let h = haproxy_with("unixbind", &rest)?;
+            // Each file, named: a missing one fails as such.
+            wait_until("haproxy's socket files", || {
+                paths.iter().all(|p| p.exists())
+            });
             let got = owners(&paths);
             drop(h);
             Some(got)

@@ -623,8 +623,21 @@ pub fn haproxy_with(name: &str, rest: &str) -> Option<Hap> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    wait_until("haproxy's socket", || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    // A connect succeeds once the socket listens, before haproxy has
+    // bound the listeners after it (UNIX binds of a frontend come after
+    // the global stats socket): an answer comes from the running loop,
+    // after every bind.
+    wait_until("haproxy's answer on its socket", || {
+        let Ok(mut c) = std::os::unix::net::UnixStream::connect(&sock) else {
+            return false;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        if c.write_all(b"show info\n").is_err() {
+            return false;
+        }
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out.contains("Pid:")
     });
     Some(Hap { child, sock })
 }
