@@ -837,7 +837,21 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         // Idle server connections past their pool-purge-delay are closed
         // once a second.
         let wp = Rc::clone(&w);
+        let lv = (ctx.thread_id() == 0).then(|| Arc::clone(&live));
         let purge = ctx.new_task("idle_purge", move |ctx: &mut Ctx, me, _why| {
+            if let Some(lv) = &lv {
+                // The estimate of the connections each server needs
+                // (`show servers conn`, the stats' `need_conn_est`), rolled
+                // by one thread once per server's `pool-purge-delay`.
+                let now = ctx.now();
+                for b in &lv.compiled().backends {
+                    if let crate::proxy::BackendKind::Servers(f) = &b.kind {
+                        f.farm.servers.iter().for_each(|s| s.roll_need(now));
+                    }
+                }
+            }
+            // (After the estimate, which HAProxy rolls before it closes
+            // idle connections.)
             wp.purge_idle(ctx.now());
             if ctx.stopping() {
                 return Status::Done;

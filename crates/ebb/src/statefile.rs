@@ -214,6 +214,50 @@ pub fn admin_bits(s: &ServerRt) -> u32 {
         }
 }
 
+/// `show servers conn [BACKEND]` for the given backends (HAProxy's
+/// columns: the connections in use now and at most since the last
+/// estimate, the estimate of those needed, the idle ones not safe and
+/// safe, `pool-max-conn` (-1: none), all idle ones, then by thread).
+pub fn dump_conns<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>, nbthread: usize) -> String {
+    let mut out = format!(
+        "# bkname/svname bkid/svid addr port - purge_delay used_cur used_max need_est unsafe_nb safe_nb idle_lim idle_cur idle_per_thr[{nbthread}]\n"
+    );
+    for (be_id, farm) in farms {
+        for s in &farm.servers {
+            let addr = match s.addr() {
+                Some(a) if s.opts.unix.is_none() => a.ip().to_string(),
+                _ => "-".to_string(),
+            };
+            let c = s.conn_counts();
+            let _ = write!(
+                out,
+                "{be}/{srv} {be_id}/{sid} {addr} {port} - {purge} {} {} {} {} {} {lim} {}",
+                c.used_cur,
+                c.used_max,
+                c.need_est,
+                c.unsafe_nb,
+                c.safe_nb,
+                c.idle_cur,
+                be = farm.name,
+                srv = s.name,
+                sid = s.id,
+                port = s.port.load(Ordering::Relaxed),
+                purge = s.opts.pool_purge_delay.as_millis(),
+                lim = s.opts.pool_max_conn.map_or(-1, i64::from),
+            );
+            // (HAProxy keeps no per-thread counts for a server that may
+            // keep no idle connection.)
+            if s.opts.pool_max_conn != Some(0) {
+                for n in s.idle_per_thread(nbthread) {
+                    let _ = write!(out, " {n}");
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// `show servers state [BACKEND]` for the given backends (with their
 /// 1-based ids as HAProxy numbers proxies).
 pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {

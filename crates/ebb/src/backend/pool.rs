@@ -43,32 +43,170 @@ use crate::transport::{Movable, Transport};
 /// not set: a bound on the descriptors an unlimited setting could pin.
 const DEFAULT_THREAD_MAX: usize = 1024;
 
-/// One idle connection counted in its server's pool.
-pub struct IdleTicket(Arc<ServerRt>);
+/// One idle connection counted in its server's pool, and in its
+/// thread's share of it (the thread whose list or tasklet holds it).
+pub struct IdleTicket(Arc<ServerRt>, usize);
 
 impl Drop for IdleTicket {
     fn drop(&mut self) {
         self.0.idle_conns.fetch_sub(1, Ordering::AcqRel);
+        if let Some(n) = self.0.idle_thr.get(self.1) {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl ServerRt {
-    /// A place in the server's idle pool, or `None` when `pool-max-conn`
-    /// idle connections are there already.
-    pub fn idle_ticket(self: &Arc<Self>) -> Option<IdleTicket> {
+    /// A place in the server's idle pool for a connection `thread` keeps,
+    /// or `None` when `pool-max-conn` idle connections are there already.
+    pub fn idle_ticket(self: &Arc<Self>, thread: usize, now: Tick) -> Option<IdleTicket> {
         let max = self.opts.pool_max_conn.unwrap_or(u32::MAX);
         self.idle_conns
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .ok()
-            .map(|_| IdleTicket(Arc::clone(self)))
+            .ok()?;
+        // The estimate's timer starts with the first idle connection
+        // ([`ServerRt::roll_need`]).
+        let _ = self.next_roll.compare_exchange(
+            0,
+            ticks::add(now, purge_ms(self).max(1)) | 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if let Some(n) = self.idle_thr.get(thread) {
+            n.fetch_add(1, Ordering::AcqRel);
+        }
+        Some(IdleTicket(Arc::clone(self), thread))
+    }
+
+    /// Idle connections per thread (the first `nbthread`).
+    pub fn idle_per_thread(&self, nbthread: usize) -> Vec<u32> {
+        (0..nbthread)
+            .map(|t| {
+                self.idle_thr
+                    .get(t)
+                    .map_or(0, |n| n.load(Ordering::Acquire))
+            })
+            .collect()
     }
 
     /// Idle connections to this server now (all threads, with those kept
     /// for their clients).
     pub fn idle_count(&self) -> u32 {
         self.idle_conns.load(Ordering::Acquire)
+    }
+}
+
+/// One idle connection that carried more than one request, counted in
+/// [`ServerRt::idle_safe`] while it is in the pool.
+pub struct SafeMark(Arc<ServerRt>);
+
+impl Drop for SafeMark {
+    fn drop(&mut self) {
+        self.0.idle_safe.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An idle connection counted outside the pool's lists
+/// ([`ServerRt::idle_mark`]).
+pub struct IdleMark {
+    _ticket: IdleTicket,
+    _safe: Option<SafeMark>,
+}
+
+/// One connection to a server in use (HAProxy's `srv_use_conn`): held by
+/// whatever owns the connection while it is not idle in the pool.
+pub struct UsedConn(Arc<ServerRt>);
+
+impl Drop for UsedConn {
+    fn drop(&mut self) {
+        self.0.used_conns.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What `show servers conn` and the stats show of a server's
+/// connections (HAProxy's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnCounts {
+    pub used_cur: u32,
+    pub used_max: u32,
+    pub need_est: u32,
+    /// Idle, not (yet) safe.
+    pub unsafe_nb: u32,
+    pub safe_nb: u32,
+    /// All idle ones.
+    pub idle_cur: u32,
+}
+
+impl ServerRt {
+    /// Counts a connection in use until the mark drops; the most in use
+    /// and the estimate follow it up at once (HAProxy's order).
+    pub fn used_conn(self: &Arc<Self>) -> UsedConn {
+        let n = self.used_conns.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_used.fetch_max(n, Ordering::AcqRel);
+        self.est_need.fetch_max(n, Ordering::AcqRel);
+        UsedConn(Arc::clone(self))
+    }
+
+    fn safe_mark(self: &Arc<Self>) -> SafeMark {
+        self.idle_safe.fetch_add(1, Ordering::AcqRel);
+        SafeMark(Arc::clone(self))
+    }
+
+    /// A place among the idle connections for one kept outside the
+    /// pool's lists (an HTTP/2 connection with no stream), safe or not;
+    /// `None` when `pool-max-conn` idle connections are there already.
+    pub fn idle_mark(self: &Arc<Self>, safe: bool, thread: usize, now: Tick) -> Option<IdleMark> {
+        let t = self.idle_ticket(thread, now)?;
+        Some(IdleMark {
+            _safe: safe.then(|| self.safe_mark()),
+            _ticket: t,
+        })
+    }
+
+    /// The estimate's period, as HAProxy's purge timer of idle server
+    /// connections runs it: a server with idle connections gets a timer
+    /// of `pool-purge-delay`; at its end, with idle connections still
+    /// there, the estimate moves half way to the most used since the last
+    /// roll (never below it), that most used starts again from those in
+    /// use now, and the timer runs again; without, the timer stops and
+    /// nothing rolls. Run once a second by one thread.
+    pub fn roll_need(&self, now: Tick) {
+        let at = self.next_roll.load(Ordering::Acquire);
+        let idle = self.idle_conns.load(Ordering::Acquire) > 0;
+        let next = if at == 0 {
+            if !idle {
+                return;
+            }
+            ticks::add(now, purge_ms(self).max(1)) | 1
+        } else if !ticks::is_expired(at, now) {
+            return;
+        } else if idle {
+            let max = self.max_used.load(Ordering::Acquire);
+            let est = self.est_need.load(Ordering::Acquire);
+            self.est_need
+                .store(((est + max) / 2).max(max), Ordering::Release);
+            self.max_used
+                .store(self.used_conns.load(Ordering::Acquire), Ordering::Release);
+            ticks::add(now, purge_ms(self).max(1)) | 1
+        } else {
+            0
+        };
+        self.next_roll.store(next, Ordering::Release);
+    }
+
+    pub fn conn_counts(&self) -> ConnCounts {
+        let idle = self.idle_conns.load(Ordering::Acquire);
+        let safe = self.idle_safe.load(Ordering::Acquire).min(idle);
+        ConnCounts {
+            used_cur: self.used_conns.load(Ordering::Acquire),
+            used_max: self.max_used.load(Ordering::Acquire),
+            need_est: self.est_need.load(Ordering::Acquire),
+            unsafe_nb: idle - safe,
+            safe_nb: safe,
+            idle_cur: idle,
+        }
     }
 }
 
@@ -100,6 +238,8 @@ struct Entry {
     mark: Option<u32>,
     /// Holds the server's count until the entry leaves the pool.
     _ticket: IdleTicket,
+    /// Counts it among the safe ones (`safe`) while it is in the pool.
+    _safe: Option<SafeMark>,
 }
 
 /// One place: empty once its connection was taken.
@@ -210,6 +350,7 @@ impl IdlePools {
             safe,
             reg: reg.map(|r| r.0),
             mark: reg.and_then(|r| r.1),
+            _safe: safe.then(|| ticket.0.safe_mark()),
             _ticket: ticket,
         };
         if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
@@ -469,7 +610,7 @@ mod tests {
         let listed = |p: &IdlePools| lock(&p.threads[0]).get(&s.uid).map_or(0, Vec::len);
         let mut places: Vec<Option<Parked>> = (0..3).map(|_| None).collect();
         for p in &mut places {
-            let t = s.idle_ticket().unwrap();
+            let t = s.idle_ticket(0, 1).unwrap();
             pools.park(0, p, &s, conn(), true, t, None, 1);
         }
         assert_eq!(listed(&pools), 3);
@@ -479,7 +620,7 @@ mod tests {
         let last = places[2].as_ref().unwrap();
         assert!(pools.unpark(last).is_none(), "its connection was taken");
         // Its client parks a connection again: listed again, found first.
-        let t = s.idle_ticket().unwrap();
+        let t = s.idle_ticket(0, 1).unwrap();
         let c = conn();
         let fd = c.tcp().local_addr().unwrap();
         pools.park(0, &mut places[2], &s, c, true, t, None, 1);

@@ -72,6 +72,12 @@ pub fn new_server(
         ),
         cur: AtomicU32::new(0),
         idle_conns: AtomicU32::new(0),
+        idle_safe: AtomicU32::new(0),
+        idle_thr: std::array::from_fn(|_| AtomicU32::new(0)),
+        used_conns: AtomicU32::new(0),
+        max_used: AtomicU32::new(0),
+        est_need: AtomicU32::new(0),
+        next_roll: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         waiting: AtomicU32::new(0),
         counters: Counters::default(),
@@ -194,6 +200,24 @@ pub struct ServerRt {
     /// Idle connections to it, counted against `pool-max-conn`
     /// ([`pool::IdleTicket`]).
     pub(super) idle_conns: AtomicU32,
+    /// Those of them that carried more than one request (HAProxy's safe
+    /// list, `curr_safe_nb`: [`pool::SafeMark`]).
+    pub(super) idle_safe: AtomicU32,
+    /// Idle connections by thread (HAProxy's `curr_idle_thr`; thread
+    /// masks are 64 bits wide, so are the threads).
+    pub(super) idle_thr: [AtomicU32; 64],
+    /// Connections in use now: an exchange's, a `mode tcp` session's, a
+    /// client's private one, an HTTP/2 connection with streams (HAProxy's
+    /// `curr_used_conns`: [`pool::UsedConn`]).
+    pub(super) used_conns: AtomicU32,
+    /// The most in use since the last estimate (`max_used_conns`), and
+    /// the estimate of those needed (`est_need_conns`), rolled once per
+    /// `pool-purge-delay` ([`ServerRt::roll_need`]).
+    pub(super) max_used: AtomicU32,
+    pub(super) est_need: AtomicU32,
+    /// When the estimate is rolled next (a tick; 0: no timer, the server
+    /// has had no idle connection since the last one ran out).
+    pub(super) next_roll: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// Streams in `queue`, and those about to join it: counted before
     /// they look for a free slot a last time (see [`Farm::release`]).

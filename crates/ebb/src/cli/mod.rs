@@ -170,6 +170,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "servers' state in the server-state file format",
     ),
     (
+        "show servers conn",
+        "[BACKEND]",
+        CliLevel::User,
+        "servers' connections: in use, estimated need, idle (safe or not), by thread",
+    ),
+    (
         "show activity",
         "[THREAD]",
         CliLevel::User,
@@ -513,7 +519,7 @@ pub fn execute(
             }
             Ok(s)
         }
-        ["show", "servers", "state", rest @ ..] => {
+        ["show", "servers", what @ ("conn" | "state"), rest @ ..] => {
             let c = p.live.compiled();
             if let Some(b) = rest.first() {
                 if !c.backends.iter().any(|x| x.name == *b) {
@@ -529,7 +535,11 @@ pub fn execute(
                     BackendKind::Files(_) => None,
                 }
             });
-            Ok(crate::statefile::dump(farms))
+            Ok(if *what == "conn" {
+                crate::statefile::dump_conns(farms, p.nbthread)
+            } else {
+                crate::statefile::dump(farms)
+            })
         }
         ["show", "activity", rest @ ..] => {
             let all = p.handle.activity();

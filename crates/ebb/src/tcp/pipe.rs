@@ -190,6 +190,9 @@ impl Half {
 #[derive(Default)]
 pub(super) struct Sock {
     pub(super) tr: Option<Transport>,
+    /// A server socket's count among its server's connections in use,
+    /// let go with `tr`.
+    pub(super) used: Option<crate::backend::pool::UsedConn>,
     pub(super) rd: bool,
     pub(super) wr: bool,
     /// The poller said the peer closed (`EPOLLRDHUP`/`HUP`): a short read
@@ -466,6 +469,7 @@ impl Sock {
             // Both ways end here: what the server had not read or sent
             // is dropped with the RST.
             self.tr = None;
+            self.used = None;
             self.shut_wr = true;
             self.eof = true;
             return;
@@ -511,6 +515,7 @@ impl Sock {
     /// names a freed tasklet generation and is ignored). Any other socket
     /// is shut down both ways first (its FIN, or its TLS `close_notify`).
     pub(super) fn close(&mut self) {
+        self.used = None;
         if let Some(mut tr) = self.tr.take() {
             if !(self.nolinger || self.eof && self.shut_wr) {
                 let _ = tr.shutdown();

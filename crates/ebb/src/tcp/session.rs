@@ -602,6 +602,7 @@ impl Session {
             p.srv_local = crate::sample::back_local(st.tcp());
             p.srv = super::pipe::Sock {
                 tr: Some(st),
+                used: Some(s.used_conn()),
                 last_io: now,
                 nolinger: s.opts.sock.nolinger,
                 silent_shut: s.opts.sock.nolinger,
@@ -622,7 +623,10 @@ impl Session {
         let watch = !known || !self.pipe.borrow().srv.wr;
         self.pipe.borrow_mut().srv.out = watch;
         if ctx.register_fd(fd, task, watch).is_err() {
-            self.pipe.borrow_mut().srv.tr = None;
+            let mut p = self.pipe.borrow_mut();
+            p.srv.tr = None;
+            p.srv.used = None;
+            drop(p);
             self.connect_failed(ctx, false);
             return;
         }
@@ -652,6 +656,7 @@ impl Session {
             let mut p = self.pipe.borrow_mut();
             p.connecting = false;
             p.handshaking = false;
+            p.srv.used = None;
             p.srv.tr.take()
         };
         if let Some(mut st) = st {
@@ -1008,7 +1013,11 @@ impl Session {
             Verdict::Close => {
                 // HAProxy kills the server connection (no lingering) and
                 // lets what it sent reach the client.
-                let st = self.pipe.borrow_mut().srv.tr.take();
+                let st = {
+                    let mut p = self.pipe.borrow_mut();
+                    p.srv.used = None;
+                    p.srv.tr.take()
+                };
                 if let Some(st) = st {
                     let _ = ctx.deregister_fd(st.raw_fd());
                     let _ = socket2::SockRef::from(st.tcp())

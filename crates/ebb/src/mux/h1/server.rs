@@ -88,6 +88,9 @@ pub(crate) struct ServerSide {
     pub(crate) mux: Option<TaskletId>,
     /// `socks4`: the proxy's handshake, part of the connect.
     pub(crate) socks: Option<Box<crate::backend::socks4::Socks4>>,
+    /// `sock`'s count among its server's connections in use (set by
+    /// whoever installs it; [`ServerSide::take_sock`] lets it go).
+    pub(crate) used: Option<crate::backend::pool::UsedConn>,
 }
 
 impl Drop for ServerSide {
@@ -129,6 +132,7 @@ impl ServerSide {
             h2,
             mux,
             socks,
+            used,
         } = self;
         sock.is_none()
             && local.is_none()
@@ -144,6 +148,7 @@ impl ServerSide {
             && h2.is_none()
             && mux.is_none()
             && socks.is_none()
+            && used.is_none()
     }
 
     /// Resets the readiness and input state for a new socket.
@@ -153,6 +158,7 @@ impl ServerSide {
         }
         self.local = crate::sample::back_local(sock.tcp());
         self.sock = Some(sock);
+        self.used = None;
         self.install_common(connecting, now);
         // A fresh registration reports the socket's state as a first edge;
         // a reused one is known idle (checked alive) and writable.
@@ -169,6 +175,7 @@ impl ServerSide {
         };
         self.install_common(connecting, now);
         self.sock = None;
+        self.used = None;
         self.local = local;
         self.h2 = Some(a.pipe);
         self.mux = Some(a.mux);
@@ -218,6 +225,7 @@ impl ServerSide {
         self.broken = false;
         self.istart = 0;
         self.iend = 0;
+        self.used = None;
         self.sock.take()
     }
 
@@ -741,10 +749,14 @@ impl sched::TaskletFn for SideTasklet {
             s.rd = true;
             s.wr = true;
             // `alpn`: the server chose HTTP/1.1; the connection is ours.
-            let h1 = s.h2.as_ref().and_then(|p| p.borrow_mut().h1.take());
-            if let Some(st) = h1 {
+            let h1 = s.h2.as_ref().and_then(|p| {
+                let mut p = p.borrow_mut();
+                p.h1.take().map(|st| (st, p.h1_used.take()))
+            });
+            if let Some((st, used)) = h1 {
                 if ctx.register_fd(st.raw_fd(), me, true).is_ok() {
                     s.install(st, false, ctx.now());
+                    s.used = used;
                 } else {
                     s.connecting = false;
                     s.connect_failed = true;

@@ -111,6 +111,8 @@ pub(crate) struct Pipe {
     /// `alpn`: the server chose HTTP/1.1 (or nothing): the connection,
     /// handshake done, for the stream's server side to use as HTTP/1.1.
     pub(crate) h1: Option<Transport>,
+    /// Its count among the server's connections in use, which goes with it.
+    pub(crate) h1_used: Option<crate::backend::pool::UsedConn>,
     /// The client half-closed its tunnel: the stream's END_STREAM goes
     /// once `req` is sent.
     pub(crate) req_end: bool,
@@ -182,6 +184,17 @@ pub(crate) struct Target {
     pub(crate) limits: Limits,
     /// The backend's HTTP/2 counters.
     pub(crate) counters: Arc<H2Counters>,
+    /// The server (its connection counts: in use, idle).
+    pub(crate) srv: Arc<crate::backend::ServerRt>,
+}
+
+/// How a connection counts among its server's: in use while it has
+/// streams, idle (and safe, as HAProxy lists an idle HTTP/2 connection)
+/// while it has none, neither once closed.
+enum Count {
+    Used(#[allow(dead_code)] crate::backend::pool::UsedConn),
+    Idle(#[allow(dead_code)] crate::backend::pool::IdleMark),
+    Off,
 }
 
 /// How the request of a stream goes out.
@@ -270,6 +283,8 @@ pub(crate) struct SrvConn {
     purge_ms: u32,
     limits: Limits,
     counters: Arc<H2Counters>,
+    srv: Arc<crate::backend::ServerRt>,
+    count: Count,
     me: Option<TaskletId>,
     idle_since: Tick,
     deadline: Tick,
@@ -344,6 +359,11 @@ pub(crate) fn attach(
         None => (new_conn(ctx, t, reuse, owner, open)?, false),
     };
     let mut c = conn.borrow_mut();
+    if !matches!(c.count, Count::Used(_)) {
+        // Out of the idle ones first, as HAProxy takes it off its list.
+        c.count = Count::Off;
+        c.count = Count::Used(c.srv.used_conn());
+    }
     let pipe = Rc::new(RefCell::new(Pipe {
         connected: c.ready,
         local: c.local,
@@ -414,6 +434,8 @@ fn new_conn(
         purge_ms: u32::try_from(t.purge.as_millis()).unwrap_or(u32::MAX),
         limits: t.limits,
         counters: Arc::clone(&t.counters),
+        srv: Arc::clone(&t.srv),
+        count: Count::Used(t.srv.used_conn()),
         me: None,
         idle_since: now,
         deadline: ETERNITY,
@@ -544,7 +566,12 @@ impl SrvConn {
         let mut taker = None;
         if let (Some(i), Ok(d), 0) = (first, dup, self.rlen) {
             let tr = std::mem::replace(&mut self.tr, Transport::plain(d));
-            self.streams[i].pipe.borrow_mut().h1 = Some(tr);
+            let mut p = self.streams[i].pipe.borrow_mut();
+            p.h1 = Some(tr);
+            if let Count::Used(u) = std::mem::replace(&mut self.count, Count::Off) {
+                p.h1_used = Some(u);
+            }
+            drop(p);
             taker = Some(i);
         } else {
             let _ = self.tr.shutdown();
@@ -967,6 +994,7 @@ impl SrvConn {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.dead = true;
+        self.count = Count::Off;
         let sni_mismatch = self.tr.sni_mismatch();
         for s in self.streams.drain(..) {
             let mut p = s.pipe.borrow_mut();
@@ -1069,6 +1097,19 @@ impl SrvConn {
             self.h2.shutdown();
             let _ = self.flush();
             return self.close(ctx);
+        } else if matches!(self.count, Count::Used(_)) {
+            // Idle now: among the server's idle connections, or closed
+            // when `pool-max-conn` are there already (HAProxy's H2 mux
+            // destroys a connection its server's idle list refuses).
+            self.count = Count::Off;
+            match self.srv.idle_mark(true, ctx.thread_id(), now) {
+                Some(m) => self.count = Count::Idle(m),
+                None => {
+                    self.h2.shutdown();
+                    let _ = self.flush();
+                    return self.close(ctx);
+                }
+            }
         }
         let d = if self.streams.is_empty() {
             ticks::add(self.idle_since, self.purge_ms)

@@ -341,6 +341,12 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         v[29] = r.throttle.map(Val::U);
         v[88] = r.icur.map(Val::U);
         v[89] = r.ilim.map(Val::U);
+        if let Some(c) = r.conns {
+            v[95] = Some(Val::U(u64::from(c.unsafe_nb)));
+            v[96] = Some(Val::U(u64::from(c.safe_nb)));
+            v[97] = Some(Val::U(u64::from(c.used_cur)));
+            v[98] = Some(Val::U(u64::from(c.need_est)));
+        }
     }
     // `h2_open_connections` is the 13th field of the modules' (after the
     // ssl module's three and nine h2 frame counters).

@@ -116,6 +116,9 @@ pub struct Row {
     /// (`pool-max-conn`), `throttle` (slowstart percentage).
     pub icur: Option<u64>,
     pub ilim: Option<u64>,
+    /// Servers: `idle_conn_cur`, `safe_conn_cur`, `used_conn_cur`,
+    /// `need_conn_est`.
+    pub conns: Option<crate::backend::pool::ConnCounts>,
     pub throttle: Option<u64>,
     /// Backends and servers: the health check's `chkdown` and `lastchg`
     /// of a backend are its own (see [`crate::backend::Farm::note_state`]).
@@ -207,6 +210,7 @@ impl Row {
             mode: "http",
             icur: None,
             ilim: None,
+            conns: None,
             throttle: None,
             has_servers: false,
             times: None,
@@ -397,6 +401,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     };
     r.cookie = s.cookie().map(|c| c.into_owned()).unwrap_or_default();
     r.icur = Some(u64::from(s.idle_count()));
+    r.conns = Some(s.conn_counts());
     r.ilim = s.opts.pool_max_conn.map(u64::from);
     if s.opts.slowstart.is_some() && s.usable() {
         // HAProxy's `server_throttle_rate`: the share of the weight the

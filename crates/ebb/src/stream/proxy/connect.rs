@@ -230,6 +230,7 @@ impl Stream {
                 {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, false, now);
+                    sd.used = Some(s.used_conn());
                     sd.obuf.clear();
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
@@ -277,6 +278,7 @@ impl Stream {
                 let early = {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
+                    sd.used = Some(s.used_conn());
                     sd.socks = socks;
                     sd.obuf.clear();
                     if !pp.is_empty() || sni.is_some() {
@@ -378,6 +380,7 @@ impl Stream {
             fresh: up.reused,
             limits: c.w.limits,
             counters: Arc::clone(&up.be.h2),
+            srv: Arc::clone(&s),
         };
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {

@@ -135,6 +135,9 @@ pub(super) struct Attached {
     st: Transport,
     /// Its PROXY header and exchange-dependent SNI (see `pp_sent`).
     key: Vec<u8>,
+    /// Still counted in use (HAProxy lists a private connection in its
+    /// session, not among the server's idle ones).
+    _used: crate::backend::pool::UsedConn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -559,6 +559,7 @@ impl Stream {
                         self.side.borrow_mut().idle_event = false;
                     }
                     self.attached.push(Attached {
+                        _used: srv.used_conn(),
                         srv: Arc::clone(srv),
                         st,
                         key: self.pp_sent.clone(),
@@ -569,7 +570,7 @@ impl Stream {
                 // Idle now, as in HAProxy: parked in the pool, in this
                 // client's place, still registered with the server side's
                 // tasklet; closed when the pool is full (`pool-max-conn`).
-                if let Some(ticket) = srv.idle_ticket() {
+                if let Some(ticket) = srv.idle_ticket(ctx.thread_id(), ctx.now()) {
                     // (Kept while other idle connections of this client
                     // may have had the event.)
                     if self.attached.is_empty() {

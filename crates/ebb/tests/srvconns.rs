@@ -1,0 +1,121 @@
+//! A server's connections as the CLI and the stats show them: `show
+//! servers conn` and the stats' `idle_conn_cur`, `safe_conn_cur`,
+//! `used_conn_cur`, `need_conn_est`, side by side with HAProxy 2.6.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use common::origin::{Gate, Mode, Origin};
+use common::*;
+
+fn cfg(sock: &Path, bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    nbthread 1\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    http-reuse always\n    server s1 {origin}\n    server s2 {origin} pool-max-conn 0\n    \
+         server s3 {origin} pool-max-conn 5 pool-purge-delay 3s\n",
+        sock.display()
+    )
+}
+
+/// `show servers conn b` without its header, and the stats' four
+/// columns of each server.
+fn look(sock: &Path) -> (Vec<String>, Vec<String>) {
+    let conn = cli_cmd(sock, "show servers conn b");
+    let lines = conn
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    let cols = ["s1", "s2", "s3"]
+        .iter()
+        .map(|s| {
+            let r = stat_row(sock, "b", s);
+            [
+                "idle_conn_cur",
+                "safe_conn_cur",
+                "used_conn_cur",
+                "need_conn_est",
+            ]
+            .iter()
+            .map(|k| r.get(*k).cloned().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" ")
+        })
+        .collect();
+    (lines, cols)
+}
+
+/// What one program shows: at rest, with a request waiting on `s1`, then
+/// after seven requests on one keep-alive connection (round robin: `s1`
+/// gets the first, fourth and seventh, the later ones on the idle
+/// connection the first left, which is then safe; `s2` keeps no idle
+/// connection, `pool-max-conn 0`).
+fn run(a: SocketAddr, sock: &Path, gate: &Gate) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut seen = vec![look(sock)];
+    gate.close();
+    let mut waiting = Client::connect(a);
+    waiting.send(b"GET /w HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    wait_until("the request in use on s1", || {
+        look(sock).1[0].ends_with(" 1 1")
+    });
+    seen.push(look(sock));
+    gate.open();
+    assert_eq!(waiting.read_resp().status, 200);
+    let mut c = Client::connect(a);
+    for i in 0..7 {
+        c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    }
+    // The last answer's connection is parked once the answer is out.
+    wait_until("s1's connection idle", || look(sock).1[0] == "0 1 0 1");
+    seen.push(look(sock));
+    seen
+}
+
+#[test]
+fn show_servers_conn_counts_used_idle_safe_and_the_need_as_haproxy() {
+    let gate = Gate::default();
+    gate.open();
+    let o = Origin::start("conns", Mode::Gate(gate.clone()));
+    let (e, sock) = ebb_with_admin("srvconns", |s, b| cfg(s, b, o.addr));
+    let head = cli_cmd(&sock, "show servers conn");
+    assert!(
+        head.starts_with("# bkname/svname bkid/svid addr port - purge_delay used_cur used_max need_est unsafe_nb safe_nb idle_lim idle_cur idle_per_thr[1]\n"),
+        "{head}"
+    );
+    let ours = run(e.addr(), &sock, &gate);
+    let port = o.addr.port();
+    let line = |s: &str, id: u32, tail: &str| format!("b/{s} 3/{id} 127.0.0.1 {port} - {tail}");
+    assert_eq!(
+        ours[0].0,
+        [
+            line("s1", 1, "5000 0 0 0 0 0 -1 0 0"),
+            line("s2", 2, "5000 0 0 0 0 0 0 0"),
+            line("s3", 3, "3000 0 0 0 0 0 5 0 0"),
+        ]
+    );
+    assert_eq!(ours[1].0[0], line("s1", 1, "5000 1 1 1 0 0 -1 0 0"));
+    assert_eq!(
+        ours[2].0,
+        [
+            line("s1", 1, "5000 0 1 1 0 1 -1 1 1"),
+            line("s2", 2, "5000 0 1 1 0 0 0 0"),
+            line("s3", 3, "3000 0 1 1 0 1 5 1 1"),
+        ]
+    );
+    assert_eq!(ours[2].1, ["0 1 0 1", "0 0 0 1", "0 1 0 1"]);
+    assert!(
+        cli_cmd(&sock, "show servers conn nope").contains("Can't find backend 'nope'."),
+        "an unknown backend"
+    );
+    drop(e);
+    let Some((h, hap)) = haproxy_beside("srvconns", |s, b| cfg(s, b, o.addr)) else {
+        return;
+    };
+    let theirs = run(hap, &h.sock, &gate);
+    assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+}
