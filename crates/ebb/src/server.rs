@@ -840,18 +840,17 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         let lv = (ctx.thread_id() == 0).then(|| Arc::clone(&live));
         let purge = ctx.new_task("idle_purge", move |ctx: &mut Ctx, me, _why| {
             if let Some(lv) = &lv {
-                // The estimate of the connections each server needs
-                // (`show servers conn`, the stats' `need_conn_est`), rolled
-                // by one thread once per server's `pool-purge-delay`.
+                // Each server's purge timer (`pool-purge-delay`): which
+                // idle connections each thread closes, and the estimate of
+                // those it needs, by one thread.
                 let now = ctx.now();
                 for b in &lv.compiled().backends {
                     if let crate::proxy::BackendKind::Servers(f) = &b.kind {
-                        f.farm.servers.iter().for_each(|s| s.roll_need(now));
+                        f.farm.servers.iter().for_each(|s| s.purge_timer(now));
                     }
                 }
             }
-            // (After the estimate, which HAProxy rolls before it closes
-            // idle connections.)
+            // (After the timers, which give each thread its share.)
             wp.purge_idle(ctx.now());
             if ctx.stopping() {
                 return Status::Done;

@@ -253,14 +253,14 @@ impl Worker {
         &self,
         s: &ServerRt,
         want: crate::backend::pool::Want,
-        now: Tick,
         quiet: &dyn Fn(sched::TaskletId, u32) -> bool,
     ) -> Option<crate::backend::pool::Taken> {
-        self.shared.idle.take(self.thread, s, want, now, quiet)
+        self.shared.idle.take(self.thread, s, want, quiet)
     }
 
-    /// Closes this thread's idle connections older than their server's
-    /// `pool-purge-delay`; run periodically by the thread's purge task.
+    /// Closes the idle connections of this thread's lists that their
+    /// servers' purge timers gave it to close; run once a second by the
+    /// thread's purge task.
     pub fn purge_idle(&self, now: Tick) -> usize {
         self.shared.idle.purge(self.thread, now)
     }

@@ -119,3 +119,65 @@ fn show_servers_conn_counts_used_idle_safe_and_the_need_as_haproxy() {
     let theirs = run(hap, &h.sock, &gate);
     assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
 }
+
+fn purge_cfg(sock: &Path, bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    nbthread 1\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    http-reuse always\n    server s1 {origin} pool-purge-delay 1500ms\n",
+        sock.display()
+    )
+}
+
+/// `(used_max, need_est, idle_cur)` of `b/s1`, each new value once, from
+/// one request until its idle connection is closed.
+fn purge_steps(a: SocketAddr, sock: &Path) -> Vec<(String, String, String)> {
+    let mut c = Client::connect(a);
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    let mut steps: Vec<(String, String, String)> = Vec::new();
+    wait_until("the idle connection purged", || {
+        let out = cli_cmd(sock, "show servers conn b");
+        let Some(l) = out.lines().find(|l| l.starts_with("b/s1 ")) else {
+            return false;
+        };
+        let f: Vec<&str> = l.split(' ').collect();
+        let now = (f[7].to_string(), f[8].to_string(), f[12].to_string());
+        if steps.last() != Some(&now) {
+            steps.push(now);
+        }
+        steps.len() > 1 && steps.last().is_some_and(|s| s.2 == "0")
+    });
+    steps
+}
+
+/// `pool-purge-delay` as HAProxy 2.6 means it: every period, half of the
+/// idle connections beyond the estimate of those the server needs close.
+/// One request leaves one idle connection; the estimate (1) keeps it for
+/// two periods while it decays, and the third closes it.
+#[test]
+fn an_idle_connection_lasts_while_the_estimate_needs_it() {
+    let o = Origin::start("purge", Mode::Ok);
+    let (e, sock) = ebb_with_admin("srvpurge", |s, b| purge_cfg(s, b, o.addr));
+    let ours = purge_steps(e.addr(), &sock);
+    let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(
+        ours,
+        [
+            s("1", "1", "1"),
+            s("0", "1", "1"),
+            s("0", "0", "1"),
+            s("0", "0", "0")
+        ]
+    );
+    drop(e);
+    let Some((h, hap)) = haproxy_beside("srvpurge", |s, b| purge_cfg(s, b, o.addr)) else {
+        return;
+    };
+    assert_eq!(
+        purge_steps(hap, &h.sock),
+        ours,
+        "haproxy (left), ebb (right)"
+    );
+}

@@ -21,9 +21,19 @@
 //!
 //! Every idle connection of a server holds an [`IdleTicket`], counted in
 //! [`ServerRt::idle_conns`] against its `pool-max-conn`: those in the
-//! lists and those kept for their client's next request (a stream's
-//! attached connection). A connection that finds the pool full is closed,
-//! as HAProxy closes one its server's idle list refuses.
+//! lists and HTTP/2 connections without streams. A connection the pool
+//! refuses is closed, as HAProxy closes one its server's idle list
+//! refuses ([`ServerRt::idle_ticket`]: HAProxy's conditions). A
+//! connection in use holds a [`UsedConn`] instead (a private one kept
+//! for its client too).
+//!
+//! Idle connections close as HAProxy 2.6 closes them: each server with
+//! idle connections has a purge timer of `pool-purge-delay`; at its end
+//! half of the idle connections beyond the estimate of those the server
+//! needs close, and the estimate follows the most in use, decaying by
+//! halves ([`ServerRt::purge_timer`]). One thread runs the timers once a
+//! second; each thread closes its share in its own lists
+//! ([`IdlePools::purge`]), an idle HTTP/2 connection its own.
 //!
 //! A connection is *safe* once it carried a request after its first one
 //! (it proved the server keeps connections open): `http-reuse aggressive`
@@ -31,7 +41,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use sched::{ticks, TaskletId, Tick};
@@ -43,76 +53,29 @@ use crate::transport::{Movable, Transport};
 /// not set: a bound on the descriptors an unlimited setting could pin.
 const DEFAULT_THREAD_MAX: usize = 1024;
 
-/// One idle connection counted in its server's pool, and in its
-/// thread's share of it (the thread whose list or tasklet holds it).
-pub struct IdleTicket(Arc<ServerRt>, usize);
+/// One idle connection counted in its server's pool, in its thread's
+/// share of it (the thread whose list or tasklet holds it), and among the
+/// safe ones when it is safe.
+pub struct IdleTicket {
+    srv: Arc<ServerRt>,
+    thread: usize,
+    safe: bool,
+}
 
 impl Drop for IdleTicket {
     fn drop(&mut self) {
-        self.0.idle_conns.fetch_sub(1, Ordering::AcqRel);
-        if let Some(n) = self.0.idle_thr.get(self.1) {
+        let s = &self.srv;
+        s.idle_conns.fetch_sub(1, Ordering::AcqRel);
+        if let Some(n) = s.idle_thr.get(self.thread) {
             n.fetch_sub(1, Ordering::AcqRel);
         }
-    }
-}
-
-impl ServerRt {
-    /// A place in the server's idle pool for a connection `thread` keeps,
-    /// or `None` when `pool-max-conn` idle connections are there already.
-    pub fn idle_ticket(self: &Arc<Self>, thread: usize, now: Tick) -> Option<IdleTicket> {
-        let max = self.opts.pool_max_conn.unwrap_or(u32::MAX);
-        self.idle_conns
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()?;
-        // The estimate's timer starts with the first idle connection
-        // ([`ServerRt::roll_need`]).
-        let _ = self.next_roll.compare_exchange(
-            0,
-            ticks::add(now, purge_ms(self).max(1)) | 1,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        if let Some(n) = self.idle_thr.get(thread) {
-            n.fetch_add(1, Ordering::AcqRel);
+        if self.safe {
+            s.idle_safe.fetch_sub(1, Ordering::AcqRel);
+            if let Some(n) = s.safe_thr.get(self.thread) {
+                n.fetch_sub(1, Ordering::AcqRel);
+            }
         }
-        Some(IdleTicket(Arc::clone(self), thread))
     }
-
-    /// Idle connections per thread (the first `nbthread`).
-    pub fn idle_per_thread(&self, nbthread: usize) -> Vec<u32> {
-        (0..nbthread)
-            .map(|t| {
-                self.idle_thr
-                    .get(t)
-                    .map_or(0, |n| n.load(Ordering::Acquire))
-            })
-            .collect()
-    }
-
-    /// Idle connections to this server now (all threads, with those kept
-    /// for their clients).
-    pub fn idle_count(&self) -> u32 {
-        self.idle_conns.load(Ordering::Acquire)
-    }
-}
-
-/// One idle connection that carried more than one request, counted in
-/// [`ServerRt::idle_safe`] while it is in the pool.
-pub struct SafeMark(Arc<ServerRt>);
-
-impl Drop for SafeMark {
-    fn drop(&mut self) {
-        self.0.idle_safe.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// An idle connection counted outside the pool's lists
-/// ([`ServerRt::idle_mark`]).
-pub struct IdleMark {
-    _ticket: IdleTicket,
-    _safe: Option<SafeMark>,
 }
 
 /// One connection to a server in use (HAProxy's `srv_use_conn`): held by
@@ -139,61 +102,146 @@ pub struct ConnCounts {
     pub idle_cur: u32,
 }
 
+fn at(a: &[AtomicU32], i: usize) -> u32 {
+    a.get(i).map_or(0, |n| n.load(Ordering::Acquire))
+}
+
 impl ServerRt {
+    /// A place in the server's idle pool for a connection that `thread`
+    /// keeps, whose [`UsedConn`] its owner has just let go, or `None`
+    /// when the server keeps it not (it is closed then). HAProxy 2.6's
+    /// `srv_add_to_idle_list`: not with `pool-purge-delay 0`, not beyond
+    /// `pool-max-conn`, and only when this thread has no idle connection
+    /// of the kind to that server yet (a safe one: none safe; one not
+    /// safe: none at all) or when the server's connections, in use and
+    /// idle, stay within the estimate of those it needs.
+    pub fn idle_ticket(
+        self: &Arc<Self>,
+        thread: usize,
+        safe: bool,
+        now: Tick,
+    ) -> Option<IdleTicket> {
+        if self.opts.pool_purge_delay.is_zero() {
+            return None;
+        }
+        let first = at(&self.safe_thr, thread) == 0 && (safe || at(&self.idle_thr, thread) == 0);
+        if !first {
+            // (HAProxy counts the connection among those in use here.)
+            let used = self.used_conns.load(Ordering::Acquire) + 1;
+            let idle = self.idle_conns.load(Ordering::Acquire);
+            if used + idle > used.max(self.est_need.load(Ordering::Acquire)) {
+                return None;
+            }
+        }
+        let max = self.opts.pool_max_conn.unwrap_or(u32::MAX);
+        self.idle_conns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
+        // The purge timer starts with the first idle connection
+        // ([`ServerRt::purge_timer`]).
+        let _ = self.next_roll.compare_exchange(
+            0,
+            ticks::add(now, purge_ms(self)) | 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if let Some(n) = self.idle_thr.get(thread) {
+            n.fetch_add(1, Ordering::AcqRel);
+        }
+        if safe {
+            self.idle_safe.fetch_add(1, Ordering::AcqRel);
+            if let Some(n) = self.safe_thr.get(thread) {
+                n.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        Some(IdleTicket {
+            srv: Arc::clone(self),
+            thread,
+            safe,
+        })
+    }
+
+    /// Idle connections per thread (the first `nbthread`).
+    pub fn idle_per_thread(&self, nbthread: usize) -> Vec<u32> {
+        (0..nbthread).map(|t| at(&self.idle_thr, t)).collect()
+    }
+
+    /// Idle connections to this server now (all threads).
+    pub fn idle_count(&self) -> u32 {
+        self.idle_conns.load(Ordering::Acquire)
+    }
+
     /// Counts a connection in use until the mark drops; the most in use
     /// and the estimate follow it up at once (HAProxy's order).
     pub fn used_conn(self: &Arc<Self>) -> UsedConn {
         let n = self.used_conns.fetch_add(1, Ordering::AcqRel) + 1;
-        self.max_used.fetch_max(n, Ordering::AcqRel);
-        self.est_need.fetch_max(n, Ordering::AcqRel);
+        // (A read first: the maxima rarely move, and a read keeps the
+        // line shared between the threads.)
+        if self.max_used.load(Ordering::Relaxed) < n {
+            self.max_used.fetch_max(n, Ordering::AcqRel);
+        }
+        if self.est_need.load(Ordering::Relaxed) < n {
+            self.est_need.fetch_max(n, Ordering::AcqRel);
+        }
         UsedConn(Arc::clone(self))
     }
 
-    fn safe_mark(self: &Arc<Self>) -> SafeMark {
-        self.idle_safe.fetch_add(1, Ordering::AcqRel);
-        SafeMark(Arc::clone(self))
-    }
-
-    /// A place among the idle connections for one kept outside the
-    /// pool's lists (an HTTP/2 connection with no stream), safe or not;
-    /// `None` when `pool-max-conn` idle connections are there already.
-    pub fn idle_mark(self: &Arc<Self>, safe: bool, thread: usize, now: Tick) -> Option<IdleMark> {
-        let t = self.idle_ticket(thread, now)?;
-        Some(IdleMark {
-            _safe: safe.then(|| self.safe_mark()),
-            _ticket: t,
-        })
-    }
-
-    /// The estimate's period, as HAProxy's purge timer of idle server
-    /// connections runs it: a server with idle connections gets a timer
-    /// of `pool-purge-delay`; at its end, with idle connections still
-    /// there, the estimate moves half way to the most used since the last
-    /// roll (never below it), that most used starts again from those in
-    /// use now, and the timer runs again; without, the timer stops and
-    /// nothing rolls. Run once a second by one thread.
-    pub fn roll_need(&self, now: Tick) {
-        let at = self.next_roll.load(Ordering::Acquire);
-        let idle = self.idle_conns.load(Ordering::Acquire) > 0;
-        let next = if at == 0 {
-            if !idle {
-                return;
-            }
-            ticks::add(now, purge_ms(self).max(1)) | 1
-        } else if !ticks::is_expired(at, now) {
+    /// HAProxy's purge timer of idle server connections, run once a
+    /// second by one thread: a server with idle connections has a timer
+    /// of `pool-purge-delay` (started by its first idle one). At its end,
+    /// with idle connections still there, half of those beyond the
+    /// estimate of the connections it needs (rounded up; the estimate
+    /// being the larger of it and the most in use since the last time)
+    /// are to close: each thread's share (its part of the idle ones, plus
+    /// one) goes to that thread ([`ServerRt::take_kill`]), not safe ones
+    /// first. The estimate then moves half way to that most in use (never
+    /// below it), the most in use starts again from those in use now, and
+    /// the timer runs again. Without idle connections the timer stops.
+    pub fn purge_timer(&self, now: Tick) {
+        let when = self.next_roll.load(Ordering::Acquire);
+        if when == 0 || !ticks::is_expired(when, now) {
             return;
-        } else if idle {
-            let max = self.max_used.load(Ordering::Acquire);
-            let est = self.est_need.load(Ordering::Acquire);
-            self.est_need
-                .store(((est + max) / 2).max(max), Ordering::Release);
-            self.max_used
-                .store(self.used_conns.load(Ordering::Acquire), Ordering::Release);
-            ticks::add(now, purge_ms(self).max(1)) | 1
-        } else {
-            0
+        }
+        let idle = self.idle_conns.load(Ordering::Acquire);
+        if idle == 0 {
+            self.next_roll.store(0, Ordering::Release);
+            return;
+        }
+        let used = self.used_conns.load(Ordering::Acquire);
+        let max = self.max_used.load(Ordering::Acquire);
+        let est = self.est_need.load(Ordering::Acquire);
+        let exceed = i64::from(used) + i64::from(idle) - i64::from(max.max(est));
+        let half = exceed / 2 + (exceed & 1);
+        self.est_need
+            .store(((est + max) / 2).max(max), Ordering::Release);
+        self.max_used.store(used, Ordering::Release);
+        for (k, n) in self.kill_thr.iter().enumerate() {
+            let mine = i64::from(at(&self.idle_thr, k));
+            let share = if half > 0 && mine > 0 {
+                half * mine / i64::from(idle) + 1
+            } else {
+                0
+            };
+            n.store(u32::try_from(share).unwrap_or(u32::MAX), Ordering::Release);
+        }
+        self.next_roll
+            .store(ticks::add(now, purge_ms(self)) | 1, Ordering::Release);
+    }
+
+    /// Takes up to `n` of the idle connections `thread` is to close
+    /// ([`ServerRt::purge_timer`]): how many it may close.
+    pub fn take_kill(&self, thread: usize, n: u32) -> u32 {
+        let Some(k) = self.kill_thr.get(thread) else {
+            return 0;
         };
-        self.next_roll.store(next, Ordering::Release);
+        match k.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+            (q > 0).then(|| q - q.min(n))
+        }) {
+            Ok(q) => q.min(n),
+            Err(_) => 0,
+        }
     }
 
     pub fn conn_counts(&self) -> ConnCounts {
@@ -225,9 +273,9 @@ pub enum Want {
 
 struct Entry {
     conn: Movable,
+    /// When it was parked (the oldest close first when the purge timer
+    /// says some are to close).
     since: Tick,
-    /// The server's `pool-purge-delay` in ms.
-    purge: u32,
     safe: bool,
     /// The tasklet whose thread's poller still has the socket (its
     /// client's, while the client lives).
@@ -236,10 +284,8 @@ struct Entry {
     /// parked: the same mark when it is taken means the poller reported
     /// nothing on it (no close, no stray bytes), and it needs no `peek`.
     mark: Option<u32>,
-    /// Holds the server's count until the entry leaves the pool.
-    _ticket: IdleTicket,
-    /// Counts it among the safe ones (`safe`) while it is in the pool.
-    _safe: Option<SafeMark>,
+    /// Holds the server's counts until the entry leaves the pool.
+    ticket: IdleTicket,
 }
 
 /// One place: empty once its connection was taken.
@@ -323,7 +369,8 @@ impl IdlePools {
         }
     }
 
-    /// Parks an idle connection to `s` (whose place `ticket` holds) in
+    /// Parks an idle connection to `s` (whose place `ticket` holds, safe
+    /// or not) in
     /// `thread`'s list: in the client's own place `parked` when it has one
     /// for that server, else in a new one it keeps (`reg`: the tasklet the
     /// socket stays registered with, and its [`sched::Ctx::io_mark`] now).
@@ -335,7 +382,6 @@ impl IdlePools {
         parked: &mut Option<Parked>,
         s: &ServerRt,
         st: Transport,
-        safe: bool,
         ticket: IdleTicket,
         reg: Option<(TaskletId, Option<u32>)>,
         now: Tick,
@@ -346,12 +392,10 @@ impl IdlePools {
         let e = Entry {
             conn,
             since: now,
-            purge: purge_ms(s),
-            safe,
+            safe: ticket.safe,
             reg: reg.map(|r| r.0),
             mark: reg.and_then(|r| r.1),
-            _safe: safe.then(|| ticket.0.safe_mark()),
-            _ticket: ticket,
+            ticket,
         };
         if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
             // Its own place: listed again if a walk dropped it empty.
@@ -419,8 +463,8 @@ impl IdlePools {
     }
 
     /// An open idle connection to `s` that `want` allows: `thread`'s own
-    /// first, then (pool shared) another thread's. Closed or expired ones
-    /// found on the way are dropped. `quiet(reg, mark)` says whether the
+    /// first, then (pool shared) another thread's. Closed ones found on
+    /// the way are dropped. `quiet(reg, mark)` says whether the
     /// tasklet a connection is registered with still has the mark it had
     /// when the connection was parked: no event since, so the connection
     /// is known open without a `peek` (as HAProxy learns of a close from
@@ -430,7 +474,6 @@ impl IdlePools {
         thread: usize,
         s: &ServerRt,
         want: Want,
-        now: Tick,
         quiet: &dyn Fn(TaskletId, u32) -> bool,
     ) -> Option<Taken> {
         let classes: &[Class] = match want {
@@ -439,7 +482,7 @@ impl IdlePools {
             Want::SafeFirst => &[Class::Safe, Class::Any],
         };
         for &class in classes {
-            if let Some(found) = self.take_class(thread, s, class, now, quiet) {
+            if let Some(found) = self.take_class(thread, s, class, quiet) {
                 return Some(found);
             }
         }
@@ -451,12 +494,11 @@ impl IdlePools {
         thread: usize,
         s: &ServerRt,
         class: Class,
-        now: Tick,
         quiet: &dyn Fn(TaskletId, u32) -> bool,
     ) -> Option<Taken> {
         // Its own list, locked (only another thread looking competes).
         if let Some(m) = self.threads.get(thread) {
-            while let Some(e) = pop(&mut lock(m), s, class, now) {
+            while let Some(e) = pop(&mut lock(m), s, class) {
                 if let Some(found) = usable(e, s, quiet) {
                     return Some(found);
                 }
@@ -473,7 +515,7 @@ impl IdlePools {
             loop {
                 // A list in use by its thread is skipped, never waited for.
                 let e = match m.try_lock() {
-                    Ok(mut l) => pop(&mut l, s, class, now),
+                    Ok(mut l) => pop(&mut l, s, class),
                     Err(_) => None,
                 };
                 let Some(e) = e else {
@@ -487,9 +529,11 @@ impl IdlePools {
         None
     }
 
-    /// Closes `thread`'s idle connections older than their server's
-    /// `pool-purge-delay` (its purge task runs this once a second), and
-    /// forgets the empty places no client holds.
+    /// Closes the idle connections in `thread`'s lists that the purge
+    /// timer of their server gave this thread to close
+    /// ([`ServerRt::purge_timer`]; its purge task runs this once a second
+    /// after it): those not safe first, the oldest first. Forgets the
+    /// empty places no client holds.
     pub fn purge(&self, thread: usize, now: Tick) -> usize {
         let Some(m) = self.threads.get(thread) else {
             return 0;
@@ -497,14 +541,36 @@ impl IdlePools {
         let mut lists = lock(m);
         let mut n = 0;
         for list in lists.values_mut() {
+            // The connections here: (safe, age, index).
+            let mut here = Vec::new();
+            let mut srv = None;
+            for (i, slot) in list.iter().enumerate() {
+                let Ok(g) = slot.try_lock() else {
+                    continue;
+                };
+                if let Some(e) = &g.entry {
+                    srv.get_or_insert_with(|| Arc::clone(&e.ticket.srv));
+                    here.push((e.safe, now.wrapping_sub(e.since), i));
+                }
+            }
+            if let Some(s) = srv {
+                let quota = s.take_kill(thread, u32::try_from(here.len()).unwrap_or(u32::MAX));
+                // What is left of the share was meant for connections
+                // gone since: none parked later closes for it.
+                s.take_kill(thread, u32::MAX);
+                here.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+                for &(_, _, i) in here.iter().take(quota as usize) {
+                    if let Some(slot) = list.get(i) {
+                        if let Ok(mut g) = slot.try_lock() {
+                            n += usize::from(g.entry.take().is_some());
+                        }
+                    }
+                }
+            }
             list.retain(|slot| {
                 let Ok(mut g) = slot.try_lock() else {
                     return true;
                 };
-                if g.entry.as_ref().is_some_and(|e| expired(e, now)) {
-                    g.entry = None;
-                    n += 1;
-                }
                 g.listed = g.entry.is_some();
                 g.listed
             });
@@ -528,10 +594,6 @@ fn purge_ms(s: &ServerRt) -> u32 {
         .min(u32::MAX as u128 / 2) as u32
 }
 
-fn expired(e: &Entry, now: Tick) -> bool {
-    ticks::is_expired(ticks::add(e.since, e.purge), now)
-}
-
 fn taken(e: Entry) -> Taken {
     Taken {
         st: Transport::from(e.conn),
@@ -541,9 +603,9 @@ fn taken(e: Entry) -> Taken {
 }
 
 /// Takes the newest connection to `s` of `class` out of a list (places
-/// another thread or its client holds locked are skipped; expired
-/// connections are dropped, places left empty leave the list).
-fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry> {
+/// another thread or its client holds locked are skipped, places left
+/// empty leave the list).
+fn pop(lists: &mut Lists, s: &ServerRt, class: Class) -> Option<Entry> {
     let list = lists.get_mut(&s.uid)?;
     let passes: &[bool] = match class {
         Class::Safe => &[true],
@@ -553,9 +615,6 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry
     for &safe in passes {
         found = list.iter().rev().find_map(|slot| {
             let mut g = slot.try_lock().ok()?;
-            if g.entry.as_ref().is_some_and(|e| expired(e, now)) {
-                g.entry = None;
-            }
             if g.entry.as_ref()?.safe == safe {
                 g.entry.take()
             } else {
@@ -608,24 +667,26 @@ mod tests {
             Transport::plain(c)
         };
         let listed = |p: &IdlePools| lock(&p.threads[0]).get(&s.uid).map_or(0, Vec::len);
+        // Three in use at once: the estimate keeps three idle.
+        drop((0..3).map(|_| s.used_conn()).collect::<Vec<_>>());
         let mut places: Vec<Option<Parked>> = (0..3).map(|_| None).collect();
         for p in &mut places {
-            let t = s.idle_ticket(0, 1).unwrap();
-            pools.park(0, p, &s, conn(), true, t, None, 1);
+            let t = s.idle_ticket(0, true, 1).unwrap();
+            pools.park(0, p, &s, conn(), t, None, 1);
         }
         assert_eq!(listed(&pools), 3);
         // Another request takes the newest; its emptied place leaves.
-        assert!(pools.take(0, &s, Want::Any, 1, &|_, _| false).is_some());
+        assert!(pools.take(0, &s, Want::Any, &|_, _| false).is_some());
         assert_eq!(listed(&pools), 2);
         let last = places[2].as_ref().unwrap();
         assert!(pools.unpark(last).is_none(), "its connection was taken");
         // Its client parks a connection again: listed again, found first.
-        let t = s.idle_ticket(0, 1).unwrap();
+        let t = s.idle_ticket(0, true, 1).unwrap();
         let c = conn();
         let fd = c.tcp().local_addr().unwrap();
-        pools.park(0, &mut places[2], &s, c, true, t, None, 1);
+        pools.park(0, &mut places[2], &s, c, t, None, 1);
         assert_eq!(listed(&pools), 3);
-        let got = pools.take(0, &s, Want::Any, 1, &|_, _| false).unwrap();
+        let got = pools.take(0, &s, Want::Any, &|_, _| false).unwrap();
         assert_eq!(got.st.tcp().local_addr().unwrap(), fd);
         // The client's own connection comes back without a walk, and its
         // place stays listed until a walk finds it empty.
@@ -633,5 +694,59 @@ mod tests {
         assert_eq!(listed(&pools), 2);
         assert_eq!(s.idle_count(), 1);
         drop(peers);
+    }
+
+    /// HAProxy's admission: a thread's first idle connection of a kind is
+    /// kept, more only within the estimate; `pool-purge-delay 0` keeps
+    /// none. Its purge timer: half the excess over the estimate, each
+    /// thread its share plus one; the estimate decays by halves.
+    #[test]
+    fn the_estimate_bounds_the_idle_ones_and_the_timer_closes_half_the_excess() {
+        let a = "127.0.0.1:1".parse().ok();
+        let s = super::super::new_server(0, 1, "be", "s".into(), a, Default::default(), None);
+        let first = s.idle_ticket(1, false, 100).unwrap();
+        // Not the first of this thread, beyond the estimate (0).
+        assert!(s.idle_ticket(1, false, 100).is_none());
+        // The first safe one of the thread; the first of another thread.
+        let safe = s.idle_ticket(1, true, 100).unwrap();
+        let other = s.idle_ticket(0, false, 100).unwrap();
+        assert_eq!(
+            s.conn_counts(),
+            ConnCounts {
+                used_cur: 0,
+                used_max: 0,
+                need_est: 0,
+                unsafe_nb: 2,
+                safe_nb: 1,
+                idle_cur: 3,
+            }
+        );
+        assert_eq!(s.idle_per_thread(2), [1, 2]);
+        // The timer (5 s, from the first idle one) has not run out.
+        s.purge_timer(5000);
+        assert_eq!(s.take_kill(1, 9), 0);
+        // Excess 3, half of it 2 (rounded up): thread 1 has two thirds
+        // of the idle ones, 2 * 2 / 3 + 1 = 2; thread 0, 2 * 1 / 3 + 1 = 1.
+        s.purge_timer(5101);
+        assert_eq!(s.take_kill(1, 1), 1);
+        assert_eq!(s.take_kill(1, 9), 1);
+        assert_eq!(s.take_kill(0, 9), 1);
+        drop((first, safe, other));
+        // In use: the estimate follows at once, decays by halves at each
+        // end of the timer (which runs while idle ones are there).
+        let used: Vec<_> = (0..4).map(|_| s.used_conn()).collect();
+        drop(used);
+        let _idle = s.idle_ticket(0, false, 6000).unwrap();
+        let est = |t| {
+            s.purge_timer(t);
+            s.conn_counts().need_est
+        };
+        assert_eq!([est(11001), est(16002), est(21003)], [4, 2, 1]);
+        let o = crate::config::ServerOptions {
+            pool_purge_delay: std::time::Duration::ZERO,
+            ..Default::default()
+        };
+        let none = super::super::new_server(0, 1, "be", "n".into(), a, o, None);
+        assert!(none.idle_ticket(0, false, 1).is_none());
     }
 }

@@ -74,6 +74,8 @@ pub fn new_server(
         idle_conns: AtomicU32::new(0),
         idle_safe: AtomicU32::new(0),
         idle_thr: std::array::from_fn(|_| AtomicU32::new(0)),
+        safe_thr: std::array::from_fn(|_| AtomicU32::new(0)),
+        kill_thr: std::array::from_fn(|_| AtomicU32::new(0)),
         used_conns: AtomicU32::new(0),
         max_used: AtomicU32::new(0),
         est_need: AtomicU32::new(0),
@@ -200,23 +202,28 @@ pub struct ServerRt {
     /// Idle connections to it, counted against `pool-max-conn`
     /// ([`pool::IdleTicket`]).
     pub(super) idle_conns: AtomicU32,
-    /// Those of them that carried more than one request (HAProxy's safe
-    /// list, `curr_safe_nb`: [`pool::SafeMark`]).
+    /// Those of them that carried more than one request, or are HTTP/2
+    /// (HAProxy's safe list, `curr_safe_nb`).
     pub(super) idle_safe: AtomicU32,
     /// Idle connections by thread (HAProxy's `curr_idle_thr`; thread
     /// masks are 64 bits wide, so are the threads).
     pub(super) idle_thr: [AtomicU32; 64],
+    /// The safe ones by thread.
+    pub(super) safe_thr: [AtomicU32; 64],
+    /// Idle connections each thread is to close, given by the purge
+    /// timer ([`ServerRt::purge_timer`]).
+    pub(super) kill_thr: [AtomicU32; 64],
     /// Connections in use now: an exchange's, a `mode tcp` session's, a
     /// client's private one, an HTTP/2 connection with streams (HAProxy's
     /// `curr_used_conns`: [`pool::UsedConn`]).
     pub(super) used_conns: AtomicU32,
     /// The most in use since the last estimate (`max_used_conns`), and
     /// the estimate of those needed (`est_need_conns`), rolled once per
-    /// `pool-purge-delay` ([`ServerRt::roll_need`]).
+    /// `pool-purge-delay` ([`ServerRt::purge_timer`]).
     pub(super) max_used: AtomicU32,
     pub(super) est_need: AtomicU32,
-    /// When the estimate is rolled next (a tick; 0: no timer, the server
-    /// has had no idle connection since the last one ran out).
+    /// When the purge timer ends next (a tick; 0: no timer, the server
+    /// has had no idle connection since it last ended).
     pub(super) next_roll: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// Streams in `queue`, and those about to join it: counted before

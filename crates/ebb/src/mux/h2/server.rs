@@ -34,9 +34,11 @@
 //! Until the server's SETTINGS come only the first stream goes out; the
 //! others it took wait for them, then for a free stream if the server
 //! takes fewer: none is refused for going over the limit, while new
-//! streams go to other connections. A connection with no stream left
-//! closes after the server's `pool-purge-delay`, at once with
-//! `http-reuse never`.
+//! streams go to other connections. A connection with no stream left is
+//! one of its server's idle connections (safe, as HAProxy lists it),
+//! closed when the server's purge timer gives its thread one to close
+//! (see [`crate::backend::pool`]), at once with `http-reuse never` or when
+//! the pool is full.
 //!
 //! Failures: a connect that fails is the stream's connect failure (the
 //! proxy retries it); a stream the server refused (RST_STREAM
@@ -58,7 +60,6 @@ use std::io;
 use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick, ETERNITY};
 
@@ -175,8 +176,6 @@ pub(crate) struct Target {
     /// in the handshake, else the connection goes to the first stream as
     /// HTTP/1.1.
     pub(crate) negotiate: bool,
-    /// `pool-purge-delay`: how long a connection with no stream stays.
-    pub(crate) purge: Duration,
     /// A new connection in any case: the request goes again after its
     /// attempt on a reused one failed (a REFUSED_STREAM, a GOAWAY that
     /// left it out, the connection closed), so not on that one.
@@ -193,7 +192,7 @@ pub(crate) struct Target {
 /// while it has none, neither once closed.
 enum Count {
     Used(#[allow(dead_code)] crate::backend::pool::UsedConn),
-    Idle(#[allow(dead_code)] crate::backend::pool::IdleMark),
+    Idle(#[allow(dead_code)] crate::backend::pool::IdleTicket),
     Off,
 }
 
@@ -280,13 +279,11 @@ pub(crate) struct SrvConn {
     owner: Option<TaskletId>,
     /// DATA nobody reads, to grant back after the event.
     release: Vec<(u32, usize)>,
-    purge_ms: u32,
     limits: Limits,
     counters: Arc<H2Counters>,
     srv: Arc<crate::backend::ServerRt>,
     count: Count,
     me: Option<TaskletId>,
-    idle_since: Tick,
     deadline: Tick,
 }
 
@@ -405,7 +402,6 @@ fn new_conn(
 ) -> io::Result<Rc<RefCell<SrvConn>>> {
     let tr = open()?;
     let fd = tr.raw_fd();
-    let now = ctx.now();
     // HAProxy's HPACK list of 2 x `tune.http.maxhdr` entries (the end
     // mark one of them); `max_headers` is `tune.http.maxhdr` - 1.
     let cfg = Config {
@@ -431,13 +427,11 @@ fn new_conn(
         proven: false,
         owner,
         release: Vec::new(),
-        purge_ms: u32::try_from(t.purge.as_millis()).unwrap_or(u32::MAX),
         limits: t.limits,
         counters: Arc::clone(&t.counters),
         srv: Arc::clone(&t.srv),
         count: Count::Used(t.srv.used_conn()),
         me: None,
-        idle_since: now,
         deadline: ETERNITY,
     }));
     let id = ctx.new_tasklet_obj(
@@ -1089,20 +1083,18 @@ impl SrvConn {
             return self.close(ctx);
         }
         let now = ctx.now();
-        if !self.streams.is_empty() {
-            self.idle_since = now;
-        } else if !self.shared {
+        if self.streams.is_empty() && !self.shared {
             // No stream will come: `http-reuse never` (the connection was
             // its stream's), a GOAWAY, a soft stop.
             self.h2.shutdown();
             let _ = self.flush();
             return self.close(ctx);
-        } else if matches!(self.count, Count::Used(_)) {
+        } else if self.streams.is_empty() && matches!(self.count, Count::Used(_)) {
             // Idle now: among the server's idle connections, or closed
             // when `pool-max-conn` are there already (HAProxy's H2 mux
             // destroys a connection its server's idle list refuses).
             self.count = Count::Off;
-            match self.srv.idle_mark(true, ctx.thread_id(), now) {
+            match self.srv.idle_ticket(ctx.thread_id(), true, now) {
                 Some(m) => self.count = Count::Idle(m),
                 None => {
                     self.h2.shutdown();
@@ -1111,11 +1103,9 @@ impl SrvConn {
                 }
             }
         }
-        let d = if self.streams.is_empty() {
-            ticks::add(self.idle_since, self.purge_ms)
-        } else {
-            ticks::add(now, TICK_MS)
-        };
+        // (Idle, it looks once a second whether its server's purge timer
+        // closes it.)
+        let d = ticks::add(now, TICK_MS);
         if d != self.deadline {
             self.deadline = d;
             if let Some(me) = self.me {
@@ -1127,7 +1117,16 @@ impl SrvConn {
 
     fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
         if self.streams.is_empty() {
-            // Idle past `pool-purge-delay`: GOAWAY and close.
+            if matches!(self.count, Count::Idle(_)) && self.srv.take_kill(ctx.thread_id(), 1) == 0 {
+                // Not among those its server's purge timer closes: looked
+                // at again in a second.
+                self.deadline = ticks::add(ctx.now(), TICK_MS);
+                if let Some(me) = self.me {
+                    ctx.tasklet_set_expire(me, self.deadline);
+                }
+                return Status::Continue;
+            }
+            // One the purge timer closes: GOAWAY and close.
             self.h2.shutdown();
             let _ = self.flush();
             return self.close(ctx);

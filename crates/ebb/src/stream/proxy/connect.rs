@@ -193,7 +193,7 @@ impl Stream {
         };
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
             let quiet = |id, mark| ctx.io_mark(id) == Some(mark);
-            if let Some(t) = c.w.take_idle(&s, want, ctx.now(), &quiet) {
+            if let Some(t) = c.w.take_idle(&s, want, &quiet) {
                 // Registered with another client's tasklet until now (on
                 // this thread's poller or another's): moved below.
                 sock = Some((t.st, false, t.reg));
@@ -374,7 +374,6 @@ impl Stream {
         let target = Target {
             key,
             negotiate: !s.opts.proto_h2,
-            purge: s.opts.pool_purge_delay,
             // (Still the last attempt's: a replay after a reused
             // connection failed takes a new one.)
             fresh: up.reused,

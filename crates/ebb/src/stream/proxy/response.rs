@@ -570,7 +570,7 @@ impl Stream {
                 // Idle now, as in HAProxy: parked in the pool, in this
                 // client's place, still registered with the server side's
                 // tasklet; closed when the pool is full (`pool-max-conn`).
-                if let Some(ticket) = srv.idle_ticket(ctx.thread_id(), ctx.now()) {
+                if let Some(ticket) = srv.idle_ticket(ctx.thread_id(), up.reused, ctx.now()) {
                     // (Kept while other idle connections of this client
                     // may have had the event.)
                     if self.attached.is_empty() {
@@ -585,7 +585,6 @@ impl Stream {
                         &mut self.parked,
                         srv,
                         st,
-                        up.reused,
                         ticket,
                         reg,
                         ctx.now(),
