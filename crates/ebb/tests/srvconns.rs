@@ -1,6 +1,8 @@
-//! A server's connections as the CLI and the stats show them: `show
-//! servers conn` and the stats' `idle_conn_cur`, `safe_conn_cur`,
-//! `used_conn_cur`, `need_conn_est`, side by side with HAProxy 2.6.
+//! A server's connections and counters as the CLI and the stats show
+//! them: `show servers conn`, the stats' `idle_conn_cur`,
+//! `safe_conn_cur`, `used_conn_cur`, `need_conn_est`, and what a server's
+//! `stot`, `lbtot`, `req_tot` and `hrsp_*` count, side by side with
+//! HAProxy 2.6.
 
 mod common;
 
@@ -180,4 +182,81 @@ fn an_idle_connection_lasts_while_the_estimate_needs_it() {
         ours,
         "haproxy (left), ebb (right)"
     );
+}
+
+fn count_cfg(sock: &Path, bind: &str, servers: &[SocketAddr; 4]) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    retries 1\n    server ok {}\n    server bad {}\n    server none {}\n    server early {}\n",
+        sock.display(),
+        servers[0],
+        servers[1],
+        servers[2],
+        servers[3],
+    )
+}
+
+/// Eight requests in round robin; then each server's counters.
+fn counts(a: SocketAddr, sock: &Path) -> Vec<String> {
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let mut c = Client::connect(a);
+        c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes());
+        let mut r = c.read_resp();
+        while r.status < 200 {
+            r = c.read_resp();
+        }
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses, [200, 502, 503, 200, 200, 502, 503, 200]);
+    ["ok", "bad", "none", "early", "BACKEND"]
+        .iter()
+        .map(|s| {
+            let r = stat_row(sock, "b", s);
+            let k = [
+                "stot", "lbtot", "econ", "eresp", "wretr", "req_tot", "hrsp_1xx", "hrsp_2xx",
+                "hrsp_5xx",
+            ];
+            let v: Vec<String> = k
+                .iter()
+                .map(|k| format!("{k}={}", r.get(*k).cloned().unwrap_or_default()))
+                .collect();
+            format!("{s} {}", v.join(" "))
+        })
+        .collect()
+}
+
+/// A server's `hrsp_*` and `req_tot` count the heads it sent (an
+/// interim 100 too), not the 502 and 503 the proxy answers for it; its
+/// `stot` counts each connection attempt (a retry too), `lbtot` each
+/// stream handed to it.
+#[test]
+fn a_servers_counters_count_what_it_did() {
+    let ok = Origin::start("ok", Mode::Ok);
+    let bad = Origin::start("bad", Mode::Garbage);
+    let none = closed_port();
+    let early = Origin::start(
+        "early",
+        Mode::Canned(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+    );
+    let servers = [ok.addr, bad.addr, none.addr, early.addr];
+    let (e, sock) = ebb_with_admin("srvcount", |s, b| count_cfg(s, b, &servers));
+    let ours = counts(e.addr(), &sock);
+    assert_eq!(
+        ours,
+        [
+            "ok stot=2 lbtot=2 econ=0 eresp=0 wretr=0 req_tot=2 hrsp_1xx=0 hrsp_2xx=2 hrsp_5xx=0",
+            "bad stot=2 lbtot=2 econ=0 eresp=2 wretr=0 req_tot=0 hrsp_1xx=0 hrsp_2xx=0 hrsp_5xx=0",
+            "none stot=4 lbtot=2 econ=2 eresp=0 wretr=2 req_tot=0 hrsp_1xx=0 hrsp_2xx=0 hrsp_5xx=0",
+            "early stot=2 lbtot=2 econ=0 eresp=0 wretr=0 req_tot=4 hrsp_1xx=2 hrsp_2xx=2 hrsp_5xx=0",
+            "BACKEND stot=8 lbtot=8 econ=2 eresp=2 wretr=2 req_tot=8 hrsp_1xx=0 hrsp_2xx=4 hrsp_5xx=4",
+        ]
+    );
+    drop(e);
+    let Some((h, hap)) = haproxy_beside("srvcount", |s, b| count_cfg(s, b, &servers)) else {
+        return;
+    };
+    assert_eq!(counts(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }

@@ -9,7 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Per-server counters (monotonic; read by the stats).
 #[derive(Default)]
 pub struct Counters {
+    /// Connection attempts (HAProxy's server `stot`, `cum_sess`: one per
+    /// `connect_server`, a retry to the same server too).
     pub sessions: AtomicU64,
+    /// Streams handed to it (once per stream and server: the `lbtot`
+    /// ebb shows, and its backend's `stot`).
+    pub assigned: AtomicU64,
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub conn_errors: AtomicU64,
@@ -18,8 +23,12 @@ pub struct Counters {
     pub redispatches: AtomicU64,
     pub queued_total: AtomicU64,
     pub queue_timeouts: AtomicU64,
-    /// HTTP responses by status class (1xx..5xx, other).
+    /// HTTP responses by status class (1xx..5xx, other): a server's are
+    /// the heads it sent, interim ones too (HAProxy counts each head it
+    /// analyses, not its own error answers).
     pub hrsp: [AtomicU64; 6],
+    /// A server's: those heads (HAProxy's server `req_tot`).
+    pub heads: AtomicU64,
     /// Connections to it attempted, and connections reused for a stream
     /// (HAProxy's `connect` and `reuse`).
     pub connects: AtomicU64,
@@ -124,6 +133,13 @@ impl Counters {
     /// date ([`sched::Ctx::now_ns`]: no clock read of its own; HAProxy
     /// dates it with its loop's `now` too).
     pub fn note_session(&self, now_ns: u64) {
+        self.assigned.fetch_add(1, Ordering::Relaxed);
+        self.note_attempt(now_ns);
+    }
+
+    /// Another connection attempt of a stream already handed to it (a
+    /// retry): HAProxy counts it as a session of the server.
+    pub fn note_attempt(&self, now_ns: u64) {
         self.sessions.fetch_add(1, Ordering::Relaxed);
         let ms = now_ns / 1_000_000;
         self.last_sess.store(ms + 1, Ordering::Relaxed);

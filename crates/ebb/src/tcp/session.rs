@@ -104,6 +104,9 @@ pub(super) struct Session {
     t_accept: Tick,
     inspect_until: Tick,
     t_served: Option<Tick>,
+    /// `use_server` counted the server's session of the attempt it
+    /// starts; a retry's connect counts one more (HAProxy's).
+    attempt_noted: bool,
     deadline: Tick,
     /// Queue lengths when this session queued (`%sq/%bq`).
     queues: (usize, usize),
@@ -197,6 +200,7 @@ impl Session {
             use_srv: None,
             t_accept: now,
             t_served: None,
+            attempt_noted: false,
             deadline: ETERNITY,
             queues: (0, 0),
             accept_time: SystemTime::now(),
@@ -524,6 +528,7 @@ impl Session {
         self.t_served = Some(ctx.now());
         self.waiter = None;
         s.counters.note_session(ctx.now_ns());
+        self.attempt_noted = true;
         self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);
@@ -535,6 +540,9 @@ impl Session {
             return;
         };
         let now = ctx.now();
+        if !std::mem::take(&mut self.attempt_noted) {
+            s.counters.note_attempt(ctx.now_ns());
+        }
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let has_data = self.pipe.borrow().c2s.pending() > 0;
         let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));

@@ -266,7 +266,10 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         v[78] = u(r.rate_max);
         v[79] = u(r.stot);
     }
-    v[48] = r.req_tot.map(Val::U);
+    // (A server's: of an http backend only, as its `hrsp_*`.)
+    if !sv || r.mode == "http" {
+        v[48] = r.req_tot.map(Val::U);
+    }
     if be || sv {
         v[84] = u(r.connect);
         v[85] = u(r.reuse);

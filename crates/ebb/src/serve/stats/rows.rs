@@ -358,7 +358,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let m = s.maxconn.load(Ordering::Relaxed);
     r.slim = (m > 0).then_some(u64::from(m));
     r.stot = ld(&c.sessions);
-    r.lbtot = Some(r.stot);
+    r.lbtot = Some(ld(&c.assigned));
     r.bin = ld(&c.bytes_in);
     r.bout = ld(&c.bytes_out);
     r.econ = ld(&c.conn_errors);
@@ -377,6 +377,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
+    r.req_tot = Some(ld(&c.heads));
     r.status = server_status(s).into();
     // The effective weight, ramped during a `slowstart` (HAProxy's
     // `cur_eweight`; `uweight` is the configured one).
@@ -567,7 +568,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             for s in &f.servers {
                 let c = &s.counters;
                 r.scur += u64::from(s.cur.load(Ordering::Relaxed));
-                r.stot += ld(&c.sessions);
+                r.stot += ld(&c.assigned);
                 r.econ += ld(&c.conn_errors);
                 r.eresp += ld(&c.resp_errors);
                 r.wretr += ld(&c.retries);

@@ -123,6 +123,7 @@ impl Stream {
         up.t_served = Some(now);
         up.waiter = None;
         s.counters.note_session(ctx.now_ns());
+        up.attempt_noted = true;
         // 1. The connection this client already has to that server: kept
         //    private to it, or parked in the pool where no other request
         //    took it. Still registered with the server side's tasklet:
@@ -259,6 +260,10 @@ impl Stream {
             self.up = Some(up);
             return;
         };
+        if !std::mem::take(&mut up.attempt_noted) {
+            // Another attempt on the same server: HAProxy counts each.
+            s.counters.note_attempt(ctx.now_ns());
+        }
         if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
             self.up = Some(up);
             self.connect_h2(c, ctx);

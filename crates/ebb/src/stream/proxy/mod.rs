@@ -175,6 +175,10 @@ pub(super) struct Upstream {
     pub(super) status: u16,
     pub(super) bytes_out: u64,
     retries_left: u32,
+    /// `use_server` counted the server's session of the attempt it
+    /// starts; each later connect (a retry to the same server) counts
+    /// one more, as HAProxy counts one per `connect_server`.
+    attempt_noted: bool,
     avoid: Option<usize>,
     method: Method,
     client_version: Version,
@@ -391,6 +395,7 @@ impl Upstream {
             status: 0,
             bytes_out: 0,
             retries_left: 0,
+            attempt_noted: false,
             avoid: None,
             method: Method::Get,
             client_version: Version::Http11,
@@ -709,6 +714,7 @@ impl Stream {
             status,
             bytes_out,
             retries_left,
+            attempt_noted,
             avoid,
             method,
             client_version,
@@ -768,6 +774,7 @@ impl Stream {
         *status = 0;
         *bytes_out = 0;
         *retries_left = sr.farm.retries;
+        *attempt_noted = false;
         *avoid = None;
         *method = h.method;
         *client_version = h.version;
@@ -1146,6 +1153,7 @@ impl Stream {
                         if up.resp.is_interim() {
                             // 1xx: forward as is, then read the final head
                             // (the client saw an answer: no retry now).
+                            response::count_head(&up);
                             up.l7 = false;
                             let n = up.resp.head_len;
                             let at = c.wbuf.len();

@@ -102,6 +102,7 @@ impl Stream {
         }
         let r = &up.resp;
         up.status = r.status;
+        count_head(&up);
         // HAProxy counts the head it parsed (`crate::http1::htx`), not
         // the one written.
         up.bytes_out +=
@@ -626,12 +627,6 @@ impl Stream {
         if let Some(z) = &up.comp {
             crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
         }
-        // The server's own count of the responses it gave (HAProxy's
-        // server `hrsp_*`); not for a backend's dispatch target.
-        if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
-            s.counters.hrsp[crate::proxy::status_class(up.status)]
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk.end(ctx.now(), err, fail, d_in, d_out);
@@ -640,6 +635,18 @@ impl Stream {
             let local = self.side.borrow().local;
             log_line(c, ctx, up, bytes, false, local);
         }
+    }
+}
+
+/// The server's count of the heads it sent (HAProxy's server `hrsp_*`
+/// and `req_tot`, counted as its analyser reads a head, interim ones
+/// too, after a `retry-on` status dropped it or not): not for a
+/// backend's dispatch target.
+pub(super) fn count_head(up: &Upstream) {
+    if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
+        use std::sync::atomic::Ordering::Relaxed;
+        s.counters.hrsp[crate::proxy::status_class(up.resp.status)].fetch_add(1, Relaxed);
+        s.counters.heads.fetch_add(1, Relaxed);
     }
 }
 
