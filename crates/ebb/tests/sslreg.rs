@@ -741,9 +741,9 @@ fn option_httpslog_logs_the_tls_fields_as_haproxy() {
 
 /// `ssl_bc*` and `ssl_s_*` in response rules toward HTTP/2 servers: one
 /// chosen by ALPN (`alpn h2`, TLS 1.2 with an ECDSA suite), one spoken
-/// with prior knowledge (`proto h2`, TLS 1.3 with AES-256). The inner
-/// proxies answer the ALPN they settled; the outer ones add what their
-/// fetches read.
+/// with prior knowledge (`proto h2`, TLS 1.3 with AES-256, on a UNIX socket).
+/// The inner proxies answer the ALPN they settled; the outer ones add
+/// what their fetches read.
 fn h2_settled_cfg(d: &Path, bind: &str, bind2: &str) -> String {
     let bc = "%[ssl_bc] %[ssl_bc_protocol] %[ssl_bc_cipher] %[ssl_bc_alpn] %[ssl_bc_is_resumed] %[ssl_bc_use_keysize] %[ssl_bc_alg_keysize]";
     let s =
@@ -767,9 +767,11 @@ fn h2_settled_cfg(d: &Path, bind: &str, bind2: &str) -> String {
     .iter()
     .enumerate()
     {
-        // (On loopback ports: ebb does not reach an HTTP/2 server on a
-        // UNIX socket yet.)
-        let inner = format!("127.0.0.1:{}", free_port());
+        // One on a loopback port, one on a UNIX socket.
+        let inner = match i {
+            0 => format!("127.0.0.1:{}", free_port()),
+            _ => format!("{}/in{i}.sock", d.display()),
+        };
         out.push_str(&format!(
             "listen out{i}\n    bind {b}\n\
              http-request set-header x-req \"[%[ssl_s_serial,hex]]\"\n\

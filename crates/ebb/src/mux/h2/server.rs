@@ -469,7 +469,8 @@ impl SrvConn {
             return false;
         }
         let tcp = self.tr.tcp();
-        match (tcp.take_error(), tcp.peer_addr().is_ok()) {
+        // (socket2's peer address: a UNIX socket server's too.)
+        match (tcp.take_error(), crate::backend::connected(tcp)) {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
