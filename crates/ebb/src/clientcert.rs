@@ -100,6 +100,17 @@ impl TlsFactsOwned {
     }
 }
 
+/// What an exchange keeps of its server connection's TLS for the
+/// `ssl_s_*` and `ssl_bc*` fetches: the certificates the server
+/// presented (its own first) and what the handshake settled. Taken once
+/// per connection when the handshake ends (shared by the streams of an
+/// HTTP/2 connection and the exchanges of a kept one).
+#[derive(Clone, Debug, Default)]
+pub struct ServerTls {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub facts: TlsFactsOwned,
+}
+
 /// An owned [`ClientCertView`], for the lanes of an HTTP/2 connection.
 #[derive(Clone, Debug, Default)]
 pub struct ClientCert {

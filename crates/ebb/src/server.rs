@@ -1165,6 +1165,7 @@ fn start_checks(
             &s.farm,
             s.probe.clone(),
             s.check_timeout,
+            s.check_connect_cap,
             pool,
             handle,
             log,

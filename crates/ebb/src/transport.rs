@@ -1195,6 +1195,20 @@ impl Transport {
         }
     }
 
+    /// What the `ssl_s_*` and `ssl_bc*` fetches read of a server
+    /// connection, once its handshake ended: `None` for plain TCP, or
+    /// when no fetch of the configuration reads it
+    /// ([`crate::sample::SRV_TLS`]).
+    pub fn server_tls(&self) -> Option<Arc<crate::clientcert::ServerTls>> {
+        if !crate::sample::SRV_TLS.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(Arc::new(crate::clientcert::ServerTls {
+            chain: self.server_chain().map(<[_]>::to_vec).unwrap_or_default(),
+            facts: self.tls_facts()?.to_owned(),
+        }))
+    }
+
     /// The negotiated protocol version and how the handshake went (full or
     /// resumed), for logs and tests. `None` before the handshake ends.
     pub fn tls_info(&self) -> Option<(rustls::ProtocolVersion, rustls::HandshakeKind)> {

@@ -254,11 +254,13 @@ fn server_crt_is_sent_to_a_server_that_asks() {
     if let Some((_h, a1, a2)) = haproxy_pair("sslreg-crt", client_pki, server_crt_cfg) {
         let theirs = statuses(a1, a2);
         assert_eq!(theirs.0, ours.0, "haproxy differs");
-        // Known difference: the server refuses the missing certificate
-        // after the client's side of the TLS 1.3 handshake ended (its
-        // Finished sent), when ebb's connect is done: the request fails
-        // (502); HAProxy counts it as a failed connect (503).
-        assert_eq!(theirs.1, 503);
+        // The server refuses the missing certificate after the client's
+        // side of the TLS 1.3 handshake ended (its Finished sent), when
+        // ebb's connect is done: the request fails (502). HAProxy 2.6
+        // answers 502 too when its stream took the connection as
+        // established before the server's alert arrived, else it counts
+        // a failed connect (503): a race (both seen here, loaded or not).
+        assert!(matches!(theirs.1, 502 | 503), "{}", theirs.1);
     }
     // A missing file is refused at start with the line.
     let bad = "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
@@ -735,4 +737,189 @@ fn option_httpslog_logs_the_tls_fields_as_haproxy() {
     if let Some((_h, a, _)) = haproxy_pair("sslreg-httpslog", two_names_pki, cfg) {
         assert_eq!(tail(a), ours, "haproxy differs");
     }
+}
+
+/// `ssl_bc*` and `ssl_s_*` in response rules toward HTTP/2 servers: one
+/// chosen by ALPN (`alpn h2`, TLS 1.2 with an ECDSA suite), one spoken
+/// with prior knowledge (`proto h2`, TLS 1.3 with AES-256, on a UNIX socket).
+/// The inner proxies answer the ALPN they settled; the outer ones add
+/// what their fetches read.
+fn h2_settled_cfg(d: &Path, bind: &str, bind2: &str) -> String {
+    let bc = "%[ssl_bc] %[ssl_bc_protocol] %[ssl_bc_cipher] %[ssl_bc_alpn] %[ssl_bc_is_resumed] %[ssl_bc_use_keysize] %[ssl_bc_alg_keysize]";
+    let s =
+        "%[ssl_s_s_dn(CN)] %[ssl_s_i_dn(CN)] %[ssl_s_serial,hex] %[ssl_s_version] %[ssl_s_key_alg]";
+    let mut ins = String::new();
+    let mut out = String::from(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n",
+    );
+    for (i, (b, srv, opts)) in [
+        (
+            bind,
+            "alpn h2",
+            "crt b.pem ssl-max-ver TLSv1.2 ciphers ECDHE-ECDSA-AES128-GCM-SHA256 alpn h2,http/1.1",
+        ),
+        (
+            bind2,
+            "proto h2",
+            "crt a.pem ssl-min-ver TLSv1.3 ciphersuites TLS_AES_256_GCM_SHA384 proto h2",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        // One on a loopback port, one on a UNIX socket.
+        let inner = match i {
+            0 => format!("127.0.0.1:{}", free_port()),
+            _ => format!("{}/in{i}.sock", d.display()),
+        };
+        out.push_str(&format!(
+            "listen out{i}\n    bind {b}\n\
+             http-request set-header x-req \"[%[ssl_s_serial,hex]]\"\n\
+             http-response set-header x-bc \"{bc}\"\n\
+             http-response set-header x-s \"{s}\"\n\
+             server s {inner} ssl verify none {srv}\n",
+        ));
+        // (After the outer ones: the test's listeners are the first two.)
+        ins.push_str(&format!(
+            "listen in{i}\n    bind {inner} ssl {opts}\n\
+             http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_alpn] %[req.hdr(x-req)]\"\n",
+        ));
+    }
+    format!("global\n    crt-base {}\n{out}{ins}", d.display())
+}
+
+fn h2_settled(a: std::net::SocketAddr, b: std::net::SocketAddr) -> Vec<String> {
+    [a, b]
+        .iter()
+        .map(|&to| {
+            // Twice: the second exchange reuses the HTTP/2 connection.
+            (0..2)
+                .map(|_| {
+                    let r = get(to, "/");
+                    format!(
+                        "{} {} | {} | {}",
+                        r.status,
+                        r.text(),
+                        r.header("x-bc").unwrap_or("-"),
+                        r.header("x-s").unwrap_or("-")
+                    )
+                })
+                .enumerate()
+                .map(|(i, l)| {
+                    // The second exchange goes on another connection
+                    // whose session may be resumed (haproxy resumes TLS
+                    // 1.2 sessions only, ebb both): `ssl_bc_is_resumed`
+                    // is not compared there.
+                    let mut w: Vec<&str> = l.split(' ').collect();
+                    if let (1, Some(bar)) = (i, w.iter().position(|x| *x == "|")) {
+                        w[bar + 5] = "?";
+                    }
+                    w.join(" ")
+                })
+                .collect::<Vec<_>>()
+                .join(" // ")
+        })
+        .collect()
+}
+
+#[test]
+fn ssl_bc_and_ssl_s_read_http2_server_connections() {
+    let Some((ours, theirs, _)) = both_ways(
+        "sslreg-h2settled",
+        two_names_pki,
+        h2_settled_cfg,
+        h2_settled,
+    ) else {
+        return;
+    };
+    let one = [
+        "200 h2 [] | 1 TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 h2 0 128 128 | b.test NamesCA 0B 3 id-ecPublicKey",
+        "200  [] | 1 TLSv1.3 TLS_AES_256_GCM_SHA384  0 256 256 | a.test a.test 0A 3 rsaEncryption",
+    ];
+    let want: Vec<String> = one
+        .iter()
+        .map(|l| format!("{l} // {}", l.replacen(" 0 ", " ? ", 1)))
+        .collect();
+    assert_eq!(ours, want);
+    if let Some(theirs) = theirs {
+        assert_eq!(theirs, ours, "haproxy differs");
+    }
+}
+
+/// `mode tcp` toward a TLS server: `ssl_bc*` and `ssl_s_*` in
+/// `tcp-response content` rules (the first proxy lets the answer through
+/// only when they read what the handshake settled, the second rejects
+/// when `ssl_bc` is true) and in the log line: at the session's end
+/// HAProxy 2.6 has released the server connection (nothing found), with
+/// `option logasap` the line goes at the connect (found).
+fn tcp_settled_cfg(d: &Path, bind: &str, bind2: &str, log: std::net::SocketAddr) -> String {
+    let lf = "bc=%[ssl_bc] p=%[ssl_bc_protocol] c=%[ssl_bc_cipher] a=%[ssl_bc_alpn] r=%[ssl_bc_is_resumed] k=%[ssl_bc_use_keysize]/%[ssl_bc_alg_keysize] s=%[ssl_s_s_dn(CN)]/%[ssl_s_serial,hex] %ts";
+    format!(
+        "global\n    crt-base {d}\n    log {log} local0\n\
+         defaults\n    mode tcp\n    log global\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
+         listen t0\n    bind {bind}\n    log-format \"t0 {lf}\"\n\
+         tcp-response inspect-delay 5s\n\
+         tcp-response content accept if {{ ssl_bc_protocol TLSv1.3 }} {{ ssl_s_s_dn(CN) -m str a.test }} {{ ssl_bc_alpn -m str http/1.1 }}\n\
+         tcp-response content reject\n\
+         server s {d}/in.sock ssl verify none alpn http/1.1\n\
+         listen t1\n    bind {bind2}\n    log-format \"t1 {lf}\"\n    option logasap\n\
+         tcp-response content reject if {{ ssl_bc }}\n\
+         server s {d}/in.sock ssl verify none\n\
+         listen in\n    mode http\n    bind {d}/in.sock ssl crt a.pem ssl-min-ver TLSv1.3 ciphersuites TLS_AES_256_GCM_SHA384 alpn http/1.1\n\
+         http-request return status 200 content-type text/plain string ok\n",
+        d = d.display(),
+    )
+}
+
+#[test]
+fn ssl_bc_and_ssl_s_read_tcp_mode_server_connections() {
+    let logs = Syslog::new();
+    let probe = |a: std::net::SocketAddr, b: std::net::SocketAddr| {
+        let r = get(a, "/");
+        let first = format!("{} {}", r.status, r.text());
+        let l0 = logs.next("t0 ");
+        // The second proxy's rule rejects: nothing reaches the client.
+        let got = raw(b, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").map(|r| r.status);
+        // (Not the line of haproxy_pair's probe connection, closed
+        // before any connect: `CC`.)
+        let l1 = logs.find("t1's line", |l| {
+            l.contains("]: t1 ") && !l.trim_end().ends_with(" CC")
+        });
+        let l1 = l1
+            .split_once("]: ")
+            .map_or("", |x| x.1)
+            .trim_end()
+            .to_string();
+        (first, got, l0, l1)
+    };
+    let d = scratch("sslreg-tcpsettled");
+    if !two_names_pki(&d) {
+        return;
+    }
+    let e = Ebb::start(&tcp_settled_cfg(&d, "BIND", "BIND", logs.addr()));
+    let ours = probe(e.addrs[0], e.addrs[1]);
+    let facts = "p=TLSv1.3 c=TLS_AES_256_GCM_SHA384";
+    assert_eq!(
+        ours,
+        (
+            "200 ok".to_string(),
+            None,
+            "t0 bc=0 p=- c=- a=- r=0 k=-/- s=-/- --".to_string(),
+            format!("t1 bc=1 {facts} a=- r=0 k=256/256 s=a.test/0A --"),
+        )
+    );
+    let cfg = |d: &Path, a: &str, b: &str| tcp_settled_cfg(d, a, b, logs.addr());
+    if let Some((_h, a, b)) = haproxy_pair("sslreg-tcpsettled", two_names_pki, cfg) {
+        assert_eq!(probe(a, b), ours, "haproxy differs");
+    }
+    // Before the server connection exists, as HAProxy refuses them.
+    let bad = "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
+               listen l\n    bind 127.0.0.1:0\n    tcp-request content set-var(txn.x) ssl_bc_protocol\n    server s 127.0.0.1:1 ssl verify none\n";
+    assert_refused(
+        &d,
+        "tcpbc.cfg",
+        bad,
+        "fetch 'ssl_bc_protocol' needs the server-side connection",
+        true,
+    );
 }

@@ -209,9 +209,9 @@ pub fn run_tcp_check(
     proxy_hdr: &[u8],
     how: super::check::CheckHow,
 ) -> Verdict {
-    let start = Instant::now();
-    run_steps(probe, start, timeout, tls.is_some(), &mut |cc| {
-        connect_step(cc, addr, start, timeout, tls, proxy_hdr, how)
+    let start = std::cell::Cell::new(Instant::now());
+    run_steps(probe, &start, timeout, tls.is_some(), &mut |cc| {
+        connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)
     })
 }
 
@@ -220,7 +220,7 @@ pub fn run_tcp_check(
 /// default connection is TLS (the success of a bare connect is layer 6's).
 pub(in crate::backend) fn run_steps(
     probe: &TcpProbe,
-    start: Instant,
+    start: &std::cell::Cell<Instant>,
     timeout: Duration,
     tls: bool,
     connect: &mut super::check::Connector<'_>,
@@ -320,7 +320,7 @@ pub(in crate::backend) fn run_steps(
                 loop {
                     if must_read && !closed {
                         let tout = || Verdict::new(opts.tout_status, at(st, &m.what()).to_string());
-                        if start.elapsed() > timeout {
+                        if start.get().elapsed() > timeout {
                             return tout();
                         }
                         let mut tmp = [0u8; 4096];

@@ -289,7 +289,9 @@ fn sample_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
     // An ACL may read the request or the response; where it is used is
     // checked when the condition is compiled (`rules::Matcher`).
     let e = match Expr::parse(c, Scope::Request { backend: true }) {
-        Err(e) if e.contains("reads the response") => Expr::parse(c, Scope::Response)?,
+        Err(e) if e.contains("reads the response") || e.contains("server-side connection") => {
+            Expr::parse(c, Scope::Response)?
+        }
         r => r?,
     };
     let m = match e.out_type() {

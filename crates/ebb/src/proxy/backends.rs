@@ -74,6 +74,9 @@ pub struct ServersRt {
     pub farm: Arc<Farm>,
     pub probe: Option<crate::backend::check::Probe>,
     pub check_timeout: Option<Duration>,
+    /// `timeout connect` when `timeout check` is set (HAProxy's bound on
+    /// a check's connect then).
+    pub check_connect_cap: Option<Duration>,
     /// `option log-health-checks`.
     pub log_checks: bool,
     /// `email-alert`: its servers' changes of state are mailed.

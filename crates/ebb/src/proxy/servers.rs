@@ -439,6 +439,7 @@ pub(super) fn compile_servers(
         farm: Arc::new(farm),
         probe,
         check_timeout: t.check,
+        check_connect_cap: t.check.and(t.connect),
         log_checks: p.options.log_health_checks,
         email_alert: p.email_alert.clone(),
         timeouts: BeTimeouts {

@@ -405,12 +405,11 @@ pub struct TxnInfo {
     /// The server connection's local address (`%bi:%bp`, `bc_src`,
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
     pub srv_local: Option<crate::sample::BackLocal>,
-    /// The certificates the server presented on the exchange's connection
-    /// (`ssl_s_*`, kept only when [`crate::sample::SRV_TLS`]).
-    pub srv_chain: Vec<rustls::pki_types::CertificateDer<'static>>,
-    /// What the TLS handshake with the server settled (`ssl_bc_*`; `None`:
-    /// no TLS to the server, or nothing reads it).
-    pub srv_tls: Option<crate::clientcert::TlsFactsOwned>,
+    /// The TLS of the exchange's server connection: the certificates the
+    /// server presented (`ssl_s_*`) and what the handshake settled
+    /// (`ssl_bc*`). `None`: no TLS to the server, or nothing reads it
+    /// (kept only when [`crate::sample::SRV_TLS`]).
+    pub srv_tls: Option<std::sync::Arc<crate::clientcert::ServerTls>>,
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,

@@ -904,6 +904,18 @@ impl Session {
                         crate::backend::check::observe(s, crate::backend::check::Seen::L4Ok);
                     }
                     self.st = St::Established;
+                    // What `ssl_s_*` and `ssl_bc*` read of the server
+                    // connection (response rules, the log line).
+                    let tls = self
+                        .pipe
+                        .borrow()
+                        .srv
+                        .tr
+                        .as_ref()
+                        .and_then(|t| t.server_tls());
+                    if let Ok(mut v) = self.vars.try_borrow_mut() {
+                        v.info.srv_tls = tls;
+                    }
                     if self.fe.l4.logasap {
                         // `option logasap`: the line goes now, with the
                         // bytes so far (none) and the time to the connect.
@@ -1274,6 +1286,12 @@ impl Session {
                 v.info.srv_queue = u32::try_from(self.queues.0).unwrap_or(u32::MAX);
                 v.info.be_queue = u32::try_from(self.queues.1).unwrap_or(u32::MAX);
                 v.info.srv_local = self.pipe.borrow().srv_local;
+                // At the session's end HAProxy 2.6 has released the server
+                // connection: `ssl_bc*` and `ssl_s_*` find none (at the
+                // connect, `option logasap`, they read it).
+                if !asap {
+                    v.info.srv_tls = None;
+                }
             }
             let term = [self.term[0] as char, self.term[1] as char];
             let term: String = term.iter().collect();

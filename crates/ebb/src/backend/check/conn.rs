@@ -11,6 +11,9 @@ use crate::config::{CheckConnect, CheckStatus};
 
 /// A check's connection, clear or TLS (or HTTP/2 over either).
 pub(in crate::backend) trait Wire: Read + Write {
+    /// Bounds each read and write from now on (the check's steps after
+    /// its connect).
+    fn io_timeout(&self, _d: Duration) {}
     /// The protocol the server chose by ALPN (TLS only).
     fn alpn(&self) -> Option<&[u8]> {
         None
@@ -20,13 +23,22 @@ pub(in crate::backend) trait Wire: Read + Write {
         false
     }
 }
-impl Wire for TcpStream {}
+impl Wire for TcpStream {
+    fn io_timeout(&self, d: Duration) {
+        let d = d.max(Duration::from_millis(1));
+        let _ = self.set_read_timeout(Some(d));
+        let _ = self.set_write_timeout(Some(d));
+    }
+}
 
 /// How a check's sequence opens each connection (a socket; for the fuzz
 /// target, a script of the server's answer).
 pub(in crate::backend) type Connector<'a> =
     dyn FnMut(&crate::config::CheckConnect) -> Result<Box<dyn Wire>, super::Verdict> + 'a;
 impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    fn io_timeout(&self, d: Duration) {
+        self.sock.io_timeout(d);
+    }
     fn alpn(&self) -> Option<&[u8]> {
         self.conn.alpn_protocol()
     }
@@ -44,6 +56,12 @@ pub struct CheckHow {
     /// HTTP check with `disable-on-404` takes a 404 for a conditional
     /// pass.
     pub running: bool,
+    /// With `timeout check`, HAProxy 2.6 bounds a check's connect (TCP
+    /// and the TLS handshake) by `inter`, or `timeout connect` when
+    /// sooner, and what follows by `timeout check` from the moment the
+    /// connection is up. `None`: without `timeout check`, the whole check
+    /// is bounded by its timeout (`inter`) from its start.
+    pub connect_budget: Option<Duration>,
 }
 
 impl CheckHow {
@@ -53,6 +71,7 @@ impl CheckHow {
             socks4: o.socks4,
             via_socks4: o.check_via_socks4,
             running: false,
+            connect_budget: None,
         }
     }
 
@@ -166,34 +185,59 @@ pub(in crate::backend) fn open(
     let l6 = |e: String| Verdict::new(CheckStatus::L6Rsp, e);
     let name = rustls::pki_types::ServerName::try_from(sni.clone())
         .map_err(|e| l6(format!("invalid server name: {e}")))?;
+    // (rustls sends no SNI for an address.)
+    let sni_sent = matches!(name, rustls::pki_types::ServerName::DnsName(_));
     let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
         .map_err(|e| l6(format!("TLS setup: {e}")))?;
     let mut t = rustls::StreamOwned::new(conn, s);
     while t.conn.is_handshaking() {
         if start.elapsed() > timeout {
-            return Err(Verdict::new(
-                CheckStatus::L6Tout,
-                "timeout during TLS handshake",
-            ));
+            // (HAProxy gives no text.)
+            return Err(Verdict::new(CheckStatus::L6Tout, ""));
         }
         if let Err(e) = t.conn.complete_io(&mut t.sock) {
             return Err(if timed_out(&e) {
-                Verdict::new(CheckStatus::L6Tout, "timeout during TLS handshake")
+                Verdict::new(CheckStatus::L6Tout, "")
             } else {
-                l6(format!("TLS handshake: {e}"))
+                l6(handshake_failure(&e, sni_sent).to_string())
             });
         }
     }
     Ok(Box::new(t))
 }
 
+/// A failed handshake as HAProxy 2.6 reports it (its connection's error
+/// text): a certificate that does not name the SNI sent (`check-sni`),
+/// or without one `verifyhost`, is told apart; any other failure (the
+/// server closed, answered bytes that are not TLS, sent an alert or a
+/// certificate that does not verify) is "SSL handshake failure".
+fn handshake_failure(e: &std::io::Error, sni_sent: bool) -> &'static str {
+    use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+    let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(rustls::Error::InvalidCertificate(
+            NotValidForName | NotValidForNameContext { .. },
+        )) => {
+            if sni_sent {
+                "Server presented an SSL certificate different from the expected one"
+            } else {
+                "Server presented an SSL certificate different from the configured one"
+            }
+        }
+        _ => "SSL handshake failure",
+    }
+}
+
 /// A `connect` step of a check: to the server's address unless the step
 /// names its own address or port; the server's PROXY header and TLS with
-/// `default`, a v1 PROXY header with `send-proxy`.
+/// `default`, a v1 PROXY header with `send-proxy`. The check's steps run
+/// within `timeout` from `start`; with [`CheckHow::connect_budget`], the
+/// connect within that budget from now, and `start` moves to the moment
+/// the connection is up.
 pub(in crate::backend) fn connect_step(
     cc: &CheckConnect,
     addr: SocketAddr,
-    start: Instant,
+    start: &std::cell::Cell<Instant>,
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
@@ -214,15 +258,16 @@ pub(in crate::backend) fn connect_step(
         Vec::new()
     };
     let tls = if cc.default { tls } else { None };
-    open(
-        target,
-        start,
-        timeout,
-        tls,
-        &hdr,
-        cc.linger,
-        how.socks_for(cc),
-    )
+    let (t0, budget) = match how.connect_budget {
+        Some(b) => (Instant::now(), b),
+        None => (start.get(), timeout),
+    };
+    let w = open(target, t0, budget, tls, &hdr, cc.linger, how.socks_for(cc))?;
+    if how.connect_budget.is_some() {
+        start.set(Instant::now());
+        w.io_timeout(timeout);
+    }
+    Ok(w)
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's

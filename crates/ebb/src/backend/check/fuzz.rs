@@ -51,7 +51,7 @@ pub fn run_probe(probe: &Probe, be: &str, h2: bool, answer: &[u8], step: usize) 
     Some(match probe {
         Probe::Http(p) => super::http::run_steps(
             p,
-            Instant::now(),
+            &std::cell::Cell::new(Instant::now()),
             timeout,
             false,
             (be, "s", Some("UP 1/2")),
@@ -68,7 +68,8 @@ pub fn run_probe(probe: &Probe, be: &str, h2: bool, answer: &[u8], step: usize) 
             },
         ),
         Probe::Tcp(t) => {
-            crate::backend::tcpcheck::run_steps(t, Instant::now(), timeout, false, &mut |_| {
+            let start = std::cell::Cell::new(Instant::now());
+            crate::backend::tcpcheck::run_steps(t, &start, timeout, false, &mut |_| {
                 Ok(Box::new(script()))
             })
         }

@@ -724,18 +724,26 @@ pub(super) fn run_http(
     who: (&str, &str, Option<&str>),
     how: CheckHow,
 ) -> Verdict {
-    let start = Instant::now();
+    let start = std::cell::Cell::new(Instant::now());
     let nolb_404 = p.disable_404 && how.running;
-    run_steps(p, start, timeout, tls.is_some(), who, nolb_404, &mut |cc| {
-        // The server's protocol applies to a default connect.
-        match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how)? {
-            c if cc.default && h2_for(how.mux, c.alpn()) => {
-                let tls = cc.default && tls.is_some();
-                Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))
+    run_steps(
+        p,
+        &start,
+        timeout,
+        tls.is_some(),
+        who,
+        nolb_404,
+        &mut |cc| {
+            // The server's protocol applies to a default connect.
+            match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)? {
+                c if cc.default && h2_for(how.mux, c.alpn()) => {
+                    let tls = cc.default && tls.is_some();
+                    Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))
+                }
+                c => Ok(c),
             }
-            c => Ok(c),
-        }
-    })
+        },
+    )
 }
 
 /// The steps of an HTTP check (see [`run_http`]); `connect` opens each
@@ -746,7 +754,7 @@ pub(super) fn run_http(
 /// conditionally passed (`L7OKC`, code 404, no description).
 pub(in crate::backend) fn run_steps(
     p: &HttpProbe,
-    start: Instant,
+    start: &std::cell::Cell<Instant>,
     timeout: Duration,
     tls: bool,
     who: (&str, &str, Option<&str>),
@@ -803,7 +811,7 @@ pub(in crate::backend) fn run_steps(
                     let Some(c) = conn.as_mut() else {
                         return Verdict::new(CheckStatus::SockErr, "no connection");
                     };
-                    if let Err(v) = read_response(c, &mut buf, start, timeout, rule) {
+                    if let Err(v) = read_response(c, &mut buf, start.get(), timeout, rule) {
                         return v;
                     }
                     have = true;

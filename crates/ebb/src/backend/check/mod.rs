@@ -170,14 +170,15 @@ pub fn run_check(
         // Run by the check task with its server's details (`run_ext`).
         Some(Probe::Ext(_)) => Verdict::new(CheckStatus::SockErr, "external check"),
         None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
-            match l4_probe(addr, timeout) {
+            match l4_probe(addr, how.connect_budget.unwrap_or(timeout)) {
                 Err(v) => v,
                 Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
             }
         }
         None => {
-            let start = Instant::now();
-            match open(addr, start, timeout, tls, proxy_hdr, false, socks) {
+            // (A check that only connects: its connect's bound.)
+            let t = how.connect_budget.unwrap_or(timeout);
+            match open(addr, Instant::now(), t, tls, proxy_hdr, false, socks) {
                 Err(v) => v,
                 Ok(_) if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
                 Ok(_) => Verdict::new(CheckStatus::L4Ok, ""),

@@ -28,6 +28,8 @@ struct Checker {
     probe: Option<Probe>,
     tls: Option<CheckTls>,
     timeout: Duration,
+    /// See [`CheckHow::connect_budget`].
+    connect_budget: Option<Duration>,
     pool: Submitter,
     handle: RuntimeHandle,
     result: Arc<Mutex<Option<Verdict>>>,
@@ -260,6 +262,7 @@ impl Checker {
             let pp = check_proxy_header(&s.opts);
             let mut how = CheckHow::of(&s.opts);
             how.running = s.up.load(Ordering::Relaxed);
+            how.connect_budget = self.connect_budget;
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -298,8 +301,11 @@ impl Checker {
                     cs.desc.clear();
                     cs.note = None;
                 }
-                // A guard date: the job ends within `timeout`.
-                let guard = self.timeout + Duration::from_millis(100);
+                // A guard date: the job ends within its connect's
+                // budget and `timeout`.
+                let guard = self.timeout
+                    + self.connect_budget.unwrap_or_default()
+                    + Duration::from_millis(100);
                 ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
                 return Status::Continue;
             }
@@ -583,6 +589,9 @@ pub fn log_if_none_left(farm: &Farm) {
 pub struct CheckCtx {
     probe: Option<Probe>,
     pub(in crate::backend) timeout: Option<Duration>,
+    /// `timeout connect`, when `timeout check` is set too (see
+    /// [`CheckHow::connect_budget`]).
+    pub(in crate::backend) connect_cap: Option<Duration>,
     pub(in crate::backend) pool: Submitter,
     pub(in crate::backend) handle: RuntimeHandle,
     pub(in crate::backend) log: LogFn,
@@ -632,6 +641,7 @@ pub fn start(
     farm: &Arc<Farm>,
     probe: Option<Probe>,
     timeout: Option<Duration>,
+    connect_cap: Option<Duration>,
     pool: &Submitter,
     handle: &RuntimeHandle,
     log: LogFn,
@@ -641,6 +651,7 @@ pub fn start(
     let _ = farm.check_ctx.set(CheckCtx {
         probe,
         timeout,
+        connect_cap,
         pool: pool.clone(),
         handle: handle.clone(),
         log,
@@ -748,6 +759,12 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
             (cfg, t.sni.clone())
         }),
         timeout: t,
+        // HAProxy: `inter`, or `timeout connect` when sooner (both only
+        // with `timeout check`).
+        connect_budget: cx.timeout.map(|_| {
+            let inter = s.opts.inter.max(Duration::from_millis(10));
+            cx.connect_cap.map_or(inter, |c| c.min(inter))
+        }),
         pool: cx.pool.clone(),
         handle: cx.handle.clone(),
         result: Arc::new(Mutex::new(None)),

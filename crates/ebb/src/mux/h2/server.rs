@@ -125,6 +125,9 @@ pub(crate) struct Pipe {
     /// The connection's local end (`%bi`, `%bp`, `bc_src`), once it is
     /// established, when something reads it.
     pub(crate) local: Option<crate::sample::BackLocal>,
+    /// What the `ssl_s_*` and `ssl_bc*` fetches read of the connection's
+    /// TLS, once its handshake ended (when something reads them).
+    pub(crate) tls: Option<std::sync::Arc<crate::clientcert::ServerTls>>,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -255,6 +258,8 @@ pub(crate) struct SrvConn {
     fd: RawFd,
     /// Its local end, once HTTP/2 is spoken (see [`Pipe::local`]).
     local: Option<crate::sample::BackLocal>,
+    /// Its TLS, once HTTP/2 is spoken (see [`Pipe::tls`]).
+    tls: Option<std::sync::Arc<crate::clientcert::ServerTls>>,
     h2: Connection,
     rbuf: Vec<u8>,
     rlen: usize,
@@ -364,6 +369,7 @@ pub(crate) fn attach(
     let pipe = Rc::new(RefCell::new(Pipe {
         connected: c.ready,
         local: c.local,
+        tls: c.tls.clone(),
         ..Pipe::default()
     }));
     c.streams.push(SrvStream {
@@ -417,6 +423,7 @@ fn new_conn(
         connected: false,
         ready: false,
         local: None,
+        tls: None,
         negotiating: t.negotiate,
         never: reuse == Reuse::Never,
         dead: false,
@@ -478,7 +485,8 @@ impl SrvConn {
             return false;
         }
         let tcp = self.tr.tcp();
-        match (tcp.take_error(), tcp.peer_addr().is_ok()) {
+        // (socket2's peer address: a UNIX socket server's too.)
+        match (tcp.take_error(), crate::backend::connected(tcp)) {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
@@ -506,10 +514,12 @@ impl SrvConn {
     fn set_ready(&mut self, ctx: &mut Ctx) {
         self.ready = true;
         self.local = crate::sample::back_local(self.tr.tcp());
+        self.tls = self.tr.server_tls();
         for s in &self.streams {
             let mut p = s.pipe.borrow_mut();
             p.connected = true;
             p.local = self.local;
+            p.tls = self.tls.clone();
             drop(p);
             wake(ctx, s.side);
         }

@@ -361,6 +361,8 @@ impl Fetch {
             | Fetch::ReqSslHelloType
             | Fetch::RdpCookie { .. }
             | Fetch::ReqPayload(..) => Some(false),
+            // `ssl_bc*`: the server connection, as `bc_src`.
+            Fetch::SslC(f) if f.reads_server_conn() => Some(true),
             _ => None,
         }
     }

@@ -133,7 +133,7 @@ impl SslC {
             SslC::BcOf(w) => {
                 let v = ctx.vars?.try_borrow().ok()?;
                 return match v.info.srv_tls.as_ref() {
-                    Some(t) => settled_val(*w, t.view(), s),
+                    Some(t) => settled_val(*w, t.facts.view(), s),
                     // HAProxy: not resumed, whatever the transport.
                     None => (*w == Settled::Resumed).then_some(Val::Bool(false)),
                 };
@@ -155,7 +155,7 @@ impl SslC {
         }
         if let SslC::Srv(f) = self {
             let v = ctx.vars?.try_borrow().ok()?;
-            let chain = &v.info.srv_chain;
+            let chain = &v.info.srv_tls.as_ref()?.chain;
             // OpenSSL's peer chain on the client side starts with the
             // server's own certificate.
             if let CertField::ChainDer = f {

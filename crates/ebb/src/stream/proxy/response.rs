@@ -14,14 +14,12 @@ impl Stream {
             let side = self.side.borrow();
             let info = &mut c.vars.get_mut().info;
             info.srv_local = side.local;
-            if crate::sample::SRV_TLS.load(std::sync::atomic::Ordering::Relaxed) {
-                let sock = side.sock.as_ref();
-                info.srv_chain = sock
-                    .and_then(Transport::server_chain)
-                    .map(<[_]>::to_vec)
-                    .unwrap_or_default();
-                info.srv_tls = sock.and_then(Transport::tls_facts).map(|f| f.to_owned());
-            }
+            // An HTTP/2 stream's connection kept it when its handshake
+            // ended.
+            info.srv_tls = match side.sock.as_ref() {
+                Some(sock) => sock.server_tls(),
+                None => side.h2.as_ref().and_then(|p| p.borrow().tls.clone()),
+            };
         }
         let Some(mut up) = self.up.take() else {
             return;
