@@ -136,7 +136,11 @@ fn oversized_client_input_is_refused_with_memory_flat() {
     let a = e.addr();
     let rss0 = rss_kb(e.pid());
     let get = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
-    let post = b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    // `Connection: close`: the answer that is not refused ends the
+    // exchange at once (kept alive, the read waited for LIMIT).
+    let post =
+        b"POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "100k fields",
@@ -253,7 +257,10 @@ fn endless_answers_from_a_server_are_cut() {
     ));
     let a = e.addr();
     let rss0 = rss_kb(e.pid());
-    let req = |p: &str| format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes();
+    // `Connection: close`: ebb closes after its 502 or cut answer, so each
+    // exchange ends then (kept alive, the 502's waited for LIMIT, 20 s).
+    let req =
+        |p: &str| format!("GET {p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes();
     // The endless head never makes an answer: 502.
     let out = exchange_within(a, &req("/"), LIMIT);
     assert!(status_of(&out).contains(" 502"), "{:?}", status_of(&out));

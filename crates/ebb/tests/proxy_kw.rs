@@ -182,8 +182,9 @@ fn max_session_srv_conns_bounds_the_clients_idle_connections() {
 }
 
 /// An HTTP server that answers each request (its head read) with a
-/// 10 MB body sent as 100 chunks of 100 kB, one every 100 ms (a long
-/// download), then closes.
+/// 10 MB body sent as 100 chunks of 100 kB, one every 40 ms (a long
+/// download: 4 s, which the test's 200 ms polls see move 20 times and
+/// more; 10 s before, 40 s of the test's four downloads), then closes.
 fn trickle_http_server() -> SocketAddr {
     serve_each(|mut s| {
         if read_head(&mut s).is_none() {
@@ -197,7 +198,7 @@ fn trickle_http_server() -> SocketAddr {
             if s.write_all(&[b'x'; 100_000]).is_err() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(40));
         }
         let _ = s.shutdown(std::net::Shutdown::Write);
         drain(&mut s);
@@ -215,10 +216,10 @@ fn bouts(sock: &Path) -> [u64; 3] {
     })
 }
 
-/// A 10 MB download taking 10 s through `a` (admin socket `sock`): the
+/// A 10 MB download taking 4 s through `a` (admin socket `sock`): the
 /// `bout` of each row once all three moved with the bytes the client
-/// had then (None: they had not moved 1 s before the end), and the
-/// rows' `bout` at the end.
+/// had then (None: they had not moved before the last 10 % of the
+/// bytes), and the rows' `bout` at the end.
 fn http_download_counts(sock: &Path, a: SocketAddr) -> (Option<([u64; 3], u64)>, [u64; 3]) {
     let got = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let g2 = Arc::clone(&got);
@@ -234,8 +235,8 @@ fn http_download_counts(sock: &Path, a: SocketAddr) -> (Option<([u64; 3], u64)>,
             g2.fetch_add(n as u64, Ordering::SeqCst);
         }
     });
-    // (Watched until 1 s before the end: counters that move only at the
-    // end may move before the client read the last bytes.)
+    // (Watched until the last 10 % of the bytes: counters that move only
+    // at the end may move before the client read the last bytes.)
     let mut moved = None;
     while !reader.is_finished() && got.load(Ordering::SeqCst) < 9_000_000 {
         let b = bouts(sock);
