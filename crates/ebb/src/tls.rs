@@ -1323,7 +1323,7 @@ pub fn client_config_with(
                 &p.display().to_string(),
                 ckch::User::Server(Arc::downgrade(&slot)),
             );
-            Some(Arc::new(OwnCert(slot)))
+            Some(slot)
         }
         None => None,
     };
@@ -1361,14 +1361,21 @@ pub fn client_config_with(
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match client_cert {
-        Some(c) => builder.with_client_cert_resolver(c),
+    let mut config = match &client_cert {
+        Some(c) => builder.with_client_cert_resolver(Arc::new(OwnCert(Arc::clone(c)))),
         None => builder.with_no_client_auth(),
     };
-    if tls.no_tls_tickets {
-        config.resumption = rustls::client::Resumption::default()
-            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
-    }
+    // With a `crt`, the sessions are the certificate's (dropped when a
+    // commit changes it).
+    let resumption = match client_cert {
+        Some(c) => rustls::client::Resumption::store(c),
+        None => rustls::client::Resumption::default(),
+    };
+    config.resumption = if tls.no_tls_tickets {
+        resumption.tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly)
+    } else {
+        resumption
+    };
     Ok(Arc::new(config))
 }
 

@@ -396,3 +396,41 @@ fn a_second_file_and_unsupported_parts_are_refused() {
     assert!(a.starts_with("ebb does not print OCSP responses"), "{a}");
     drop(e);
 }
+
+/// A server's `crt` (the client certificate ebb shows a server that asks)
+/// is an entry too: a commit changes what new connections to the server
+/// show.
+#[test]
+fn a_servers_crt_changes_for_new_connections() {
+    let Some((pki, d)) = setup("certcli-srv") else {
+        return;
+    };
+    let (c, k) = pki.leaf(&["client.test"], 0x4004);
+    std::fs::write(d.join("client.pem"), format!("{c}{k}")).unwrap();
+    std::fs::write(d.join("ca.pem"), pki.ca.pem()).unwrap();
+    let back = free_port();
+    let more = format!(
+        "backend be\n    http-reuse never\n    server s 127.0.0.1:{back} ssl verify none crt {d}/client.pem\n\
+         frontend plain\n    bind BIND\n    default_backend be\n\
+         frontend tlsback\n    bind 127.0.0.1:{back} ssl crt {d}/default.pem verify optional ca-file {d}/ca.pem\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"serial=%[ssl_c_serial,hex]\"\n",
+        d = d.display()
+    );
+    let (e, sock) = start("certcli-srv-s", &d, &more);
+    let plain = e.addrs[1];
+    assert_eq!(get(plain, "/").text(), "serial=4004");
+    let client = d.join("client.pem").display().to_string();
+    let show = cli_cmd(&sock, &format!("show ssl cert {client}"));
+    assert!(show.contains("Status: Used\n"), "{show}");
+    let (c, k) = pki.leaf(&["client.test"], 0x5005);
+    cli_payload(&sock, &format!("set ssl cert {client}"), &format!("{c}{k}"));
+    let a = cli_cmd(&sock, &format!("commit ssl cert {client}"));
+    assert_eq!(a, format!("Committing {client}.\nSuccess!\n\n"));
+    assert_eq!(get(plain, "/").text(), "serial=5005");
+    // A reload reads the files again.
+    e.signal("HUP");
+    wait_until("the file's certificate again after SIGHUP", || {
+        get(plain, "/").text() == "serial=4004"
+    });
+    drop(e);
+}

@@ -12,9 +12,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
+use rustls::client::{
+    ClientSessionMemoryCache, ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue,
+};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::sign::CertifiedKey;
+use rustls::NamedGroup;
 
 use super::SniSwap;
 
@@ -38,21 +42,76 @@ impl Clone for Ckch {
     }
 }
 
-/// A server's `crt`: the certificate it shows, swappable.
+/// A server's `crt`: the certificate it shows, swappable, and the TLS
+/// sessions kept to resume with that server, dropped when the certificate
+/// changes (as HAProxy frees a server's sessions at a commit): a resumed
+/// session would keep showing the old certificate's identity.
 #[derive(Debug)]
-pub struct CertSlot(RwLock<Arc<CertifiedKey>>);
+pub struct CertSlot {
+    key: RwLock<Arc<CertifiedKey>>,
+    sessions: RwLock<Arc<ClientSessionMemoryCache>>,
+}
+
+/// rustls' default number of client sessions kept.
+const CLIENT_SESSIONS: usize = 256;
 
 impl CertSlot {
     pub fn new(key: Arc<CertifiedKey>) -> Self {
-        CertSlot(RwLock::new(key))
+        CertSlot {
+            key: RwLock::new(key),
+            sessions: RwLock::new(Arc::new(ClientSessionMemoryCache::new(CLIENT_SESSIONS))),
+        }
     }
 
     pub fn get(&self) -> Arc<CertifiedKey> {
-        Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&self.key.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn set(&self, key: &Arc<CertifiedKey>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(key);
+        *self.key.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(key);
+        *self.sessions.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(ClientSessionMemoryCache::new(CLIENT_SESSIONS));
+    }
+
+    fn cache(&self) -> Arc<ClientSessionMemoryCache> {
+        Arc::clone(&self.sessions.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl ClientSessionStore for CertSlot {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: NamedGroup) {
+        self.cache().set_kx_hint(server_name, group)
+    }
+
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<NamedGroup> {
+        self.cache().kx_hint(server_name)
+    }
+
+    fn set_tls12_session(&self, server_name: ServerName<'static>, value: Tls12ClientSessionValue) {
+        self.cache().set_tls12_session(server_name, value)
+    }
+
+    fn tls12_session(&self, server_name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.cache().tls12_session(server_name)
+    }
+
+    fn remove_tls12_session(&self, server_name: &ServerName<'static>) {
+        self.cache().remove_tls12_session(server_name)
+    }
+
+    fn insert_tls13_ticket(
+        &self,
+        server_name: ServerName<'static>,
+        value: Tls13ClientSessionValue,
+    ) {
+        self.cache().insert_tls13_ticket(server_name, value)
+    }
+
+    fn take_tls13_ticket(
+        &self,
+        server_name: &ServerName<'static>,
+    ) -> Option<Tls13ClientSessionValue> {
+        self.cache().take_tls13_ticket(server_name)
     }
 }
 
