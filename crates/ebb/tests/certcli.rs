@@ -434,3 +434,52 @@ fn a_servers_crt_changes_for_new_connections() {
     });
     drop(e);
 }
+
+/// Under master-worker the change lives in the worker: made on its
+/// `stats socket`, committed through the master CLI (`@1`), gone after a
+/// reload (the new worker reads the files).
+#[test]
+fn master_worker_keeps_the_change_in_the_worker() {
+    let Some((pki, d)) = setup("certcli-mw") else {
+        return;
+    };
+    let sock = d.join("admin.sock");
+    let master = d.join("master.sock");
+    let cfg = d.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            tls_cfg(&d, "127.0.0.1:0")
+        ),
+    )
+    .unwrap();
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            master.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        d.clone(),
+    );
+    let port = e.addr().port();
+    let site = d.join("site.pem").display().to_string();
+    let (c, k) = pki.leaf(&["a.test"], 0x2002);
+    cli_payload(&sock, &format!("set ssl cert {site}"), &format!("{c}{k}"));
+    let a = cli_cmd(&master, &format!("@1 show ssl cert *{site}"));
+    assert!(a.contains("Serial: 2002\n"), "{a}");
+    let a = cli_cmd(&master, &format!("@1 commit ssl cert {site}"));
+    assert!(
+        a.starts_with(&format!("Committing {site}.\nSuccess!\n")),
+        "{a}"
+    );
+    assert_eq!(served_serial(port, "a.test"), "2002");
+    cli_cmd(&master, "reload");
+    wait_until("the new worker serves the file's certificate", || {
+        served_serial(port, "a.test") == "1001"
+    });
+    drop(e);
+}
