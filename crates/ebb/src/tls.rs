@@ -415,6 +415,7 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
     let text = std::fs::read_to_string(list)
         .map_err(|e| format!("unable to open crt-list '{}': {e}", list.display()))?;
     let mut out = Vec::new();
+    let mut entries = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let at = || format!("crt-list '{}' line {}", list.display(), n + 1);
         let line = line.trim();
@@ -424,12 +425,14 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         let mut rest = rest.trim_start();
         let mut overlay = None;
+        let mut opts_text = String::new();
         if let Some(r) = rest.strip_prefix('[') {
             let Some((opts, after)) = r.split_once(']') else {
                 return Err(format!("{}: '[' without ']'", at()));
             };
             rest = after;
             overlay = Some(crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?);
+            opts_text = crt_list_options_text(opts, ssl);
         }
         let mut names = Vec::new();
         let mut excluded = Vec::new();
@@ -445,7 +448,14 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         } else {
             ssl.crt_base.join(p)
         };
+        let filters: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
         for path in expand_crt(&p).map_err(|e| format!("{}: {e}", at()))? {
+            entries.push(ckch::ListEntry {
+                crt: path.display().to_string(),
+                line: n + 1,
+                opts: opts_text.clone(),
+                filters: filters.clone(),
+            });
             out.push(CertSpec {
                 path,
                 names: if names.is_empty() {
@@ -464,7 +474,60 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
             list.display()
         ));
     }
+    ckch::record_list(&list.display().to_string(), entries);
     Ok(out)
+}
+
+/// A `crt-list` line's `[options]` as `show ssl crt-list` prints them:
+/// HAProxy's order (`alpn`, `verify`, `no-ca-names`, `ca-file`,
+/// `crl-file`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
+/// `ssl-max-ver`), file paths after `ca-base`, in brackets with a space
+/// before. Called once the options were checked.
+fn crt_list_options_text(opts: &str, ssl: &BindSsl) -> String {
+    let words: Vec<&str> = opts.split_whitespace().collect();
+    let mut got: Vec<(&str, String)> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let kw = words[i];
+        if kw == "no-ca-names" {
+            got.push((kw, String::new()));
+            i += 1;
+            continue;
+        }
+        let v = words.get(i + 1).copied().unwrap_or("");
+        let v = match kw {
+            "ca-file" | "crl-file" if !v.starts_with('/') => {
+                ssl.ca_base.join(v).display().to_string()
+            }
+            _ => v.to_string(),
+        };
+        got.retain(|(k, _)| *k != kw);
+        got.push((kw, v));
+        i += 2;
+    }
+    const ORDER: [&str; 10] = [
+        "alpn",
+        "verify",
+        "no-ca-names",
+        "ca-file",
+        "crl-file",
+        "ciphers",
+        "ciphersuites",
+        "curves",
+        "ssl-min-ver",
+        "ssl-max-ver",
+    ];
+    let mut parts = Vec::new();
+    for k in ORDER {
+        if let Some((_, v)) = got.iter().find(|(x, _)| *x == k) {
+            parts.push(if v.is_empty() {
+                k.to_string()
+            } else {
+                format!("{k} {v}")
+            });
+        }
+    }
+    format!(" [{}]", parts.join(" "))
 }
 
 /// A `crt-list` line's `[options]` over the bind line's settings.
@@ -560,7 +623,23 @@ fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
             out.extend(read_crt_list(l, ssl)?);
         }
         if let Some(c) = ssl.crts.get(i) {
-            for path in expand_crt(c)? {
+            let files = expand_crt(c)?;
+            if c.is_dir() {
+                // HAProxy loads a directory as a crt-list of its files.
+                let name = c.display().to_string();
+                let name = name.trim_end_matches('/');
+                let entries = files
+                    .iter()
+                    .map(|f| ckch::ListEntry {
+                        crt: f.display().to_string(),
+                        line: 0,
+                        opts: String::new(),
+                        filters: Vec::new(),
+                    })
+                    .collect();
+                ckch::record_list(if name.is_empty() { "/" } else { name }, entries);
+            }
+            for path in files {
                 out.push(CertSpec {
                     path,
                     names: None,

@@ -483,3 +483,68 @@ fn master_worker_keeps_the_change_in_the_worker() {
     });
     drop(e);
 }
+
+/// `show ssl crt-list`: the lists and `crt` directories loaded, one's
+/// entries (`-n`: with line numbers), as haproxy 2.6 prints them.
+#[test]
+fn show_crt_list_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-lists") else {
+        return;
+    };
+    let dir = d.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, n) in ["x.test", "y.test"].iter().enumerate() {
+        let (c, k) = pki.leaf(&[n], 0x10 + i as u64);
+        std::fs::write(dir.join(format!("{i}.pem")), format!("{c}{k}")).unwrap();
+    }
+    let p = d.display();
+    std::fs::write(
+        d.join("list.txt"),
+        format!(
+            "# comment\n{p}/site.pem\n{p}/default.pem [ssl-min-ver TLSv1.2 verify none alpn h2,http/1.1] b.test !www.b.test\n\n\
+             {p}/site.pem *.a.test\n{p}/default.pem [curves X25519 ciphers ECDHE-ECDSA-AES128-GCM-SHA256]\n"
+        ),
+    )
+    .unwrap();
+    let rest = |b1: &str, b2: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind {b1} ssl crt-list {p}/list.txt\n    bind {b2} ssl crt {p}/dir/\n\
+             \x20   http-request return status 200\n"
+        )
+    };
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", "BIND")
+    ));
+    let steps = [
+        "show ssl crt-list".to_string(),
+        format!("show ssl crt-list {p}/list.txt"),
+        format!("show ssl crt-list -n {p}/list.txt"),
+        format!("show ssl crt-list {p}/dir/"),
+        format!("show ssl crt-list -n {p}/dir"),
+        "show ssl crt-list /nowhere".to_string(),
+        "show ssl crt-list -n".to_string(),
+        "show ssl cert".to_string(),
+    ];
+    let ours: Vec<String> = steps.iter().map(|c| cli_cmd(&sock, c)).collect();
+    assert_eq!(ours[0], format!("{p}/dir\n{p}/list.txt\n\n"));
+    assert!(
+        ours[2].contains(&format!(
+            "\n{p}/default.pem:3 [alpn h2,http/1.1 verify none ssl-min-ver TLSv1.2] b.test !www.b.test\n"
+        )),
+        "{}",
+        ours[2]
+    );
+    let bind = || format!("127.0.0.1:{}", free_port());
+    if let Some(h) = haproxy_with("certcli-lists-h", &rest(&bind(), &bind())) {
+        for (c, o) in steps.iter().zip(&ours) {
+            // haproxy 2.6 writes a NUL byte after an `alpn` list.
+            let theirs = cli_cmd(&h.sock, c).replace('\0', "");
+            assert_eq!(*o, theirs, "{c}");
+        }
+    }
+    drop(e);
+}

@@ -24,6 +24,9 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
                 Ok(show_list())
             }
         }),
+        ["show", "ssl", "crt-list", rest @ ..] => {
+            need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+        }
         ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
             Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
         }),

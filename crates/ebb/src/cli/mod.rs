@@ -321,6 +321,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "the certificate files in memory, or one's details ('*': the pending change)",
     ),
     (
+        "show ssl crt-list",
+        "[-n] [LIST]",
+        CliLevel::Admin,
+        "the crt-lists and crt directories, or one's entries (-n: line numbers)",
+    ),
+    (
         "new ssl cert",
         "FILE",
         CliLevel::Admin,

@@ -150,6 +150,63 @@ struct Store {
     tx: Option<(String, Ckch)>,
 }
 
+/// One line of a `crt-list` (or one file of a `crt DIR`, line 0), as
+/// `show ssl crt-list` prints it.
+#[derive(Clone, Debug)]
+pub struct ListEntry {
+    pub crt: String,
+    pub line: usize,
+    /// ` [options]` in HAProxy's order, or nothing.
+    pub opts: String,
+    /// The SNI filters as written (`!name` included).
+    pub filters: Vec<String>,
+}
+
+/// The `crt-list` files and `crt` directories loaded, by path.
+static LISTS: Mutex<BTreeMap<String, Vec<ListEntry>>> = Mutex::new(BTreeMap::new());
+
+/// Records a list's entries when it is (re)loaded.
+pub(crate) fn record_list(path: &str, entries: Vec<ListEntry>) {
+    LISTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path.to_string(), entries);
+}
+
+/// `show ssl crt-list [-n] [LIST]`.
+pub fn show_lists(args: &[&str]) -> Result<String, String> {
+    let (numbers, name) = match args {
+        ["-n", rest @ ..] => match rest.first() {
+            Some(n) if !n.is_empty() => (true, Some(*n)),
+            _ => return Err("'show ssl crt-list -n' expects a filename or a directory\n".into()),
+        },
+        [n, ..] => (false, Some(*n)),
+        [] => (false, None),
+    };
+    let lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        return Ok(lists.keys().map(|k| format!("{k}\n")).collect());
+    };
+    let name = name.trim_end_matches('/');
+    let entries = lists
+        .get(name)
+        .ok_or_else(|| "didn't find the specified filename\n".to_string())?;
+    let mut out = format!("# {name}\n");
+    for e in entries {
+        out.push_str(&e.crt);
+        if numbers {
+            out.push_str(&format!(":{}", e.line));
+        }
+        out.push_str(&e.opts);
+        for f in &e.filters {
+            out.push(' ');
+            out.push_str(f);
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 static STORE: Mutex<Store> = Mutex::new(Store {
     files: BTreeMap::new(),
     tx: None,
