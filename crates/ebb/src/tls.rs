@@ -30,6 +30,9 @@
 //! - [`TlsAcceptor::reload`] re-reads the files; new handshakes use the new
 //!   certificates, connections already running keep theirs. A file that
 //!   does not load leaves the old configuration in place.
+//! - Every loaded certificate file is recorded in the certificate store
+//!   ([`ckch`]); the CLI's `commit ssl cert` replaces it in memory in each
+//!   bind line's resolver (`SniSwap`) and server's certificate.
 //!
 //! Client side ([`client_config`]): `verify required` checks the server's
 //! chain against `ca-file`, or against the system's roots when no
