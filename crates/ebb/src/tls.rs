@@ -30,6 +30,9 @@
 //! - [`TlsAcceptor::reload`] re-reads the files; new handshakes use the new
 //!   certificates, connections already running keep theirs. A file that
 //!   does not load leaves the old configuration in place.
+//! - Every loaded certificate file is recorded in the certificate store
+//!   ([`ckch`]); the CLI's `commit ssl cert` replaces it in memory in each
+//!   bind line's resolver (`SniSwap`) and server's certificate.
 //!
 //! Client side ([`client_config`]): `verify required` checks the server's
 //! chain against `ca-file`, or against the system's roots when no
@@ -56,6 +59,7 @@ use crate::config::{
 };
 use crate::tls::hello::HelloGate;
 
+pub mod ckch;
 pub mod clientauth;
 pub mod hello;
 
@@ -96,9 +100,9 @@ fn new_ticketer() -> Result<Arc<dyn ProducesTickets>, rustls::Error> {
 /// One loaded certificate: the key, and the DNS names it answers for
 /// (lower case; wildcards kept as `*.domain`): its SAN names, or the SNI
 /// filters of its `crt-list` line.
-struct LoadedCert {
-    key: Arc<CertifiedKey>,
-    names: Vec<String>,
+pub(crate) struct LoadedCert {
+    pub(crate) key: Arc<CertifiedKey>,
+    pub(crate) names: Vec<String>,
     /// `!name` filters of its `crt-list` line: names its wildcards skip.
     excluded: Vec<String>,
 }
@@ -108,18 +112,12 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| e.to_string())
 }
 
-/// Loads the chain and key of one certificate: the key from the PEM file
+/// Reads the chain and key of one certificate: the key from the PEM file
 /// itself, else from `<crt>.key` beside it (HAProxy's extra file), else
 /// from the line's `key FILE`. A `<crt>.ocsp` file beside it (a DER OCSP
 /// response) is stapled. Errors are the "why" of `cannot load certificate
-/// X: why`. `names`: the leaf's DNS names are wanted (a server's
-/// certificate; a client's may be one that webpki cannot read, X.509 v1).
-fn load_cert(
-    crt: &Path,
-    key: Option<&Path>,
-    provider: &CryptoProvider,
-    names: bool,
-) -> Result<LoadedCert, String> {
+/// X: why`.
+fn read_ckch(crt: &Path, key: Option<&Path>) -> Result<ckch::Ckch, String> {
     let pem = read_file(crt)?;
     let mut chain = Vec::new();
     for c in CertificateDer::pem_slice_iter(&pem) {
@@ -159,12 +157,53 @@ fn load_cert(
         },
         Err(e) => return Err(format!("bad PEM: {e}")),
     };
-    let want_names = names;
+    let ocsp = sibling(".ocsp");
+    let ocsp = if ocsp.exists() {
+        let der = read_file(&ocsp).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
+        check_ocsp(&der).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
+        Some(der)
+    } else {
+        None
+    };
+    Ok(ckch::Ckch {
+        chain,
+        key: Some(pkey),
+        ocsp,
+    })
+}
+
+/// Loads one certificate file (see [`read_ckch`]) and records what it
+/// holds in the certificate store ([`ckch`]) under its path. `names`: the
+/// leaf's DNS names are wanted (a server's certificate; a client's may be
+/// one that webpki cannot read, X.509 v1).
+fn load_cert(
+    crt: &Path,
+    key: Option<&Path>,
+    provider: &CryptoProvider,
+    names: bool,
+) -> Result<LoadedCert, String> {
+    let c = read_ckch(crt, key)?;
+    let loaded = certify(&c, provider, names)?;
+    ckch::record(&crt.display().to_string(), c);
+    Ok(loaded)
+}
+
+/// The certificate of a chain, key and OCSP response, with the key
+/// checked against the leaf.
+pub(crate) fn certify(
+    c: &ckch::Ckch,
+    provider: &CryptoProvider,
+    want_names: bool,
+) -> Result<LoadedCert, String> {
+    let (Some(leaf), Some(pkey)) = (c.chain.first(), c.key.as_ref()) else {
+        return Err("a certificate and a private key are needed".into());
+    };
     let names = if want_names {
-        cert_names(&chain[0])?
+        cert_names(leaf)?
     } else {
         Vec::new()
     };
+    let chain = c.chain.clone();
     let checked = CertifiedKey::from_der(chain.clone(), pkey.clone_key(), provider);
     let mut ck = match checked {
         Ok(ck) => ck,
@@ -174,9 +213,9 @@ fn load_cert(
         Err(rustls::Error::InvalidCertificate(_)) => {
             let k = provider
                 .key_provider
-                .load_private_key(pkey)
+                .load_private_key(pkey.clone_key())
                 .map_err(|e| format!("unusable private key: {e}"))?;
-            if key_matches(&chain[0], k.as_ref()) == Some(false) {
+            if key_matches(leaf, k.as_ref()) == Some(false) {
                 return Err("the private key does not match the certificate".to_string());
             }
             CertifiedKey::new(chain, k)
@@ -186,16 +225,46 @@ fn load_cert(
         }
         Err(e) => return Err(format!("unusable private key: {e}")),
     };
-    let ocsp = sibling(".ocsp");
-    if ocsp.exists() {
-        let der = read_file(&ocsp).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
-        check_ocsp(&der).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
-        ck.ocsp = Some(der);
-    }
+    ck.ocsp = c.ocsp.clone();
     Ok(LoadedCert {
         key: Arc::new(ck),
         names,
         excluded: Vec::new(),
+    })
+}
+
+/// One DER element: its tag, the whole element, its contents, and what
+/// follows it.
+pub(crate) struct Tlv<'a> {
+    pub tag: u8,
+    pub whole: &'a [u8],
+    pub body: &'a [u8],
+    pub rest: &'a [u8],
+}
+
+/// Reads the DER element at the start of `b` (lengths up to 3 bytes).
+pub(crate) fn der_tlv(b: &[u8]) -> Option<Tlv<'_>> {
+    let (&tag, after) = b.split_first()?;
+    let (&l0, after) = after.split_first()?;
+    let (len, after) = if l0 < 0x80 {
+        (l0 as usize, after)
+    } else {
+        let n = (l0 & 0x7f) as usize;
+        if n == 0 || n > 3 || after.len() < n {
+            return None;
+        }
+        let len = after[..n].iter().fold(0usize, |a, &x| a << 8 | x as usize);
+        (len, &after[n..])
+    };
+    if after.len() < len {
+        return None;
+    }
+    let hdr = b.len() - after.len();
+    Some(Tlv {
+        tag,
+        whole: &b[..hdr + len],
+        body: &after[..len],
+        rest: &after[len..],
     })
 }
 
@@ -205,24 +274,7 @@ fn load_cert(
 /// rather than stapled. Whether it is about this certificate, signed, and
 /// current is for the client to verify, as with any stapled response.
 fn check_ocsp(der: &[u8]) -> Result<(), String> {
-    fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-        let (&tag, rest) = b.split_first()?;
-        let (&l0, rest) = rest.split_first()?;
-        let (len, rest) = if l0 < 0x80 {
-            (l0 as usize, rest)
-        } else {
-            let n = (l0 & 0x7f) as usize;
-            if n == 0 || n > 3 || rest.len() < n {
-                return None;
-            }
-            let len = rest[..n].iter().fold(0usize, |a, &x| a << 8 | x as usize);
-            (len, &rest[n..])
-        };
-        if rest.len() < len {
-            return None;
-        }
-        Some((tag, &rest[..len], &rest[len..]))
-    }
+    let tlv = |b| der_tlv(b).map(|t| (t.tag, t.body, t.rest));
     let bad = || "not a DER OCSP response".to_string();
     let (tag, body, trailing) = tlv(der).ok_or_else(bad)?;
     if tag != 0x30 || !trailing.is_empty() {
@@ -366,6 +418,7 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
     let text = std::fs::read_to_string(list)
         .map_err(|e| format!("unable to open crt-list '{}': {e}", list.display()))?;
     let mut out = Vec::new();
+    let mut entries = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let at = || format!("crt-list '{}' line {}", list.display(), n + 1);
         let line = line.trim();
@@ -375,12 +428,14 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         let mut rest = rest.trim_start();
         let mut overlay = None;
+        let mut opts_text = String::new();
         if let Some(r) = rest.strip_prefix('[') {
             let Some((opts, after)) = r.split_once(']') else {
                 return Err(format!("{}: '[' without ']'", at()));
             };
             rest = after;
             overlay = Some(crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?);
+            opts_text = crt_list_options_text(opts, ssl);
         }
         let mut names = Vec::new();
         let mut excluded = Vec::new();
@@ -396,7 +451,14 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         } else {
             ssl.crt_base.join(p)
         };
+        let filters: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
         for path in expand_crt(&p).map_err(|e| format!("{}: {e}", at()))? {
+            entries.push(ckch::ListEntry {
+                crt: path.display().to_string(),
+                line: n + 1,
+                opts: opts_text.clone(),
+                filters: filters.clone(),
+            });
             out.push(CertSpec {
                 path,
                 names: if names.is_empty() {
@@ -415,7 +477,60 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
             list.display()
         ));
     }
+    ckch::record_list(&list.display().to_string(), entries);
     Ok(out)
+}
+
+/// A `crt-list` line's `[options]` as `show ssl crt-list` prints them:
+/// HAProxy's order (`alpn`, `verify`, `no-ca-names`, `ca-file`,
+/// `crl-file`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
+/// `ssl-max-ver`), file paths after `ca-base`, in brackets with a space
+/// before. Called once the options were checked.
+fn crt_list_options_text(opts: &str, ssl: &BindSsl) -> String {
+    let words: Vec<&str> = opts.split_whitespace().collect();
+    let mut got: Vec<(&str, String)> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let kw = words[i];
+        if kw == "no-ca-names" {
+            got.push((kw, String::new()));
+            i += 1;
+            continue;
+        }
+        let v = words.get(i + 1).copied().unwrap_or("");
+        let v = match kw {
+            "ca-file" | "crl-file" if !v.starts_with('/') => {
+                ssl.ca_base.join(v).display().to_string()
+            }
+            _ => v.to_string(),
+        };
+        got.retain(|(k, _)| *k != kw);
+        got.push((kw, v));
+        i += 2;
+    }
+    const ORDER: [&str; 10] = [
+        "alpn",
+        "verify",
+        "no-ca-names",
+        "ca-file",
+        "crl-file",
+        "ciphers",
+        "ciphersuites",
+        "curves",
+        "ssl-min-ver",
+        "ssl-max-ver",
+    ];
+    let mut parts = Vec::new();
+    for k in ORDER {
+        if let Some((_, v)) = got.iter().find(|(x, _)| *x == k) {
+            parts.push(if v.is_empty() {
+                k.to_string()
+            } else {
+                format!("{k} {v}")
+            });
+        }
+    }
+    format!(" [{}]", parts.join(" "))
 }
 
 /// A `crt-list` line's `[options]` over the bind line's settings.
@@ -511,7 +626,23 @@ fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
             out.extend(read_crt_list(l, ssl)?);
         }
         if let Some(c) = ssl.crts.get(i) {
-            for path in expand_crt(c)? {
+            let files = expand_crt(c)?;
+            if c.is_dir() {
+                // HAProxy loads a directory as a crt-list of its files.
+                let name = c.display().to_string();
+                let name = name.trim_end_matches('/');
+                let entries = files
+                    .iter()
+                    .map(|f| ckch::ListEntry {
+                        crt: f.display().to_string(),
+                        line: 0,
+                        opts: String::new(),
+                        filters: Vec::new(),
+                    })
+                    .collect();
+                ckch::record_list(if name.is_empty() { "/" } else { name }, entries);
+            }
+            for path in files {
                 out.push(CertSpec {
                     path,
                     names: None,
@@ -672,6 +803,108 @@ impl ResolvesServerCert for SniResolver {
     }
 }
 
+/// One certificate of a bind line as loaded, kept so that a committed
+/// change (`commit ssl cert`) rebuilds the resolver without the files.
+#[derive(Debug, Clone)]
+struct CertSrc {
+    /// Its file, the certificate store's key.
+    path: String,
+    /// The names of its `crt-list` line, instead of its own.
+    filter: Option<Vec<String>>,
+    /// `!name` filters of its `crt-list` line.
+    excluded: Vec<String>,
+    key: Arc<CertifiedKey>,
+    /// The names of the certificate (SAN DNS names, subject CNs).
+    own: Vec<String>,
+}
+
+impl CertSrc {
+    fn loaded(&self) -> LoadedCert {
+        let mut names = self.filter.clone().unwrap_or_else(|| self.own.clone());
+        // `!name` removes a name the certificate would answer for; `!*`
+        // all of them (the certificate then only serves as the default).
+        if self.excluded.iter().any(|x| x == "*") {
+            names.clear();
+        }
+        names.retain(|n| !self.excluded.contains(n));
+        LoadedCert {
+            key: Arc::clone(&self.key),
+            names,
+            excluded: self.excluded.clone(),
+        }
+    }
+}
+
+/// A bind line's resolver, replaced whole when a certificate it serves is
+/// committed on the CLI (new handshakes on every thread take the new one;
+/// running connections keep the certificate they got).
+#[derive(Debug)]
+pub(crate) struct SniSwap {
+    cur: RwLock<Arc<SniResolver>>,
+    srcs: std::sync::Mutex<Vec<CertSrc>>,
+    strict: bool,
+    suites: Vec<rustls::SupportedCipherSuite>,
+}
+
+impl SniSwap {
+    fn new(srcs: Vec<CertSrc>, strict: bool, suites: Vec<rustls::SupportedCipherSuite>) -> Self {
+        let r = SniResolver::new(
+            srcs.iter().map(CertSrc::loaded).collect(),
+            strict,
+            suites.clone(),
+        );
+        SniSwap {
+            cur: RwLock::new(Arc::new(r)),
+            srcs: std::sync::Mutex::new(srcs),
+            strict,
+            suites,
+        }
+    }
+
+    fn get(&self) -> Arc<SniResolver> {
+        Arc::clone(&self.cur.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Tells the certificate store which files this resolver serves.
+    fn attach(self: &Arc<Self>) {
+        let srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen: Vec<&str> = Vec::new();
+        for s in srcs.iter() {
+            if !seen.contains(&s.path.as_str()) {
+                seen.push(&s.path);
+                ckch::attach(&s.path, ckch::User::Bind(Arc::downgrade(self)));
+            }
+        }
+    }
+
+    /// Serves `key` (whose own names are `own`) wherever `path` was
+    /// served; how many places took it.
+    pub(crate) fn replace(&self, path: &str, key: &Arc<CertifiedKey>, own: &[String]) -> usize {
+        let mut srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        for s in srcs.iter_mut().filter(|s| s.path == path) {
+            s.key = Arc::clone(key);
+            s.own = own.to_vec();
+            n += 1;
+        }
+        if n > 0 {
+            let r = SniResolver::new(
+                srcs.iter().map(CertSrc::loaded).collect(),
+                self.strict,
+                self.suites.clone(),
+            );
+            *self.cur.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(r);
+        }
+        n
+    }
+}
+
+impl ResolvesServerCert for SniSwap {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.get().resolve(hello)
+    }
+}
+
 thread_local! {
     /// The certificate the resolver gave the handshake it served last on
     /// this thread (rustls calls it inside the connection's
@@ -725,7 +958,7 @@ struct Policy {
 
 /// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
 struct Gate {
-    resolver: Arc<SniResolver>,
+    resolver: Arc<SniSwap>,
     /// INVARIANT: not empty; 0 is the bind line's.
     policies: Vec<Policy>,
     /// Policy of each certificate (index in `policies`).
@@ -740,10 +973,10 @@ fn is_chacha(id: u16) -> bool {
 impl Gate {
     /// The policy of the certificate a name gets (`found`: its
     /// candidates; the first, or the default one for an unknown name).
-    fn policy_index(&self, found: Option<&[usize]>) -> usize {
+    fn policy_index(&self, r: &SniResolver, found: Option<&[usize]>) -> usize {
         let cert = found
             .and_then(|c| c.first())
-            .or(self.resolver.default.first())
+            .or(r.default.first())
             .copied()
             .unwrap_or(0);
         self.policy_of.get(cert).copied().unwrap_or(0)
@@ -755,12 +988,13 @@ impl HelloGate for Gate {
         // Without the offer's signature schemes every candidate is usable:
         // the resolver's own preference (its choice replaces this one when
         // it runs: a full handshake).
-        let r = &self.resolver;
+        let r = self.resolver.get();
         r.pick(r.candidates(h.sni.as_deref())?, |_| true)
     }
 
     fn client_auth(&self, h: &hello::HelloInfo) -> Option<Arc<clientauth::ClientAuth>> {
-        let pi = self.policy_index(self.resolver.find(h.sni.as_deref()));
+        let r = self.resolver.get();
+        let pi = self.policy_index(&r, r.find(h.sni.as_deref()));
         self.policies
             .get(pi)
             .or(self.policies.first())?
@@ -769,7 +1003,7 @@ impl HelloGate for Gate {
     }
 
     fn check(&self, h: &hello::HelloInfo) -> Result<Option<Arc<ServerConfig>>, (u8, String)> {
-        let r = &self.resolver;
+        let r = self.resolver.get();
         let found = r.find(h.sni.as_deref());
         if r.strict && found.is_none() {
             return Err((
@@ -778,7 +1012,7 @@ impl HelloGate for Gate {
                     .to_string(),
             ));
         }
-        let pi = self.policy_index(found);
+        let pi = self.policy_index(&r, found);
         let Some(p) = self.policies.get(pi).or(self.policies.first()) else {
             return Ok(None);
         };
@@ -809,7 +1043,7 @@ impl HelloGate for Gate {
 /// What a reload replaces: the rustls config and the names it serves.
 struct Current {
     config: Arc<ServerConfig>,
-    names: Vec<Vec<String>>,
+    resolver: Arc<SniSwap>,
 }
 
 /// The TLS side of one `bind ... ssl` line, shared by every thread's
@@ -872,7 +1106,7 @@ impl TlsAcceptor {
     /// the default certificate).
     pub fn names(&self) -> Vec<Vec<String>> {
         let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
-        cur.names.clone()
+        cur.resolver.get().names.clone()
     }
 
     /// Re-reads the certificate files (SIGHUP). On error the running
@@ -909,27 +1143,23 @@ fn build(
     }
     let provider = bind_provider(ssl).map_err(&err)?;
     let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
-    let mut certs = Vec::new();
+    let mut srcs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
     let mut policy_of = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
-        let mut c = load_cert(&spec.path, ssl.key.as_deref(), &provider, true).map_err(|why| {
+        let c = load_cert(&spec.path, ssl.key.as_deref(), &provider, true).map_err(|why| {
             err(format!(
                 "cannot load certificate {}: {why}",
                 spec.path.display()
             ))
         })?;
-        if let Some(n) = spec.names {
-            c.names = n;
-        }
-        // `!name` removes a name the certificate would answer for; `!*`
-        // all of them (the certificate then only serves as the default).
-        if spec.excluded.iter().any(|x| x == "*") {
-            c.names.clear();
-        }
-        c.names.retain(|n| !spec.excluded.contains(n));
-        c.excluded = spec.excluded;
-        certs.push(c);
+        srcs.push(CertSrc {
+            path: spec.path.display().to_string(),
+            filter: spec.names,
+            excluded: spec.excluded,
+            key: c.key,
+            own: c.names,
+        });
         // Policy 0 is the bind line's; a crt-list line with options gets
         // its own (shared by lines with the same options).
         policy_of.push(match spec.overlay {
@@ -943,12 +1173,11 @@ fn build(
             },
         });
     }
-    let resolver = Arc::new(SniResolver::new(
-        certs,
+    let resolver = Arc::new(SniSwap::new(
+        srcs,
         ssl.strict_sni,
         provider.cipher_suites.clone(),
     ));
-    let names = resolver.names.clone();
     let mut policies = vec![make_policy(
         ssl,
         provider,
@@ -973,7 +1202,8 @@ fn build(
         policy_of,
     });
     register_gate(&config, gate);
-    Ok(Current { config, names })
+    resolver.attach();
+    Ok(Current { config, resolver })
 }
 
 /// `base` with its cipher suites chosen and ordered by a `ciphers` (TLS 1.2)
@@ -1012,7 +1242,7 @@ fn bind_provider(ssl: &BindSsl) -> Result<Arc<CryptoProvider>, String> {
 fn make_policy(
     ssl: &BindSsl,
     provider: Arc<CryptoProvider>,
-    resolver: &Arc<SniResolver>,
+    resolver: &Arc<SniSwap>,
     sessions: &Arc<ServerSessionMemoryCache>,
     ticketer: &Arc<dyn ProducesTickets>,
     client_auth: Option<&Arc<clientauth::ClientAuth>>,
@@ -1161,16 +1391,22 @@ pub fn client_config_with(
     // `crt FILE`: the certificate (and key) shown to a server that asks
     // for one, loaded as a bind line's.
     let client_cert = match &tls.crt {
-        Some(p) => Some(Arc::new(OwnCert(
-            load_cert(p, None, &provider, false)
+        Some(p) => {
+            let key = load_cert(p, None, &provider, false)
                 .map_err(|e| {
                     format!(
                         "unable to load certificate from file '{}': {e}",
                         p.display()
                     )
                 })?
-                .key,
-        ))),
+                .key;
+            let slot = Arc::new(ckch::CertSlot::new(key));
+            ckch::attach(
+                &p.display().to_string(),
+                ckch::User::Server(Arc::downgrade(&slot)),
+            );
+            Some(slot)
+        }
         None => None,
     };
     let verifier: Arc<dyn ServerCertVerifier> = match verify {
@@ -1207,14 +1443,21 @@ pub fn client_config_with(
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match client_cert {
-        Some(c) => builder.with_client_cert_resolver(c),
+    let mut config = match &client_cert {
+        Some(c) => builder.with_client_cert_resolver(Arc::new(OwnCert(Arc::clone(c)))),
         None => builder.with_no_client_auth(),
     };
-    if tls.no_tls_tickets {
-        config.resumption = rustls::client::Resumption::default()
-            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
-    }
+    // With a `crt`, the sessions are the certificate's (dropped when a
+    // commit changes it).
+    let resumption = match client_cert {
+        Some(c) => rustls::client::Resumption::store(c),
+        None => rustls::client::Resumption::default(),
+    };
+    config.resumption = if tls.no_tls_tickets {
+        resumption.tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly)
+    } else {
+        resumption
+    };
     Ok(Arc::new(config))
 }
 
@@ -1281,7 +1524,7 @@ fn system_roots() -> Result<RootCertStore, String> {
 /// A server's `crt`: sent whenever the server asks for a certificate,
 /// whatever CA names it lists (as OpenSSL sends the one it was given).
 #[derive(Debug)]
-struct OwnCert(Arc<CertifiedKey>);
+struct OwnCert(Arc<ckch::CertSlot>);
 
 impl rustls::client::ResolvesClientCert for OwnCert {
     fn resolve(
@@ -1289,7 +1532,7 @@ impl rustls::client::ResolvesClientCert for OwnCert {
         _root_hint_subjects: &[&[u8]],
         _sigschemes: &[SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
-        Some(Arc::clone(&self.0))
+        Some(self.0.get())
     }
 
     fn has_certs(&self) -> bool {

@@ -19,6 +19,7 @@
 //!
 //! This module only parses and executes; [`socket`] carries the bytes.
 
+mod certs;
 pub(crate) mod fuzz;
 mod maps;
 mod servers;
@@ -297,6 +298,18 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
     ),
     (
         "set server",
+        "BACKEND/SERVER health up|stopping|down",
+        CliLevel::Admin,
+        "force a server's health check state",
+    ),
+    (
+        "set server",
+        "BACKEND/SERVER addr IP [port P] | fqdn NAME",
+        CliLevel::Admin,
+        "change a server's address, or the name it is resolved by",
+    ),
+    (
+        "set server",
         "BACKEND/SERVER weight N[%]",
         CliLevel::Admin,
         "change a server's weight",
@@ -306,6 +319,48 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "BACKEND/SERVER agent up|down | agent-addr ADDR [port P] | agent-port P | agent-send STRING",
         CliLevel::Admin,
         "force a server's agent state, or change where and what its agent check sends",
+    ),
+    (
+        "show ssl cert",
+        "[[*]FILE]",
+        CliLevel::Operator,
+        "the certificate files in memory, or one's details ('*': the pending change)",
+    ),
+    (
+        "show ssl crt-list",
+        "[-n] [LIST]",
+        CliLevel::Admin,
+        "the crt-lists and crt directories, or one's entries (-n: line numbers)",
+    ),
+    (
+        "new ssl cert",
+        "FILE",
+        CliLevel::Admin,
+        "create an empty certificate entry",
+    ),
+    (
+        "set ssl cert",
+        "FILE[.key|.ocsp] <<",
+        CliLevel::Admin,
+        "start or update the change of a certificate file (PEM payload; .ocsp: base64)",
+    ),
+    (
+        "commit ssl cert",
+        "FILE",
+        CliLevel::Admin,
+        "serve the changed certificate for new handshakes wherever the file is used",
+    ),
+    (
+        "abort ssl cert",
+        "FILE",
+        CliLevel::Admin,
+        "drop the pending change of a certificate file",
+    ),
+    (
+        "del ssl cert",
+        "FILE",
+        CliLevel::Admin,
+        "delete a certificate entry nothing uses",
     ),
     (
         "enable server",
@@ -420,6 +475,7 @@ pub fn execute_line(
         let exact = matches!(moded, Some(Ok(_)));
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
+            .or_else(|| certs::execute(level, &words))
             .unwrap_or_else(|| execute(p, level, &words, isolate));
         let mut out = match res {
             Ok(s) => s,
@@ -438,7 +494,9 @@ pub fn execute_line(
 /// an empty one, HAProxy's CLI framing): `add map MAP <<` with a `KEY
 /// VALUE` per line; the commands that take no payload say so.
 pub fn execute_payload(level: CliLevel, cmd: &str, payload: &str) -> Reply {
-    let mut out = match maps::execute_payload(level, cmd, payload) {
+    let res = maps::execute_payload(level, cmd, payload)
+        .or_else(|| certs::execute_payload(level, cmd, payload));
+    let mut out = match res {
         Some(Ok(s)) | Some(Err(s)) => s,
         None => "This command takes no payload ('<<') in ebb.\n".to_string(),
     };

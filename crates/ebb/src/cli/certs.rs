@@ -1,0 +1,274 @@
+//! The CLI's certificate commands (HAProxy 2.6's): `show ssl cert`,
+//! `new|set|commit|abort|del ssl cert`. The store and the transaction are
+//! [`crate::tls::ckch`]'s; this reads the commands and prints.
+
+use std::fmt::Write as _;
+
+use rustls::pki_types::CertificateDer;
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+
+use super::need;
+use crate::clientcert::{CertField, FieldVal};
+use crate::config::CliLevel;
+use crate::tls::ckch;
+
+/// Runs a certificate command given on one line; `None`: not one.
+pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
+    use CliLevel::*;
+    let arg = |i: usize| w.get(i).copied().unwrap_or("");
+    Some(match w {
+        ["show", "ssl", "cert", ..] => need(level, Operator, "show ssl cert").and_then(|_| {
+            if w.len() > 3 {
+                show(arg(3))
+            } else {
+                Ok(show_list())
+            }
+        }),
+        ["show", "ssl", "crt-list", rest @ ..] => {
+            need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+        }
+        ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
+            Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
+        }),
+        ["commit", "ssl", "cert", ..] => {
+            need(level, Admin, "commit ssl cert").and_then(|_| ckch::commit(arg(3)))
+        }
+        ["abort", "ssl", "cert", ..] => {
+            need(level, Admin, "abort ssl cert").and_then(|_| ckch::abort(arg(3)))
+        }
+        ["new", "ssl", "cert", ..] => {
+            need(level, Admin, "new ssl cert").and_then(|_| ckch::new(arg(3)))
+        }
+        ["del", "ssl", "cert", ..] => {
+            need(level, Admin, "del ssl cert").and_then(|_| ckch::del(arg(3)))
+        }
+        _ => return None,
+    })
+}
+
+/// Runs a certificate command given with a payload; `None`: not one.
+pub fn execute_payload(
+    level: CliLevel,
+    cmd: &str,
+    payload: &str,
+) -> Option<Result<String, String>> {
+    let w: Vec<&str> = cmd.split_whitespace().collect();
+    match w.as_slice() {
+        ["set", "ssl", "cert", rest @ ..] => Some(
+            need(level, CliLevel::Admin, "set ssl cert")
+                .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
+        ),
+        _ => None,
+    }
+}
+
+fn show_list() -> String {
+    let (tx, files) = ckch::list();
+    let mut s = String::new();
+    if let Some(t) = tx {
+        let _ = writeln!(s, "# transaction\n*{t}");
+    }
+    s.push_str("# filename\n");
+    for f in files {
+        let _ = writeln!(s, "{f}");
+    }
+    s
+}
+
+fn show(name: &str) -> Result<String, String> {
+    let not_found = || "Can't display the certificate: Not found or the certificate is a bundle!\n";
+    if name.ends_with(".ocsp") {
+        return Err(
+            "ebb does not print OCSP responses ('show ssl cert FILE.ocsp', 'show ssl ocsp-response').\n"
+                .into(),
+        );
+    }
+    let (status, c) = ckch::lookup(name).ok_or_else(not_found)?;
+    let mut s = format!("Filename: {name}\nStatus: ");
+    s.push_str(match status {
+        ckch::Status::Empty => "Empty\n",
+        ckch::Status::Unused => "Unused\n",
+        ckch::Status::Used => "Used\n",
+    });
+    if let Some(leaf) = c.chain.first() {
+        detail(&mut s, leaf, &c.chain[1..]);
+    }
+    s.push_str("OCSP Response Key: ");
+    if let Some(id) = c.ocsp.as_deref().and_then(ocsp_certid) {
+        for b in id {
+            let _ = write!(s, "{b:02x}");
+        }
+    }
+    s.push('\n');
+    Ok(s)
+}
+
+fn hex_upper(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect()
+}
+
+fn bytes(v: Option<FieldVal>) -> Vec<u8> {
+    match v {
+        Some(FieldVal::Bytes(b)) => b,
+        _ => Vec::new(),
+    }
+}
+
+fn dn(der: &CertificateDer<'_>, issuer: bool) -> String {
+    let f = CertField::Dn {
+        issuer,
+        entry: None,
+        occ: 0,
+        rfc2253: false,
+    };
+    String::from_utf8_lossy(&bytes(crate::clientcert::field(
+        std::slice::from_ref(der),
+        &f,
+    )))
+    .into_owned()
+}
+
+/// A date as OpenSSL's ASN1_TIME_print: `Sep 13 21:20:24 2019 GMT`.
+fn asn1_date(ts: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (y, m, d) = crate::calendar::civil_from_days(ts.div_euclid(86_400));
+    let secs = ts.rem_euclid(86_400);
+    let month = usize::try_from(m)
+        .ok()
+        .and_then(|m| MONTHS.get(m.wrapping_sub(1)))
+        .copied()
+        .unwrap_or("???");
+    format!(
+        "{month} {d:2} {:02}:{:02}:{:02} {y} GMT",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The fields HAProxy's `show ssl cert FILE` prints of a certificate and
+/// its chain.
+fn detail(s: &mut String, leaf: &CertificateDer<'_>, chain: &[CertificateDer<'static>]) {
+    let Ok((_, c)) = X509Certificate::from_der(leaf.as_ref()) else {
+        return;
+    };
+    let _ = writeln!(s, "Serial: {}", hex_upper(c.raw_serial()));
+    let _ = writeln!(
+        s,
+        "notBefore: {}",
+        asn1_date(c.validity().not_before.timestamp())
+    );
+    let _ = writeln!(
+        s,
+        "notAfter: {}",
+        asn1_date(c.validity().not_after.timestamp())
+    );
+    s.push_str("Subject Alternative Name: ");
+    if let Ok(Some(san)) = c.subject_alternative_name() {
+        for (i, g) in san.value.general_names.iter().enumerate() {
+            // HAProxy's separator comes before every entry but the first,
+            // whatever its type; only DNS names are printed.
+            if i > 0 {
+                s.push_str(", ");
+            }
+            if let GeneralName::DNSName(n) = g {
+                let _ = write!(s, "DNS:{n}");
+            }
+        }
+    }
+    s.push('\n');
+    use x509_parser::public_key::PublicKey;
+    let algo = match c.public_key().parsed() {
+        Ok(PublicKey::RSA(k)) => format!("RSA{}", k.key_size()),
+        Ok(PublicKey::EC(k)) => format!("EC{}", ec_bits(&c, k.key_size())),
+        Ok(PublicKey::DSA(k)) => format!("DSA{}", k.len().saturating_sub(1) * 8),
+        _ => String::new(),
+    };
+    if !algo.is_empty() {
+        let _ = writeln!(s, "Algorithm: {algo}");
+    }
+    let sha1 = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, leaf.as_ref());
+    let _ = writeln!(s, "SHA1 FingerPrint: {}", hex_upper(sha1.as_ref()));
+    let _ = writeln!(s, "Subject: {}", dn(leaf, false));
+    let _ = writeln!(s, "Issuer: {}", dn(leaf, true));
+    for ca in chain {
+        let _ = writeln!(s, "Chain Subject: {}", dn(ca, false));
+        let _ = writeln!(s, "Chain Issuer: {}", dn(ca, true));
+    }
+}
+
+/// An EC key's size in bits, from its named curve (x509-parser gives the
+/// point's size).
+fn ec_bits(c: &X509Certificate<'_>, point_bits: usize) -> usize {
+    let curve = c
+        .public_key()
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.as_oid().ok())
+        .map(|o| o.to_id_string());
+    match curve.as_deref() {
+        Some("1.2.840.10045.3.1.7") => 256,
+        Some("1.3.132.0.34") => 384,
+        Some("1.3.132.0.35") => 521,
+        Some("1.3.132.0.10") => 256,
+        _ => point_bits.saturating_sub(8) / 2,
+    }
+}
+
+/// The DER CertID of an OCSP response's first SingleResponse (RFC 6960
+/// §4.2.1), as HAProxy prints it for "OCSP Response Key".
+fn ocsp_certid(der: &[u8]) -> Option<Vec<u8>> {
+    let tlv = |b| crate::tls::der_tlv(b).map(|t| (t.tag, t.whole, t.body, t.rest));
+    // OCSPResponse ::= SEQUENCE { responseStatus, [0] responseBytes }
+    let (_, _, resp, _) = tlv(der)?;
+    let (_, _, _, rest) = tlv(resp)?;
+    let (0xa0, _, rb, _) = tlv(rest)? else {
+        return None;
+    };
+    // ResponseBytes ::= SEQUENCE { responseType OID, response OCTET STRING }
+    let (_, _, rb, _) = tlv(rb)?;
+    let (_, _, _, rest) = tlv(rb)?;
+    let (0x04, _, basic, _) = tlv(rest)? else {
+        return None;
+    };
+    // BasicOCSPResponse ::= SEQUENCE { tbsResponseData, ... }
+    let (_, _, basic, _) = tlv(basic)?;
+    let (_, _, mut tbs, _) = tlv(basic)?;
+    // ResponseData ::= SEQUENCE { [0] version OPTIONAL, responderID,
+    // producedAt, responses SEQUENCE OF SingleResponse, ... }
+    let (tag, _, _, rest) = tlv(tbs)?;
+    if tag == 0xa0 {
+        tbs = rest;
+        let (_, _, _, rest) = tlv(tbs)?;
+        tbs = rest;
+    } else {
+        tbs = rest;
+    }
+    let (_, _, _, rest) = tlv(tbs)?; // producedAt
+    let (_, _, responses, _) = tlv(rest)?;
+    let (_, _, single, _) = tlv(responses)?;
+    let (0x30, certid, _, _) = tlv(single)? else {
+        return None;
+    };
+    Some(certid.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_print_as_openssl() {
+        assert_eq!(asn1_date(1_568_409_624), "Sep 13 21:20:24 2019 GMT");
+        assert_eq!(asn1_date(0), "Jan  1 00:00:00 1970 GMT");
+    }
+
+    #[test]
+    fn ocsp_certid_of_garbage_is_none() {
+        assert!(ocsp_certid(b"").is_none());
+        assert!(ocsp_certid(&[0x30, 0x03, 0x0a, 0x01, 0x00]).is_none());
+    }
+}

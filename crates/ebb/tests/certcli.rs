@@ -1,0 +1,550 @@
+//! The CLI's certificate commands (`set|commit|abort|new|del|show ssl
+//! cert`): the flow ACME clients use to renew a certificate without a
+//! reload, checked with openssl s_client, and the answers beside
+//! haproxy 2.6's for the same steps.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+
+/// A test CA and certificates it signs.
+struct Pki {
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "Ebb Test");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "Ebb Test CA");
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = p.self_signed(&ca_key).unwrap();
+        Pki { ca, ca_key }
+    }
+
+    /// A certificate for `names` (the first one its CN) with serial
+    /// `serial`: (certificate PEM, key PEM).
+    fn leaf(&self, names: &[&str], serial: u64) -> (String, String) {
+        let mut p =
+            rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        p.serial_number = Some(rcgen::SerialNumber::from(serial));
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, names[0]);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let c = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        (c.pem(), key.serialize_pem())
+    }
+}
+
+/// The serial (upper-case hex) of the certificate a new TLS connection
+/// to `port` with SNI `name` gets, read from openssl s_client's output.
+fn served_serial(port: u16, name: &str) -> String {
+    let o = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-servername",
+            name,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let pem = out
+        .split("-----BEGIN CERTIFICATE-----")
+        .nth(1)
+        .and_then(|r| r.split("-----END CERTIFICATE-----").next())
+        .unwrap_or_else(|| panic!("no certificate from s_client: {out}"));
+    let pem = format!("-----BEGIN CERTIFICATE-----{pem}-----END CERTIFICATE-----\n");
+    let mut x = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    x.stdin.take().unwrap().write_all(pem.as_bytes()).unwrap();
+    let o = x.wait_with_output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .trim_start_matches("serial=")
+        .to_string()
+}
+
+/// A command with a payload (`CMD <<`, the payload, an empty line).
+fn cli_payload(sock: &Path, cmd: &str, payload: &str) -> String {
+    cli_cmd(sock, &format!("{cmd} <<\n{}\n", payload.trim_end()))
+}
+
+/// A TLS keep-alive connection held by openssl s_client: requests go in
+/// on its stdin, what comes back is gathered.
+struct Held {
+    child: std::process::Child,
+    got: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Held {
+    fn open(port: u16, name: &str) -> Held {
+        let mut child = Command::new("openssl")
+            .args([
+                "s_client",
+                "-quiet",
+                "-connect",
+                &format!("127.0.0.1:{port}"),
+                "-servername",
+                name,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = Arc::clone(&got);
+        std::thread::spawn(move || {
+            let mut b = [0u8; 4096];
+            while let Ok(n) = out.read(&mut b) {
+                if n == 0 {
+                    break;
+                }
+                g.lock().unwrap().extend_from_slice(&b[..n]);
+            }
+        });
+        Held { child, got }
+    }
+
+    /// Sends a request and waits for the `n`th answer's body `ok`.
+    fn request(&mut self, n: usize) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin
+            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        stdin.flush().unwrap();
+        wait_until("an answer on the held connection", || {
+            let g = self.got.lock().unwrap();
+            String::from_utf8_lossy(&g).matches("HTTP/1.1 200").count() >= n
+        });
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The configuration after `global`'s stats socket line: a TLS frontend
+/// on `bind` with `default.pem` first (the default certificate) and
+/// `site.pem`.
+fn tls_cfg(dir: &Path, bind: &str) -> String {
+    format!(
+        "    nbthread 2\ndefaults\n    mode http\n    timeout client 30s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind {bind} ssl crt {d}/default.pem crt {d}/site.pem\n\
+         \x20   http-request return status 200 content-type text/plain string ok\n",
+        d = dir.display()
+    )
+}
+
+fn setup(name: &str) -> Option<(Pki, PathBuf)> {
+    if !have("openssl") {
+        eprintln!("openssl missing: certcli tests skipped");
+        return None;
+    }
+    let pki = Pki::new();
+    let d = scratch(name);
+    let (c, k) = pki.leaf(&["default.test"], 0x1000);
+    std::fs::write(d.join("default.pem"), format!("{c}{k}")).unwrap();
+    let (c, k) = pki.leaf(&["a.test", "www.a.test"], 0x1001);
+    std::fs::write(d.join("site.pem"), format!("{c}{k}")).unwrap();
+    Some((pki, d))
+}
+
+/// ebb on [`tls_cfg`] and `more` lines: the process and its admin socket.
+fn start(name: &str, d: &Path, more: &str) -> (Ebb, PathBuf) {
+    ebb_with_admin(name, |sock, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{}{more}",
+            sock.display(),
+            tls_cfg(d, bind)
+        )
+    })
+}
+
+#[test]
+fn acme_flow_swaps_the_certificate_for_new_handshakes_only() {
+    let Some((pki, d)) = setup("certcli-flow") else {
+        return;
+    };
+    let (e, sock) = start("certcli-flow-s", &d, "");
+    let port = e.addr().port();
+    let site = d.join("site.pem");
+    let site = site.display().to_string();
+    assert_eq!(served_serial(port, "a.test"), "1001");
+    assert_eq!(served_serial(port, "b.test"), "1000", "the default");
+
+    // A keep-alive connection that got the old certificate.
+    let mut held = Held::open(port, "a.test");
+    held.request(1);
+
+    // The renewal: new names, new serial, its chain.
+    let (c, k) = pki.leaf(&["b.test"], 0x2002);
+    let ca = pki.ca.pem();
+    let a = cli_payload(
+        &sock,
+        &format!("set ssl cert {site}"),
+        &format!("{c}{ca}{k}"),
+    );
+    assert_eq!(
+        a,
+        format!("Transaction created for certificate {site}!\n\n")
+    );
+    // Nothing changes before the commit.
+    assert_eq!(served_serial(port, "a.test"), "1001");
+    let list = cli_cmd(&sock, "show ssl cert");
+    assert!(
+        list.starts_with(&format!("# transaction\n*{site}\n# filename\n")),
+        "{list}"
+    );
+    let a = cli_cmd(&sock, &format!("commit ssl cert {site}"));
+    assert_eq!(a, format!("Committing {site}.\nSuccess!\n\n"));
+
+    // New handshakes get it by its new names; the old names are gone.
+    assert_eq!(served_serial(port, "b.test"), "2002");
+    assert_eq!(served_serial(port, "a.test"), "1000", "the default now");
+    // The connection made before goes on with its certificate.
+    held.request(2);
+    let show = cli_cmd(&sock, &format!("show ssl cert {site}"));
+    assert!(show.contains("Serial: 2002\n"), "{show}");
+    assert!(
+        show.contains("Subject Alternative Name: DNS:b.test\n"),
+        "{show}"
+    );
+    assert!(
+        show.contains("\nChain Subject: /CN=Ebb Test CA/O=Ebb Test\n"),
+        "{show}"
+    );
+    assert!(!cli_cmd(&sock, "show ssl cert").contains("# transaction"));
+
+    // A key alone (`.key`) completes a PEM without one.
+    let (c, k) = pki.leaf(&["c.test"], 0x3003);
+    cli_payload(&sock, &format!("set ssl cert {site}"), &c);
+    let a = cli_cmd(&sock, &format!("commit ssl cert {site}"));
+    assert!(
+        a.starts_with("The transaction must contain at least a certificate and a private key!\n"),
+        "{a}"
+    );
+    let a = cli_payload(&sock, &format!("set ssl cert {site}.key"), &k);
+    assert_eq!(
+        a,
+        format!("Transaction updated for certificate {site}!\n\n")
+    );
+    cli_cmd(&sock, &format!("commit ssl cert {site}"));
+    assert_eq!(served_serial(port, "c.test"), "3003");
+    drop(e);
+}
+
+/// The same steps on ebb and on haproxy 2.6 (same files, same paths):
+/// the same answers, errors included.
+#[test]
+fn answers_as_haproxy_for_the_same_steps() {
+    let Some((pki, d)) = setup("certcli-parity") else {
+        return;
+    };
+    let (e, sock) = start("certcli-parity-s", &d, "");
+    let hport = free_port();
+    let h = haproxy_with(
+        "certcli-parity-h",
+        &tls_cfg(&d, &format!("127.0.0.1:{hport}")),
+    );
+    let site = d.join("site.pem").display().to_string();
+    let (c2, k2) = pki.leaf(&["b.test", "www.b.test"], 0x2002);
+    let (_, other_key) = pki.leaf(&["x.test"], 0x9);
+    let ca = pki.ca.pem();
+    let fresh = d.join("fresh.pem").display().to_string();
+    // (command, payload)
+    let steps: Vec<(String, Option<String>)> = vec![
+        ("show ssl cert".into(), None),
+        (format!("show ssl cert {site}"), None),
+        ("show ssl cert /nowhere.pem".into(), None),
+        (format!("commit ssl cert {site}"), None),
+        (format!("abort ssl cert {site}"), None),
+        (
+            format!("set ssl cert {site}"),
+            Some("garbage, no PEM here".into()),
+        ),
+        (
+            format!("set ssl cert {site}"),
+            Some(format!(
+                "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n{k2}"
+            )),
+        ),
+        (
+            "set ssl cert /nowhere.pem".into(),
+            Some(format!("{c2}{k2}")),
+        ),
+        (
+            format!("set ssl cert {site}"),
+            Some(format!("{c2}{ca}{other_key}")),
+        ),
+        ("show ssl cert".into(), None),
+        (format!("show ssl cert *{site}"), None),
+        (format!("commit ssl cert {site}"), None),
+        ("abort ssl cert /nowhere.pem".into(), None),
+        (format!("abort ssl cert {site}"), None),
+        (format!("show ssl cert *{site}"), None),
+        (format!("set ssl cert {site}"), Some(c2.clone())),
+        (format!("commit ssl cert {site}"), None),
+        (format!("set ssl cert {site}.key"), Some("not a key".into())),
+        (format!("set ssl cert {site}.key"), Some(k2.clone())),
+        (format!("commit ssl cert {site}"), None),
+        (format!("show ssl cert {site}"), None),
+        (format!("del ssl cert {site}"), None),
+        (format!("new ssl cert {fresh}"), None),
+        (format!("new ssl cert {fresh}"), None),
+        (format!("show ssl cert {fresh}"), None),
+        ("show ssl cert".into(), None),
+        (format!("set ssl cert {fresh}"), Some(format!("{c2}{k2}"))),
+        (format!("commit ssl cert {fresh}"), None),
+        (format!("show ssl cert {fresh}"), None),
+        (format!("del ssl cert {fresh}"), None),
+        (format!("del ssl cert {fresh}"), None),
+        ("commit ssl cert".into(), None),
+        ("new ssl cert".into(), None),
+    ];
+    let run = |sock: &Path| -> Vec<String> {
+        steps
+            .iter()
+            .map(|(cmd, p)| match p {
+                Some(p) => cli_payload(sock, cmd, p),
+                None => cli_cmd(sock, cmd),
+            })
+            .collect()
+    };
+    let ours = run(&sock);
+    // Spot checks that hold without haproxy.
+    assert_eq!(
+        ours[3],
+        format!("No ongoing transaction! !\nCan't commit {site}!\n\n")
+    );
+    assert_eq!(
+        ours[5],
+        format!("unable to load certificate from file '{site}'.\nCan't load the payload\nCan't update {site}!\n\n")
+    );
+    assert_eq!(
+        ours[11],
+        format!("inconsistencies between private key and certificate loaded '{site}'.\nCan't commit {site}!\n\n")
+    );
+    assert!(
+        ours[20].contains("Serial: 2002\nnotBefore: "),
+        "{}",
+        ours[20]
+    );
+    assert!(ours[20].contains("Status: Used\n"), "{}", ours[20]);
+    assert!(
+        ours[24].starts_with(&format!("Filename: {fresh}\nStatus: Empty\n")),
+        "{}",
+        ours[24]
+    );
+    assert!(ours[28].contains("Status: Unused\n"), "{}", ours[28]);
+    if let Some(h) = h {
+        let theirs = run(&h.sock);
+        for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
+            assert_eq!(o, t, "step {i}: {cmd}");
+        }
+    }
+    drop(e);
+}
+
+/// Where ebb's answer differs from haproxy 2.6's, on purpose.
+#[test]
+fn a_second_file_and_unsupported_parts_are_refused() {
+    let Some((pki, d)) = setup("certcli-refuse") else {
+        return;
+    };
+    std::fs::copy(d.join("site.pem"), d.join("two.pem")).unwrap();
+    let two_bind = format!("    bind BIND ssl crt {}/two.pem\n", d.display());
+    let (e, sock) = start("certcli-refuse-s", &d, &two_bind);
+    let site = d.join("site.pem").display().to_string();
+    let two = d.join("two.pem").display().to_string();
+    let (c, k) = pki.leaf(&["b.test"], 0x2002);
+    cli_payload(&sock, &format!("set ssl cert {site}"), &format!("{c}{k}"));
+    // haproxy 2.6 silently puts this in the transaction of site.pem.
+    let a = cli_payload(&sock, &format!("set ssl cert {two}"), &format!("{c}{k}"));
+    assert_eq!(
+        a,
+        format!("The ongoing transaction is about '{site}' but you are trying to set '{two}'\nCan't update {two}!\n\n")
+    );
+    let a = cli_payload(&sock, &format!("set ssl cert {site}.issuer"), &pki.ca.pem());
+    assert!(a.starts_with("ebb does not support '.issuer' files"), "{a}");
+    assert!(
+        a.ends_with(&format!("Can't update {site}.issuer!\n\n")),
+        "{a}"
+    );
+    let a = cli_cmd(&sock, &format!("show ssl cert {site}.ocsp"));
+    assert!(a.starts_with("ebb does not print OCSP responses"), "{a}");
+    drop(e);
+}
+
+/// A server's `crt` (the client certificate ebb shows a server that asks)
+/// is an entry too: a commit changes what new connections to the server
+/// show.
+#[test]
+fn a_servers_crt_changes_for_new_connections() {
+    let Some((pki, d)) = setup("certcli-srv") else {
+        return;
+    };
+    let (c, k) = pki.leaf(&["client.test"], 0x4004);
+    std::fs::write(d.join("client.pem"), format!("{c}{k}")).unwrap();
+    std::fs::write(d.join("ca.pem"), pki.ca.pem()).unwrap();
+    let back = free_port();
+    let more = format!(
+        "backend be\n    http-reuse never\n    server s 127.0.0.1:{back} ssl verify none crt {d}/client.pem\n\
+         frontend plain\n    bind BIND\n    default_backend be\n\
+         frontend tlsback\n    bind 127.0.0.1:{back} ssl crt {d}/default.pem verify optional ca-file {d}/ca.pem\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"serial=%[ssl_c_serial,hex]\"\n",
+        d = d.display()
+    );
+    let (e, sock) = start("certcli-srv-s", &d, &more);
+    let plain = e.addrs[1];
+    assert_eq!(get(plain, "/").text(), "serial=4004");
+    let client = d.join("client.pem").display().to_string();
+    let show = cli_cmd(&sock, &format!("show ssl cert {client}"));
+    assert!(show.contains("Status: Used\n"), "{show}");
+    let (c, k) = pki.leaf(&["client.test"], 0x5005);
+    cli_payload(&sock, &format!("set ssl cert {client}"), &format!("{c}{k}"));
+    let a = cli_cmd(&sock, &format!("commit ssl cert {client}"));
+    assert_eq!(a, format!("Committing {client}.\nSuccess!\n\n"));
+    assert_eq!(get(plain, "/").text(), "serial=5005");
+    // A reload reads the files again.
+    e.signal("HUP");
+    wait_until("the file's certificate again after SIGHUP", || {
+        get(plain, "/").text() == "serial=4004"
+    });
+    drop(e);
+}
+
+/// Under master-worker the change lives in the worker: made on its
+/// `stats socket`, committed through the master CLI (`@1`), gone after a
+/// reload (the new worker reads the files).
+#[test]
+fn master_worker_keeps_the_change_in_the_worker() {
+    let Some((pki, d)) = setup("certcli-mw") else {
+        return;
+    };
+    let sock = d.join("admin.sock");
+    let master = d.join("master.sock");
+    let cfg = d.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            tls_cfg(&d, "127.0.0.1:0")
+        ),
+    )
+    .unwrap();
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            master.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        d.clone(),
+    );
+    let port = e.addr().port();
+    let site = d.join("site.pem").display().to_string();
+    let (c, k) = pki.leaf(&["a.test"], 0x2002);
+    cli_payload(&sock, &format!("set ssl cert {site}"), &format!("{c}{k}"));
+    let a = cli_cmd(&master, &format!("@1 show ssl cert *{site}"));
+    assert!(a.contains("Serial: 2002\n"), "{a}");
+    let a = cli_cmd(&master, &format!("@1 commit ssl cert {site}"));
+    assert!(
+        a.starts_with(&format!("Committing {site}.\nSuccess!\n")),
+        "{a}"
+    );
+    assert_eq!(served_serial(port, "a.test"), "2002");
+    cli_cmd(&master, "reload");
+    wait_until("the new worker serves the file's certificate", || {
+        served_serial(port, "a.test") == "1001"
+    });
+    drop(e);
+}
+
+/// `show ssl crt-list`: the lists and `crt` directories loaded, one's
+/// entries (`-n`: with line numbers), as haproxy 2.6 prints them.
+#[test]
+fn show_crt_list_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-lists") else {
+        return;
+    };
+    let dir = d.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, n) in ["x.test", "y.test"].iter().enumerate() {
+        let (c, k) = pki.leaf(&[n], 0x10 + i as u64);
+        std::fs::write(dir.join(format!("{i}.pem")), format!("{c}{k}")).unwrap();
+    }
+    let p = d.display();
+    std::fs::write(
+        d.join("list.txt"),
+        format!(
+            "# comment\n{p}/site.pem\n{p}/default.pem [ssl-min-ver TLSv1.2 verify none alpn h2,http/1.1] b.test !www.b.test\n\n\
+             {p}/site.pem *.a.test\n{p}/default.pem [curves X25519 ciphers ECDHE-ECDSA-AES128-GCM-SHA256]\n"
+        ),
+    )
+    .unwrap();
+    let rest = |b1: &str, b2: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind {b1} ssl crt-list {p}/list.txt\n    bind {b2} ssl crt {p}/dir/\n\
+             \x20   http-request return status 200\n"
+        )
+    };
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", "BIND")
+    ));
+    let steps = [
+        "show ssl crt-list".to_string(),
+        format!("show ssl crt-list {p}/list.txt"),
+        format!("show ssl crt-list -n {p}/list.txt"),
+        format!("show ssl crt-list {p}/dir/"),
+        format!("show ssl crt-list -n {p}/dir"),
+        "show ssl crt-list /nowhere".to_string(),
+        "show ssl crt-list -n".to_string(),
+        "show ssl cert".to_string(),
+    ];
+    let ours: Vec<String> = steps.iter().map(|c| cli_cmd(&sock, c)).collect();
+    assert_eq!(ours[0], format!("{p}/dir\n{p}/list.txt\n\n"));
+    assert!(
+        ours[2].contains(&format!(
+            "\n{p}/default.pem:3 [alpn h2,http/1.1 verify none ssl-min-ver TLSv1.2] b.test !www.b.test\n"
+        )),
+        "{}",
+        ours[2]
+    );
+    let bind = || format!("127.0.0.1:{}", free_port());
+    if let Some(h) = haproxy_with("certcli-lists-h", &rest(&bind(), &bind())) {
+        for (c, o) in steps.iter().zip(&ours) {
+            // haproxy 2.6 writes a NUL byte after an `alpn` list.
+            let theirs = cli_cmd(&h.sock, c).replace('\0', "");
+            assert_eq!(*o, theirs, "{c}");
+        }
+    }
+    drop(e);
+}
