@@ -257,8 +257,12 @@ fn server_crt_is_sent_to_a_server_that_asks() {
         // Known difference: the server refuses the missing certificate
         // after the client's side of the TLS 1.3 handshake ended (its
         // Finished sent), when ebb's connect is done: the request fails
-        // (502); HAProxy counts it as a failed connect (503).
-        assert_eq!(theirs.1, 503);
+        // (502). HAProxy's answer depends on when the server's alert comes:
+        // read before its stream took the connection as established, a
+        // failed connect (503, the usual case on an idle machine); after,
+        // a failed request as ebb's (502: 3 runs in 10 with two CPU
+        // burners beside).
+        assert!(matches!(theirs.1, 502 | 503), "haproxy: {}", theirs.1);
     }
     // A missing file is refused at start with the line.
     let bad = "defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\
