@@ -955,6 +955,9 @@ fn sides(mode: &str, global_extra: &str, tsrv: &str, backend_extra: &str) -> Vec
         let path = dir.join("h.cfg");
         std::fs::write(&path, cfg(log.addr(), &h1.to_string(), &h2.to_string(), a)).unwrap();
         let h = haproxy_file(&path, h1);
+        // Both listeners: an accepted connect on the first says nothing
+        // of the second, bound after it.
+        wait_port(h2);
         out.push(Side {
             name: "haproxy",
             h1,
@@ -1027,7 +1030,10 @@ fn a_server_of_one_stream_loses_no_request() {
             .count();
         assert_eq!(ok, 10, "{out}");
     }
-    let lines = s.srv_lines();
+    // Its server's lines come through a reader thread that may lag on a
+    // loaded machine: the first connection's line is waited for.
+    let mut lines = s.srv_until("conn 1");
+    lines.extend(s.srv_lines());
     assert!(!lines.iter().any(|l| l == "excess"), "{lines:?}");
     let conns = lines.iter().filter(|l| l.starts_with("conn ")).count();
     assert!((1..=20).contains(&conns), "{lines:?}");
@@ -1079,8 +1085,21 @@ fn a_closed_window_times_out_and_a_small_one_paces_the_upload() {
             let (status, term) = s.logged("POST /shut ");
             let what = format!("{mode} {}: {took:?} {r:?} {status} {term}", s.name);
             assert!(took >= Duration::from_millis(900), "{what}");
-            assert!(r.is_empty(), "{what}");
-            assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"), "{what}");
+            // HAProxy beside, on a loaded machine, may instead answer 504
+            // `sH--`: its read timeout of the answer is set again at each
+            // write to the server, its write timeout only while data waits;
+            // when the slow client let a write empty its buffer and the
+            // next bytes found the server's socket full, the read timeout
+            // comes first (seen in 1 run of 10 with two CPU burners).
+            // ebb's check is the data waiting at the deadline: `sD` each
+            // time the server is what stalls.
+            let haproxy_504 = s.name == "haproxy"
+                && (status.as_str(), term.as_str()) == ("504", "sH--")
+                && r.starts_with("HTTP/1.1 504 ");
+            if !haproxy_504 {
+                assert!(r.is_empty(), "{what}");
+                assert_eq!((status.as_str(), term.as_str()), ("-1", "sD--"), "{what}");
+            }
             if have("nghttp") && mode == "nowin" {
                 // An HTTP/2 client's stream, reset before any answer:
                 // REFUSED_STREAM, so that it may try again (HAProxy's

@@ -147,6 +147,26 @@ fn a_stopped_worker_delays_no_other_master_cli_client() {
         }
     }
     let cont = Cont(kill);
+    // kill(2) returns once SIGSTOP is queued: the kernel wakes one thread
+    // of the worker to start the stop, the others run on until that one
+    // has, and one of them may answer the command meanwhile (9 runs in
+    // 60 with two CPU burners: the master got its answer at once). The
+    // command goes once every thread is stopped (`T` in its /proc stat).
+    let states = || -> Vec<char> {
+        std::fs::read_dir(format!("/proc/{worker}/task"))
+            .map(|d| {
+                d.filter_map(|t| {
+                    let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+                    stat.rsplit_once(") ")?.1.chars().next()
+                })
+                .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_until("the worker stopped", || {
+        let s = states();
+        !s.is_empty() && s.iter().all(|&c| c == 'T')
+    });
     let mut held = UnixStream::connect(&sock).unwrap();
     held.write_all(b"@1 show info\n").unwrap();
     // Its client's connection and the one to the worker: the command is

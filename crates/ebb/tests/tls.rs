@@ -209,7 +209,7 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
     let oaddr = origin.addr();
     let proxy_cfg = |opts: &str| {
         format!(
-            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    option httpchk GET /\n    server o {oaddr} ssl {opts} check inter 200ms\n"
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n    timeout check 10s\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    option httpchk GET /\n    server o {oaddr} ssl {opts} check inter 200ms\n"
         )
     };
     let p = Ebb::start(&proxy_cfg(&format!(
@@ -260,7 +260,11 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
     )));
     let r = get(stranger.addr(), "/");
     assert_eq!(r.status, 503);
-    // The checks went over TLS too: the server never went DOWN.
+    // The checks went over TLS too: the server never went DOWN. (Each
+    // check has `timeout check` to end: without it, `inter` (200 ms)
+    // bounds the whole check, a TLS handshake with a debug build on a
+    // loaded machine included, and three slow ones in a row took the
+    // server DOWN in a run beside two CPU burners.)
     std::thread::sleep(Duration::from_millis(600));
     assert!(p
         .wait_stderr("is DOWN", Duration::from_millis(10))

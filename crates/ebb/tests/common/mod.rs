@@ -262,9 +262,14 @@ impl Client {
         self.s.write_all(b).unwrap();
     }
 
+    /// Reads more; false at the end (EOF, an error, the read timeout).
+    /// A read interrupted by a signal is read again: with a read timeout
+    /// set, a stop and resume of the test process ends it with EINTR
+    /// (signal(7)); taken for the end, it made "no response" failures of
+    /// several tests at once on a loaded machine (sslreg, proxy_opts).
     fn fill(&mut self) -> bool {
         let mut tmp = [0u8; 65536];
-        match self.s.read(&mut tmp) {
+        match retry_eintr(|| self.s.read(&mut tmp)) {
             Ok(0) | Err(_) => false,
             Ok(n) => {
                 self.buf.extend_from_slice(&tmp[..n]);
@@ -333,8 +338,8 @@ impl Client {
         }
         let reset = |r: &std::io::Result<usize>| matches!(r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
         let mut tmp = [0u8; 1024];
-        let first = self.s.read(&mut tmp);
-        matches!(first, Ok(0)) || reset(&first) || reset(&self.s.read(&mut tmp))
+        let first = retry_eintr(|| self.s.read(&mut tmp));
+        matches!(first, Ok(0)) || reset(&first) || reset(&retry_eintr(|| self.s.read(&mut tmp)))
     }
 }
 

@@ -34,7 +34,7 @@ pub fn read_head(s: &mut impl Read) -> Option<Vec<u8>> {
     let mut head = Vec::new();
     let mut b = [0u8; 4096];
     while find(&head, b"\r\n\r\n").is_none() {
-        match s.read(&mut b) {
+        match super::retry_eintr(|| s.read(&mut b)) {
             Ok(0) | Err(_) => return None,
             Ok(n) => head.extend_from_slice(&b[..n]),
         }
@@ -45,7 +45,7 @@ pub fn read_head(s: &mut impl Read) -> Option<Vec<u8>> {
 /// Reads and drops what the peer sends until it closes.
 pub fn drain(s: &mut impl Read) {
     let mut b = [0u8; 4096];
-    while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+    while matches!(super::retry_eintr(|| s.read(&mut b)), Ok(n) if n > 0) {}
 }
 
 /// Sends `req` on a new connection to `a` and reads until the close (or
@@ -245,7 +245,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
         if let Some(i) = find(buf, b"\r\n\r\n") {
             break i + 4;
         }
-        match s.read(&mut tmp) {
+        match super::retry_eintr(|| s.read(&mut tmp)) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -255,7 +255,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
     let mut body = Vec::new();
     if let Some(cl) = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()) {
         while buf.len() < cl {
-            match s.read(&mut tmp) {
+            match super::retry_eintr(|| s.read(&mut tmp)) {
                 Ok(0) | Err(_) => return None,
                 Ok(n) => buf.extend_from_slice(&tmp[..n]),
             }
@@ -265,7 +265,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
         // Good enough for tests: data chunks then the last chunk.
         loop {
             let Some(le) = find(buf, b"\r\n") else {
-                match s.read(&mut tmp) {
+                match super::retry_eintr(|| s.read(&mut tmp)) {
                     Ok(0) | Err(_) => return None,
                     Ok(n) => buf.extend_from_slice(&tmp[..n]),
                 }
@@ -281,7 +281,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
             )
             .ok()?;
             while buf.len() < le + 2 + size + 2 {
-                match s.read(&mut tmp) {
+                match super::retry_eintr(|| s.read(&mut tmp)) {
                     Ok(0) | Err(_) => return None,
                     Ok(n) => buf.extend_from_slice(&tmp[..n]),
                 }
@@ -382,7 +382,7 @@ fn serve(mut s: TcpStream, c: Shared) {
                     let _ = s.write_all(&buf);
                 }
                 loop {
-                    match s.read(&mut tmp) {
+                    match super::retry_eintr(|| s.read(&mut tmp)) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => {
                             if s.write_all(&tmp[..n]).is_err() {
