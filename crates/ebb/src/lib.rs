@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub(crate) mod backend;
+pub(crate) mod base64;
 pub(crate) mod blocking;
 pub(crate) mod calendar;
 pub(crate) mod cli;

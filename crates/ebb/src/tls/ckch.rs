@@ -323,7 +323,7 @@ fn apply(ckch: &mut Ckch, part: Part, name: &str, payload: &str) -> Result<(), S
                 .chars()
                 .filter(|c| *c != '\r' && *c != '\n')
                 .collect();
-            let der = crate::serve::stats::base64_decode(&b64)
+            let der = crate::base64::decode(&b64)
                 .ok_or_else(|| "Error reading OCSP response in base64 format\n".to_string())?;
             super::check_ocsp(&der).map_err(|e| format!("OCSP response of '{name}': {e}.\n"))?;
             ckch.ocsp = Some(der);

@@ -378,29 +378,7 @@ pub fn unpct(v: &str) -> Option<String> {
 }
 
 /// Decodes standard base64 (for `Authorization: Basic`).
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
-}
+pub use crate::base64::decode as base64_decode;
 
 /// Whether an `Authorization` header value names a user of the page.
 pub fn auth_ok(users: &[(String, String)], header: Option<&[u8]>) -> bool {
