@@ -16,3 +16,23 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// 1970-01-01 was a Thursday.
+const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+
+/// A month's English abbreviation (`Jan`..`Dec`) from its number as
+/// [`civil_from_days`] gives it (1..=12; clamped).
+#[inline]
+pub(crate) fn month_abbr(m: u32) -> &'static str {
+    MONTHS[m.clamp(1, 12) as usize - 1]
+}
+
+/// The English abbreviation of the weekday `days` after 1970-01-01.
+#[inline]
+pub(crate) fn weekday_abbr(days: i64) -> &'static str {
+    WEEKDAYS[days.rem_euclid(7) as usize]
+}

@@ -327,10 +327,6 @@ impl Logger {
     }
 }
 
-const MON: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
 /// The syslog header HAProxy writes for `format` (log.c, build_log_header).
 pub fn header(out: &mut Vec<u8>, f: LogFormat, facility: u8, level: u8, id: &Ident, t: SystemTime) {
     let pri = u32::from(facility) * 8 + u32::from(level);
@@ -355,7 +351,7 @@ pub fn header(out: &mut Vec<u8>, f: LogFormat, facility: u8, level: u8, id: &Ide
             let _ = write!(
                 out,
                 "{} {:2} {:02}:{:02}:{:02} ",
-                MON[(m - 1) as usize],
+                crate::calendar::month_abbr(m),
                 day,
                 hh,
                 mm,
@@ -417,9 +413,6 @@ pub fn structured_data(out: &mut Vec<u8>, sd: Option<&[u8]>) {
 
 /// `dd/Mon/yyyy:HH:MM:SS.mmm` in UTC.
 pub fn fmt_date(t: SystemTime, out: &mut Vec<u8>) {
-    const MON: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (y, m, day) = civil_from_days((secs / 86_400) as i64);
@@ -428,7 +421,7 @@ pub fn fmt_date(t: SystemTime, out: &mut Vec<u8>) {
         out,
         "{:02}/{}/{}:{:02}:{:02}:{:02}.{:03}",
         day,
-        MON[(m - 1) as usize],
+        crate::calendar::month_abbr(m),
         y,
         sod / 3600,
         sod / 60 % 60,
@@ -437,7 +430,7 @@ pub fn fmt_date(t: SystemTime, out: &mut Vec<u8>) {
     );
 }
 
-use crate::sample::logline::civil_from_days;
+use crate::calendar::civil_from_days;
 pub use crate::sample::logline::Entry;
 
 /// Formats an access-log line: the frontend's `log-format`, else

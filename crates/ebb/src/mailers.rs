@@ -199,20 +199,16 @@ pub fn level_of(line: &str) -> Option<u8> {
 
 /// `Date:` as HAProxy writes it: local time, `%a, %d %b %Y %T %z (%Z)`.
 fn date(secs: i64) -> String {
-    const DAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MON: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let off = crate::sys::utc_offset(secs);
     let local = secs + i64::from(off);
     let days = local.div_euclid(86_400);
-    let (y, m, d) = crate::sample::logline::civil_from_days(days);
+    let (y, m, d) = crate::calendar::civil_from_days(days);
     let sod = local.rem_euclid(86_400);
     let a = off.unsigned_abs();
     format!(
         "{}, {d:02} {} {y} {:02}:{:02}:{:02} {}{:02}{:02} ({})",
-        DAY[days.rem_euclid(7) as usize],
-        MON[(m as usize).clamp(1, 12) - 1],
+        crate::calendar::weekday_abbr(days),
+        crate::calendar::month_abbr(m),
         sod / 3600,
         sod / 60 % 60,
         sod % 60,

@@ -130,16 +130,9 @@ fn dn(der: &CertificateDer<'_>, issuer: bool) -> String {
 
 /// A date as OpenSSL's ASN1_TIME_print: `Sep 13 21:20:24 2019 GMT`.
 fn asn1_date(ts: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let (y, m, d) = crate::calendar::civil_from_days(ts.div_euclid(86_400));
     let secs = ts.rem_euclid(86_400);
-    let month = usize::try_from(m)
-        .ok()
-        .and_then(|m| MONTHS.get(m.wrapping_sub(1)))
-        .copied()
-        .unwrap_or("???");
+    let month = crate::calendar::month_abbr(m);
     format!(
         "{month} {d:2} {:02}:{:02}:{:02} {y} GMT",
         secs / 3600,

@@ -1039,18 +1039,13 @@ impl Conv {
                 let sec_frac = n % per_sec;
                 let secs = (n / per_sec) & 0x007f_ffff_ffff_ffff;
                 let (days, rem) = (secs / 86_400, secs % 86_400);
-                let (y, m, d) = super::logline::civil_from_days(days);
-                const DAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-                const MON: [&str; 12] = [
-                    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
-                    "Dec",
-                ];
+                let (y, m, d) = crate::calendar::civil_from_days(days);
                 s.cur.clear();
                 let _ = write!(
                     s.cur,
                     "{}, {d:02} {} {y:04} {:02}:{:02}:{:02}",
-                    DAY[(days % 7) as usize],
-                    MON[(m - 1) as usize],
+                    crate::calendar::weekday_abbr(days),
+                    crate::calendar::month_abbr(m),
                     rem / 3600,
                     rem / 60 % 60,
                     rem % 60

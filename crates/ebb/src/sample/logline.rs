@@ -930,9 +930,6 @@ pub(super) enum Zone {
 }
 
 pub(super) fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
-    const MON: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let off = match zone {
@@ -946,7 +943,7 @@ pub(super) fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
         out,
         "{:02}/{}/{}:{:02}:{:02}:{:02}",
         day,
-        MON[(m.clamp(1, 12) - 1) as usize],
+        crate::calendar::month_abbr(m),
         y,
         sod / 3600,
         sod / 60 % 60,
@@ -1013,7 +1010,7 @@ fn compiled<'a>(cell: &'a std::sync::OnceLock<LogLine>, text: &str) -> &'a LogLi
     })
 }
 
-pub(crate) use crate::calendar::civil_from_days;
+use crate::calendar::civil_from_days;
 
 /// The pieces of one access-log line.
 pub struct Entry<'a> {
