@@ -140,13 +140,16 @@ impl ServerRt {
             })
             .ok()?;
         // The purge timer starts with the first idle connection
-        // ([`ServerRt::purge_timer`]).
-        let _ = self.next_roll.compare_exchange(
-            0,
-            ticks::add(now, purge_ms(self)) | 1,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        // ([`ServerRt::purge_timer`]); once it runs, a read suffices (no
+        // write to the shared line on each parked connection).
+        if self.next_roll.load(Ordering::Acquire) == 0 {
+            let _ = self.next_roll.compare_exchange(
+                0,
+                ticks::add(now, purge_ms(self)) | 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
         if let Some(n) = self.idle_thr.get(thread) {
             n.fetch_add(1, Ordering::AcqRel);
         }
@@ -554,10 +557,10 @@ impl IdlePools {
                 }
             }
             if let Some(s) = srv {
-                let quota = s.take_kill(thread, u32::try_from(here.len()).unwrap_or(u32::MAX));
-                // What is left of the share was meant for connections
-                // gone since: none parked later closes for it.
-                s.take_kill(thread, u32::MAX);
+                // The whole share is taken: what this list cannot use was
+                // meant for connections gone since, and none parked later
+                // closes for it.
+                let quota = s.take_kill(thread, u32::MAX).min(here.len() as u32);
                 here.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
                 for &(_, _, i) in here.iter().take(quota as usize) {
                     if let Some(slot) = list.get(i) {
