@@ -260,3 +260,69 @@ fn a_servers_counters_count_what_it_did() {
     };
     assert_eq!(counts(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }
+
+fn persist_cfg(sock: &Path, bind: &str, servers: &[SocketAddr; 2]) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    use-server s1 if {{ path_beg /p }}\n    server s1 {}\n    server s2 {}\n",
+        sock.display(),
+        servers[0],
+        servers[1],
+    )
+}
+
+/// Three requests `use-server` sends to s1 and four the balancer spreads;
+/// then `clear counters all`.
+fn persist_counts(a: SocketAddr, sock: &Path) -> Vec<String> {
+    for path in ["/p1", "/a", "/p2", "/b", "/c", "/p3", "/d"] {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200, "{path}");
+    }
+    let row = |s: &str| {
+        let r = stat_row(sock, "b", s);
+        let v: Vec<String> = ["stot", "lbtot"]
+            .iter()
+            .map(|k| format!("{k}={}", r.get(*k).cloned().unwrap_or_default()))
+            .collect();
+        format!("{s} {}", v.join(" "))
+    };
+    let mut out: Vec<String> = ["s1", "s2", "BACKEND"].iter().map(|s| row(s)).collect();
+    cli_cmd(sock, "clear counters all");
+    out.extend(["s1", "s2", "BACKEND"].iter().map(|s| row(s)));
+    out
+}
+
+/// `lbtot` counts the balancer's choices, not the streams persistence
+/// (`use-server`) sent to a server, which `stot` counts; `clear counters
+/// all` zeroes both.
+#[test]
+fn lbtot_counts_the_balancers_choices_only() {
+    let s1 = Origin::start("s1", Mode::Ok);
+    let s2 = Origin::start("s2", Mode::Ok);
+    let servers = [s1.addr, s2.addr];
+    let (e, sock) = ebb_with_admin("srvlb", |s, b| persist_cfg(s, b, &servers));
+    let ours = persist_counts(e.addr(), &sock);
+    assert_eq!(
+        ours,
+        [
+            "s1 stot=5 lbtot=2",
+            "s2 stot=2 lbtot=2",
+            "BACKEND stot=7 lbtot=4",
+            "s1 stot=0 lbtot=0",
+            "s2 stot=0 lbtot=0",
+            "BACKEND stot=0 lbtot=0",
+        ]
+    );
+    drop(e);
+    let Some((h, hap)) = haproxy_beside("srvlb", |s, b| persist_cfg(s, b, &servers)) else {
+        return;
+    };
+    assert_eq!(
+        persist_counts(hap, &h.sock),
+        ours,
+        "haproxy (left), ebb (right)"
+    );
+}

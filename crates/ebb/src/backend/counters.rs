@@ -12,9 +12,14 @@ pub struct Counters {
     /// Connection attempts (HAProxy's server `stot`, `cum_sess`: one per
     /// `connect_server`, a retry to the same server too).
     pub sessions: AtomicU64,
-    /// Streams handed to it (once per stream and server: the `lbtot`
-    /// ebb shows, and its backend's `stot`).
+    /// Streams handed to it (once per stream and server: its backend's
+    /// `stot` sums them).
     pub assigned: AtomicU64,
+    /// Times the load balancer chose it (HAProxy's `cum_lbconn`, the
+    /// `lbtot` column): not for a stream that persistence (`cookie`,
+    /// `stick`, `use-server`), `prefer-last-server` or the backend's queue
+    /// sent there, nor for a redispatch back to the server it left.
+    pub lb_picks: AtomicU64,
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub conn_errors: AtomicU64,

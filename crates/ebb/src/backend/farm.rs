@@ -313,6 +313,7 @@ impl Farm {
             };
             // Streams waiting already go first (FIFO), as HAProxy's.
             if self.waiting.load(Ordering::Relaxed) == 0 && self.try_take_new(s) {
+                Self::note_lb(s, avoid);
                 return Pick::Server(Arc::clone(s));
             }
             // Full (or raced to full): the backend's queue.
@@ -413,6 +414,9 @@ impl Farm {
         match choice {
             lb::Choice::Server(i) => {
                 let s = &self.servers[i];
+                // HAProxy counts the balancer's choice (assign_server),
+                // whether the server then takes the stream or queues it.
+                Self::note_lb(s, avoid);
                 if self.try_take_new(s) {
                     return Pick::Server(Arc::clone(s));
                 }
@@ -426,8 +430,20 @@ impl Farm {
                     self.enqueue_backend(elig, me, handle)
                 }
             }
-            lb::Choice::Bound(i) => self.enqueue_server(i, me, handle),
+            lb::Choice::Bound(i) => {
+                Self::note_lb(&self.servers[i], avoid);
+                self.enqueue_server(i, me, handle)
+            }
             lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
+        }
+    }
+
+    /// The balancer chose `s` (HAProxy's `cum_lbconn`, the `lbtot`
+    /// column): counted unless it is the server a redispatch left
+    /// (HAProxy's `srv != prev_srv`).
+    fn note_lb(s: &ServerRt, avoid: Option<usize>) {
+        if avoid != Some(s.idx) {
+            s.counters.lb_picks.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -112,6 +112,9 @@ pub fn clear_all(c: &Compiled) {
             for s in f.servers.iter().map(|s| &s.counters).chain([&f.counters]) {
                 for a in [
                     &s.sessions,
+                    &s.assigned,
+                    &s.lb_picks,
+                    &s.heads,
                     &s.bytes_in,
                     &s.bytes_out,
                     &s.conn_errors,

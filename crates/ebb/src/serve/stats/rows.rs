@@ -358,7 +358,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let m = s.maxconn.load(Ordering::Relaxed);
     r.slim = (m > 0).then_some(u64::from(m));
     r.stot = ld(&c.sessions);
-    r.lbtot = Some(ld(&c.assigned));
+    r.lbtot = Some(ld(&c.lb_picks));
     r.bin = ld(&c.bytes_in);
     r.bout = ld(&c.bytes_out);
     r.econ = ld(&c.conn_errors);
@@ -609,7 +609,8 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             r.weight = Some(w);
             r.act = Some(act);
             r.bck = Some(bck);
-            r.lbtot = Some(r.stot);
+            // HAProxy's backend `cum_lbconn` counts with its servers'.
+            r.lbtot = Some(f.servers.iter().map(|s| ld(&s.counters.lb_picks)).sum());
             // HAProxy's rule: UP with a usable server, or with no server
             // at all (a backend of rules or of a stick table alone).
             let up = act + bck > 0 || f.servers.is_empty();
