@@ -77,7 +77,7 @@ unit:
 
 # Loom models (their own target dir: everything is built with --cfg loom).
 loom:
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p sched --test loom --release
+	EBB_PGO=0 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p sched --test loom --release
 
 vtc:
 	tests/vtc/run.sh

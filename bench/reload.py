@@ -667,7 +667,7 @@ def main():
         md = br.RESULTS / f"{opts.out}.md"
         write_markdown(md, rows, meta)
         print(md.read_text())
-        br.log(f"wrote {md.relative_to(REPO)} in {elapsed:.0f} s")
+        br.log(f"wrote {os.path.relpath(md, REPO)} in {elapsed:.0f} s")
         if failed_peer:
             br.log("peers that failed: " + "; ".join(failed_peer))
             code = 1
