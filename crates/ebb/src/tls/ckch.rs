@@ -325,7 +325,8 @@ fn apply(ckch: &mut Ckch, part: Part, name: &str, payload: &str) -> Result<(), S
                 .collect();
             let der = crate::base64::decode(&b64)
                 .ok_or_else(|| "Error reading OCSP response in base64 format\n".to_string())?;
-            super::check_ocsp(&der).map_err(|e| format!("OCSP response of '{name}': {e}.\n"))?;
+            super::certload::check_ocsp(&der)
+                .map_err(|e| format!("OCSP response of '{name}': {e}.\n"))?;
             ckch.ocsp = Some(der);
         }
         Part::Issuer | Part::Sctl => {
