@@ -142,10 +142,9 @@ struct Policy {
 /// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
 struct Gate {
     resolver: Arc<SniSwap>,
-    /// INVARIANT: not empty; 0 is the bind line's.
+    /// INVARIANT: not empty; 0 is the bind line's. The resolver gives
+    /// each certificate's index in it.
     policies: Vec<Policy>,
-    /// Policy of each certificate (index in `policies`).
-    policy_of: Vec<usize>,
 }
 
 /// ChaCha20-Poly1305 suites (TLS 1.3, ECDHE-RSA, ECDHE-ECDSA).
@@ -162,7 +161,7 @@ impl Gate {
             .or(r.default.first())
             .copied()
             .unwrap_or(0);
-        self.policy_of.get(cert).copied().unwrap_or(0)
+        r.policy.get(cert).copied().unwrap_or(0)
     }
 }
 
@@ -328,7 +327,6 @@ fn build(
     let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
     let mut srcs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
-    let mut policy_of = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
         let c = load_cert(&spec.path, ssl.key.as_deref(), &provider, true).map_err(|why| {
             err(format!(
@@ -342,17 +340,18 @@ fn build(
             excluded: spec.excluded,
             key: c.key,
             own: c.names,
-        });
-        // Policy 0 is the bind line's; a crt-list line with options gets
-        // its own (shared by lines with the same options).
-        policy_of.push(match spec.overlay {
-            None => 0,
-            Some(o) => match overlays.iter().position(|x| *x == o) {
-                Some(i) => i + 1,
-                None => {
-                    overlays.push(o);
-                    overlays.len()
-                }
+            list: spec.list,
+            // Policy 0 is the bind line's; a crt-list line with options
+            // gets its own (shared by lines with the same options).
+            policy: match spec.overlay {
+                None => 0,
+                Some(o) => match overlays.iter().position(|x| *x == o) {
+                    Some(i) => i + 1,
+                    None => {
+                        overlays.push(o);
+                        overlays.len()
+                    }
+                },
             },
         });
     }
@@ -360,6 +359,7 @@ fn build(
         srcs,
         ssl.strict_sni,
         provider.cipher_suites.clone(),
+        format!("{}:{}", loc.file, loc.line),
     ));
     let mut policies = vec![make_policy(
         ssl,
@@ -382,7 +382,6 @@ fn build(
     let gate = Arc::new(Gate {
         resolver: Arc::clone(&resolver),
         policies,
-        policy_of,
     });
     register_gate(&config, gate);
     resolver.attach();

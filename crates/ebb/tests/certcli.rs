@@ -548,3 +548,172 @@ fn show_crt_list_as_haproxy() {
     }
     drop(e);
 }
+
+/// `\t- FILE:LINE` (a bind line named in an answer) with the file left
+/// out: ebb's and haproxy's configuration files differ.
+fn without_cfg_path(answer: &str) -> String {
+    answer
+        .lines()
+        .map(|l| match (l.strip_prefix("\t- "), l.rsplit_once(':')) {
+            (Some(_), Some((_, n))) => format!("\t- CFG:{n}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// `add|del ssl crt-list`: a certificate of the store served on every
+/// bind line using the list (checked with s_client), gone again after the
+/// `del`, and the same answers as haproxy 2.6 for the same steps, errors
+/// included.
+#[test]
+fn add_and_del_crt_list_entries_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-addlist") else {
+        return;
+    };
+    let p = d.display();
+    std::fs::write(
+        d.join("list.txt"),
+        format!("{p}/default.pem\n# comment\n{p}/site.pem\n"),
+    )
+    .unwrap();
+    let dir = d.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, k) = pki.leaf(&["x.test"], 0x10);
+    std::fs::write(dir.join("0.pem"), format!("{c}{k}")).unwrap();
+    let rest = |b1: &str, b2: &str, b3: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind {b1} ssl crt-list {p}/list.txt\n    bind {b2} ssl crt-list {p}/list.txt\n\
+             \x20   bind {b3} ssl strict-sni crt {p}/dir\n\
+             \x20   http-request return status 200\n"
+        )
+    };
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", "BIND", "BIND")
+    ));
+    let (c1, k1) = pki.leaf(&["c.test"], 0x3003);
+    let new = format!("{p}/new.pem");
+    let list = format!("{p}/list.txt");
+    let (c2, k2) = pki.leaf(&["y.test"], 0x11);
+    let dnew = format!("{p}/dir/1.pem");
+    // (command, payload)
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("add ssl crt-list {list} {new}"), None),
+        (format!("new ssl cert {new}"), None),
+        (format!("add ssl crt-list {list} {new}"), None),
+        (format!("set ssl cert {new}"), Some(format!("{c1}{k1}"))),
+        (format!("commit ssl cert {new}"), None),
+        (format!("add ssl crt-list {p}/nowhere.txt {new}"), None),
+        (format!("add ssl crt-list {list}"), None),
+        (format!("add ssl crt-list {list} {new}"), None),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new} d.test !e.test")),
+        ),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new}\n{new}")),
+        ),
+        (format!("show ssl crt-list -n {list}"), None),
+        (format!("show ssl cert {new}"), None),
+        (format!("del ssl cert {new}"), None),
+        (format!("del ssl crt-list {list} {new}"), None),
+        (format!("del ssl crt-list {list} {new}:9"), None),
+        (format!("del ssl crt-list {list} {new}:x"), None),
+        (format!("del ssl crt-list {list} {p}/nowhere.pem"), None),
+        (format!("del ssl crt-list {list} {p}/dir/0.pem"), None),
+        (format!("del ssl crt-list {list} {p}/default.pem"), None),
+        (format!("del ssl crt-list {list} {new}:4"), None),
+        (format!("show ssl crt-list -n {list}"), None),
+        (format!("new ssl cert {dnew}"), None),
+        (format!("set ssl cert {dnew}"), Some(format!("{c2}{k2}"))),
+        (format!("commit ssl cert {dnew}"), None),
+        (format!("add ssl crt-list {p}/dir {new}"), None),
+        (
+            format!("add ssl crt-list {p}/dir/"),
+            Some(format!("{dnew} z.test")),
+        ),
+        (format!("add ssl crt-list {p}/dir/ {dnew}"), None),
+        (format!("add ssl crt-list {p}/dir/ {dnew}"), None),
+        (format!("del ssl crt-list {p}/dir {p}/dir/0.pem"), None),
+        (format!("show ssl crt-list {p}/dir"), None),
+        ("del ssl crt-list".into(), None),
+    ];
+    // `after(i)` runs once step i is answered.
+    let run = |sock: &Path, after: &mut dyn FnMut(usize)| -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, (cmd, p)) in steps.iter().enumerate() {
+            let a = match p {
+                Some(p) => cli_payload(sock, cmd, p),
+                None => cli_cmd(sock, cmd),
+            };
+            out.push(without_cfg_path(&a));
+            after(i);
+        }
+        out
+    };
+    let port = e.addrs[0].port();
+    let port2 = e.addrs[1].port();
+    let dport = e.addrs[2].port();
+    assert_eq!(served_serial(port, "c.test"), "1000", "the default before");
+    let ours = run(&sock, &mut |i| {
+        match i {
+            // After the first add: served on both bind lines.
+            7 => {
+                assert_eq!(served_serial(port, "c.test"), "3003");
+                assert_eq!(served_serial(port2, "c.test"), "3003");
+            }
+            // The payload's filters: its names instead of the cert's.
+            8 => {
+                assert_eq!(served_serial(port, "d.test"), "3003");
+                assert_eq!(served_serial(port, "e.test"), "1000");
+            }
+            // Line 4 (the first add) deleted, line 5 left.
+            19 => {
+                assert_eq!(served_serial(port, "c.test"), "1000");
+                assert_eq!(served_serial(port2, "d.test"), "3003");
+            }
+            26 => assert_eq!(served_serial(dport, "y.test"), "11"),
+            28 => assert_eq!(served_serial(dport, "y.test"), "11"),
+            _ => {}
+        }
+    });
+    assert_eq!(
+        ours[7],
+        format!("Inserting certificate '{new}' in crt-list '{list}'..\nSuccess!\n\n")
+    );
+    assert_eq!(
+        ours[10],
+        format!("# {list}\n{p}/default.pem:1\n{p}/site.pem:3\n{new}:4\n{new}:5 d.test !e.test\n\n")
+    );
+    assert_eq!(
+        ours[18],
+        format!("Can't delete the entry: certificate '{p}/default.pem' cannot be deleted, it is used as default certificate by the following frontends:\n\t- CFG:7\n\t- CFG:8\n\n\n")
+    );
+    assert_eq!(
+        ours[19],
+        format!("Entry '{new}' deleted in crtlist '{list}'!\n\n")
+    );
+    // Where ebb differs from haproxy 2.6 on purpose: no `[options]` on a
+    // line added on the CLI (haproxy takes them).
+    let a = cli_payload(
+        &sock,
+        &format!("add ssl crt-list {list}"),
+        &format!("{new} [alpn h2] f.test"),
+    );
+    assert_eq!(
+        a,
+        "Can't edit the crt-list: ebb does not take SSL options ('[...]') on a line added on the CLI\n\n"
+    );
+    let bind = || format!("127.0.0.1:{}", free_port());
+    if let Some(h) = haproxy_with("certcli-addlist-h", &rest(&bind(), &bind(), &bind())) {
+        let theirs = run(&h.sock, &mut |_| {});
+        for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
+            assert_eq!(o, t, "step {i}: {cmd}");
+        }
+    }
+    drop(e);
+}

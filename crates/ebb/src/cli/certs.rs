@@ -1,5 +1,5 @@
 //! The CLI's certificate commands (HAProxy 2.6's): `show ssl cert`,
-//! `new|set|commit|abort|del ssl cert`. The store and the transaction are
+//! `new|set|commit|abort|del ssl cert`, `show|add|del ssl crt-list`. The store and the transaction are
 //! [`crate::tls::ckch`]'s; this reads the commands and prints.
 
 use std::fmt::Write as _;
@@ -26,6 +26,11 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
         }),
         ["show", "ssl", "crt-list", rest @ ..] => {
             need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+        }
+        ["add", "ssl", "crt-list", ..] => need(level, Admin, "add ssl crt-list")
+            .and_then(|_| ckch::add_to_list(arg(3), arg(4), None)),
+        ["del", "ssl", "crt-list", ..] => {
+            need(level, Admin, "del ssl crt-list").and_then(|_| ckch::del_from_list(arg(3), arg(4)))
         }
         ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
             Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
@@ -57,6 +62,12 @@ pub fn execute_payload(
         ["set", "ssl", "cert", rest @ ..] => Some(
             need(level, CliLevel::Admin, "set ssl cert")
                 .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
+        ),
+        ["add", "ssl", "crt-list", rest @ ..] => Some(
+            need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
+                let arg = |i: usize| rest.get(i).copied().unwrap_or("");
+                ckch::add_to_list(arg(0), arg(1), Some(payload))
+            }),
         ),
         _ => None,
     }

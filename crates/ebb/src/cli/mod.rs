@@ -333,6 +333,18 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "the crt-lists and crt directories, or one's entries (-n: line numbers)",
     ),
     (
+        "add ssl crt-list",
+        "LIST CERT | LIST <<",
+        CliLevel::Admin,
+        "serve a certificate of the store on the bind lines using LIST (payload: CERT [filters])",
+    ),
+    (
+        "del ssl crt-list",
+        "LIST CERT[:LINE]",
+        CliLevel::Admin,
+        "stop serving a crt-list line's certificate (not a bind line's default one)",
+    ),
+    (
         "new ssl cert",
         "FILE",
         CliLevel::Admin,

@@ -263,6 +263,8 @@ pub(super) struct CertSpec {
     pub(super) excluded: Vec<String>,
     /// The bind line's settings with a `crt-list` line's `[options]`.
     pub(super) overlay: Option<BindSsl>,
+    /// The `crt-list` (or `crt DIR`) and line it comes from.
+    pub(super) list: Option<(String, usize)>,
 }
 
 /// File name endings HAProxy reserves for the files beside a certificate;
@@ -386,6 +388,7 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                 },
                 excluded: excluded.clone(),
                 overlay: overlay.clone(),
+                list: Some((list.display().to_string(), n + 1)),
             });
         }
     }
@@ -395,7 +398,13 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
             list.display()
         ));
     }
-    ckch::record_list(&list.display().to_string(), entries);
+    ckch::record_list(
+        &list.display().to_string(),
+        entries,
+        text.lines().count(),
+        &ssl.crt_base,
+        false,
+    );
     Ok(out)
 }
 
@@ -545,6 +554,7 @@ pub(super) fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         }
         if let Some(c) = ssl.crts.get(i) {
             let files = expand_crt(c)?;
+            let mut list = None;
             if c.is_dir() {
                 // HAProxy loads a directory as a crt-list of its files.
                 let name = c.display().to_string();
@@ -558,7 +568,9 @@ pub(super) fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                         filters: Vec::new(),
                     })
                     .collect();
-                ckch::record_list(if name.is_empty() { "/" } else { name }, entries);
+                let name = if name.is_empty() { "/" } else { name };
+                ckch::record_list(name, entries, 0, &ssl.crt_base, true);
+                list = Some((name.to_string(), 0));
             }
             for path in files {
                 out.push(CertSpec {
@@ -566,6 +578,7 @@ pub(super) fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                     names: None,
                     excluded: Vec::new(),
                     overlay: None,
+                    list: list.clone(),
                 });
             }
         }

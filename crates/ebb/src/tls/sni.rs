@@ -16,7 +16,7 @@ use super::ckch;
 /// is the default.
 #[derive(Debug)]
 pub(super) struct SniResolver {
-    /// INVARIANT: not empty.
+    /// Empty only when `strict-sni` and the CLI deleted every line.
     keys: Vec<Arc<CertifiedKey>>,
     /// Exact names (lower case) -> indexes in `keys`, in load order.
     exact: HashMap<String, Vec<usize>>,
@@ -33,6 +33,9 @@ pub(super) struct SniResolver {
     pub(super) strict: bool,
     /// The bind line's suites, to match a TLS 1.2 client's offer.
     suites: Vec<rustls::SupportedCipherSuite>,
+    /// The TLS policy of each certificate (0: the bind line's; else the
+    /// options of its `crt-list` line).
+    pub(super) policy: Vec<usize>,
 }
 
 impl SniResolver {
@@ -50,6 +53,7 @@ impl SniResolver {
             default: Vec::new(),
             names: Vec::with_capacity(certs.len()),
             suites,
+            policy: Vec::new(),
         };
         for (i, c) in certs.into_iter().enumerate() {
             for n in &c.names {
@@ -177,9 +181,21 @@ pub(super) struct CertSrc {
     pub(super) key: Arc<CertifiedKey>,
     /// The names of the certificate (SAN DNS names, subject CNs).
     pub(super) own: Vec<String>,
+    /// The `crt-list` (or `crt DIR`) and line it comes from.
+    pub(super) list: Option<(String, usize)>,
+    /// Its TLS policy (see [`SniResolver::policy`]).
+    pub(super) policy: usize,
 }
 
 impl CertSrc {
+    fn is_line(&self, list: &str, line: usize, path: &str) -> bool {
+        self.path == path
+            && self
+                .list
+                .as_ref()
+                .is_some_and(|(l, n)| l == list && *n == line)
+    }
+
     fn loaded(&self) -> LoadedCert {
         let mut names = self.filter.clone().unwrap_or_else(|| self.own.clone());
         // `!name` removes a name the certificate would answer for; `!*`
@@ -205,6 +221,23 @@ pub(crate) struct SniSwap {
     srcs: std::sync::Mutex<Vec<CertSrc>>,
     strict: bool,
     suites: Vec<rustls::SupportedCipherSuite>,
+    /// The bind line's `file:line`, for the CLI's messages.
+    bind: String,
+}
+
+/// The resolver of a bind line's certificates.
+fn resolver(
+    srcs: &[CertSrc],
+    strict: bool,
+    suites: &[rustls::SupportedCipherSuite],
+) -> SniResolver {
+    let mut r = SniResolver::new(
+        srcs.iter().map(CertSrc::loaded).collect(),
+        strict,
+        suites.to_vec(),
+    );
+    r.policy = srcs.iter().map(|s| s.policy).collect();
+    r
 }
 
 impl SniSwap {
@@ -212,17 +245,87 @@ impl SniSwap {
         srcs: Vec<CertSrc>,
         strict: bool,
         suites: Vec<rustls::SupportedCipherSuite>,
+        bind: String,
     ) -> Self {
-        let r = SniResolver::new(
-            srcs.iter().map(CertSrc::loaded).collect(),
-            strict,
-            suites.clone(),
-        );
+        let r = resolver(&srcs, strict, &suites);
         SniSwap {
             cur: RwLock::new(Arc::new(r)),
             srcs: std::sync::Mutex::new(srcs),
             strict,
             suites,
+            bind,
+        }
+    }
+
+    fn srcs(&self) -> std::sync::MutexGuard<'_, Vec<CertSrc>> {
+        self.srcs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rebuild(&self, srcs: &[CertSrc]) {
+        let r = resolver(srcs, self.strict, &self.suites);
+        *self.cur.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(r);
+    }
+
+    /// Whether it serves the certificate of `path`.
+    pub(crate) fn serves(&self, path: &str) -> bool {
+        self.srcs().iter().any(|s| s.path == path)
+    }
+
+    /// The bind line's `file:line`.
+    pub(crate) fn bind(&self) -> &str {
+        &self.bind
+    }
+
+    /// Serves a certificate added to a `crt-list` it uses (`add ssl
+    /// crt-list`), after the others: a name already served keeps its
+    /// certificate. Lines added on the CLI have the bind line's policy.
+    pub(crate) fn add(
+        &self,
+        path: &str,
+        filters: &[String],
+        key: &Arc<CertifiedKey>,
+        own: &[String],
+        list: (String, usize),
+    ) {
+        let mut names = Vec::new();
+        let mut excluded = Vec::new();
+        for f in filters {
+            match f.strip_prefix('!') {
+                Some(x) => excluded.push(x.to_ascii_lowercase()),
+                None => names.push(f.to_ascii_lowercase()),
+            }
+        }
+        let mut srcs = self.srcs();
+        srcs.push(CertSrc {
+            path: path.to_string(),
+            filter: if names.is_empty() { None } else { Some(names) },
+            excluded,
+            key: Arc::clone(key),
+            own: own.to_vec(),
+            list: Some(list),
+            policy: 0,
+        });
+        self.rebuild(&srcs);
+    }
+
+    /// Whether the line `line` of `list` (certificate `path`) gives the
+    /// default certificate (the bind line's first) and the bind line is
+    /// not `strict-sni`: `del ssl crt-list` keeps it.
+    pub(crate) fn is_default(&self, list: &str, line: usize, path: &str) -> bool {
+        !self.strict
+            && self
+                .srcs()
+                .first()
+                .is_some_and(|s| s.is_line(list, line, path))
+    }
+
+    /// Stops serving what line `line` of `list` (certificate `path`) gave.
+    pub(crate) fn remove(&self, list: &str, line: usize, path: &str) {
+        let mut srcs = self.srcs();
+        let before = srcs.len();
+        srcs.retain(|s| !s.is_line(list, line, path));
+        if srcs.len() != before {
+            self.rebuild(&srcs);
         }
     }
 
@@ -232,20 +335,32 @@ impl SniSwap {
 
     /// Tells the certificate store which files this resolver serves.
     pub(super) fn attach(self: &Arc<Self>) {
-        let srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
-        let mut seen: Vec<&str> = Vec::new();
-        for s in srcs.iter() {
-            if !seen.contains(&s.path.as_str()) {
-                seen.push(&s.path);
-                ckch::attach(&s.path, ckch::User::Bind(Arc::downgrade(self)));
+        // Read first: the store's locks are taken without this one held
+        // (a commit holds the store's and then takes this one).
+        let mut paths: Vec<String> = Vec::new();
+        let mut lists: Vec<String> = Vec::new();
+        for s in self.srcs().iter() {
+            if !paths.contains(&s.path) {
+                paths.push(s.path.clone());
             }
+            if let Some((l, _)) = &s.list {
+                if !lists.contains(l) {
+                    lists.push(l.clone());
+                }
+            }
+        }
+        for p in &paths {
+            ckch::attach(p, ckch::User::Bind(Arc::downgrade(self)));
+        }
+        for l in &lists {
+            ckch::attach_list(l, Arc::downgrade(self));
         }
     }
 
     /// Serves `key` (whose own names are `own`) wherever `path` was
     /// served; how many places took it.
     pub(crate) fn replace(&self, path: &str, key: &Arc<CertifiedKey>, own: &[String]) -> usize {
-        let mut srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut srcs = self.srcs();
         let mut n = 0;
         for s in srcs.iter_mut().filter(|s| s.path == path) {
             s.key = Arc::clone(key);
@@ -253,12 +368,7 @@ impl SniSwap {
             n += 1;
         }
         if n > 0 {
-            let r = SniResolver::new(
-                srcs.iter().map(CertSrc::loaded).collect(),
-                self.strict,
-                self.suites.clone(),
-            );
-            *self.cur.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(r);
+            self.rebuild(&srcs);
         }
         n
     }
