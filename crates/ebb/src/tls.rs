@@ -56,6 +56,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, S
 use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
 use crate::tls::hello::HelloGate;
 
+pub mod cafile;
 mod certload;
 pub mod ckch;
 pub mod clientauth;
@@ -599,7 +600,17 @@ pub fn client_config_with(
                 None => system_roots()?,
             };
             let crls = match &tls.crl_file {
-                Some(p) => crls_from_file(p)?.into_iter().map(|(der, _)| der).collect(),
+                Some(p) => {
+                    let crls: Vec<_> = crls_from_file(p)?.into_iter().map(|(der, _)| der).collect();
+                    let name = p.display().to_string();
+                    cafile::record(
+                        &name,
+                        cafile::Kind::Crl,
+                        crls.iter().map(|d| d.as_ref()),
+                        false,
+                    );
+                    crls
+                }
                 None => Vec::new(),
             };
             // With CRLs, every certificate of the chain is checked, and
@@ -674,8 +685,10 @@ fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     let why = |m: String| format!("cannot load CA file {}: {m}", path.display());
     let pem = read_file(path).map_err(why)?;
     let mut roots = RootCertStore::empty();
+    let mut ders = Vec::new();
     for c in CertificateDer::pem_slice_iter(&pem) {
         let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
+        ders.push(c.clone());
         roots
             .add(c)
             .map_err(|e| why(format!("unusable certificate: {e}")))?;
@@ -683,6 +696,13 @@ fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     if roots.is_empty() {
         return Err(why("no certificate in it".into()));
     }
+    let name = path.display().to_string();
+    cafile::record(
+        &name,
+        cafile::Kind::Ca,
+        ders.iter().map(|d| d.as_ref()),
+        false,
+    );
     Ok(roots)
 }
 

@@ -717,3 +717,120 @@ fn add_and_del_crt_list_entries_as_haproxy() {
     }
     drop(e);
 }
+
+/// `show ssl ca-file` and `show ssl crl-file`: the CA files and CRLs
+/// loaded, a bind line's "Used", a server's "Unused", each certificate
+/// (in OpenSSL's store order: by subject, shorter encoding first) and
+/// CRL, as haproxy 2.6 prints them.
+#[test]
+fn show_ca_and_crl_files_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-cafile") else {
+        return;
+    };
+    let p = d.display();
+    // A second CA with a shorter subject, after the first in the file.
+    let mut cp = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    cp.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    cp.distinguished_name.push(rcgen::DnType::CommonName, "Z");
+    let k2 = rcgen::KeyPair::generate().unwrap();
+    let ca2 = cp.self_signed(&k2).unwrap();
+    std::fs::write(
+        d.join("both.pem"),
+        format!("{}{}{}", pki.ca.pem(), ca2.pem(), pki.ca.pem()),
+    )
+    .unwrap();
+    std::fs::write(d.join("ca2.pem"), ca2.pem()).unwrap();
+    let crl = rcgen::CertificateRevocationListParams {
+        this_update: rcgen::date_time_ymd(2026, 1, 2),
+        next_update: rcgen::date_time_ymd(2036, 3, 4),
+        crl_number: rcgen::SerialNumber::from(7u64),
+        issuing_distribution_point: None,
+        revoked_certs: vec![
+            rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(0x1001u64),
+                revocation_time: rcgen::date_time_ymd(2026, 1, 1),
+                reason_code: None,
+                invalidity_date: None,
+            },
+            rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(0x80u64),
+                revocation_time: rcgen::date_time_ymd(2025, 12, 31),
+                reason_code: None,
+                invalidity_date: None,
+            },
+        ],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&pki.ca, &pki.ca_key)
+    .unwrap();
+    std::fs::write(d.join("crl.pem"), crl.pem().unwrap()).unwrap();
+    let rest = |b1: &str, back: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind {b1} ssl crt {p}/default.pem verify required ca-file {p}/both.pem crl-file {p}/crl.pem\n\
+             \x20   http-request return status 200\n\
+             backend be\n    server s {back} ssl verify required ca-file {p}/ca2.pem\n"
+        )
+    };
+    let back = format!("127.0.0.1:{}", free_port());
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", &back)
+    ));
+    let steps = [
+        "show ssl ca-file".to_string(),
+        format!("show ssl ca-file {p}/both.pem"),
+        format!("show ssl ca-file {p}/both.pem:2"),
+        format!("show ssl ca-file {p}/ca2.pem"),
+        format!("show ssl ca-file {p}/ca2.pem:0"),
+        format!("show ssl ca-file {p}/crl.pem"),
+        "show ssl crl-file".to_string(),
+        format!("show ssl crl-file {p}/crl.pem"),
+        format!("show ssl crl-file {p}/crl.pem:1"),
+        format!("show ssl crl-file {p}/crl.pem:x"),
+        format!("show ssl crl-file {p}/both.pem"),
+    ];
+    let ours: Vec<String> = steps.iter().map(|c| cli_cmd(&sock, c)).collect();
+    assert_eq!(
+        ours[0],
+        format!("# filename\n{p}/both.pem - 2 certificate(s)\n{p}/ca2.pem - 1 certificate(s)\n\n")
+    );
+    assert!(
+        ours[1].starts_with(&format!(
+            "Filename: {p}/both.pem\nStatus: Used\n \nCertificate #1:\nSerial: "
+        )),
+        "{}",
+        ours[1]
+    );
+    assert!(ours[1].contains("\nSubject: /CN=Z\n"), "{}", ours[1]);
+    assert!(ours[3].contains("Status: Unused\n"), "{}", ours[3]);
+    assert_eq!(
+        ours[4],
+        format!("wrong CA index after colons in '{p}/ca2.pem:0'!\n")
+    );
+    assert!(
+        ours[7].ends_with(
+            "Revoked Certificates:\n    Serial Number: 1001\n        Revocation Date: Jan  1 00:00:00 2026 GMT\n\
+             \x20   Serial Number: 80\n        Revocation Date: Dec 31 00:00:00 2025 GMT\n\n"
+        ),
+        "{}",
+        ours[7]
+    );
+    if let Some(h) = haproxy_with(
+        "certcli-cafile-h",
+        &rest(&format!("127.0.0.1:{}", free_port()), &back),
+    ) {
+        for (c, o) in steps.iter().zip(&ours) {
+            // haproxy's HTTP client loads the system's CAs (`@system-ca`);
+            // ebb has none.
+            let theirs: String = cli_cmd(&h.sock, c)
+                .split_inclusive('\n')
+                .filter(|l| !l.starts_with("@system-ca "))
+                .collect();
+            assert_eq!(*o, theirs, "{c}");
+        }
+    }
+    drop(e);
+}
