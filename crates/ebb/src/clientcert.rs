@@ -268,17 +268,7 @@ pub fn field(chain: &[CertificateDer<'_>], field: &CertField) -> Option<FieldVal
             rfc2253,
         } => {
             let name = if *issuer { c.issuer() } else { c.subject() };
-            // (short name, raw value bytes, starts a new RDN)
-            let mut entries: Vec<(String, Vec<u8>, bool)> = Vec::new();
-            for rdn in name.iter_rdn() {
-                for (i, a) in rdn.iter().enumerate() {
-                    entries.push((
-                        short_name(&a.attr_type().to_id_string()),
-                        a.as_slice().to_vec(),
-                        i == 0,
-                    ));
-                }
-            }
+            let entries = name_entries(name);
             match entry {
                 Some(e) => {
                     let matching: Vec<&Vec<u8>> = entries
@@ -328,13 +318,7 @@ pub fn field(chain: &[CertificateDer<'_>], field: &CertField) -> Option<FieldVal
                     FieldVal::Bytes(out)
                 }
                 None => {
-                    let mut out = Vec::new();
-                    for (n, v, _) in &entries {
-                        out.push(b'/');
-                        out.extend_from_slice(n.as_bytes());
-                        out.push(b'=');
-                        out.extend_from_slice(v);
-                    }
+                    let out = oneline(&entries);
                     if out.is_empty() {
                         return None;
                     }
@@ -344,6 +328,38 @@ pub fn field(chain: &[CertificateDer<'_>], field: &CertField) -> Option<FieldVal
         }
         CertField::Der | CertField::ChainDer | CertField::Sha1 => return None,
     })
+}
+
+/// A name's entries: (short name, raw value bytes, starts a new RDN).
+fn name_entries(name: &x509_parser::x509::X509Name<'_>) -> Vec<(String, Vec<u8>, bool)> {
+    let mut entries = Vec::new();
+    for rdn in name.iter_rdn() {
+        for (i, a) in rdn.iter().enumerate() {
+            entries.push((
+                short_name(&a.attr_type().to_id_string()),
+                a.as_slice().to_vec(),
+                i == 0,
+            ));
+        }
+    }
+    entries
+}
+
+/// OpenSSL's one-line form of a name: `/CN=x/O=y`.
+fn oneline(entries: &[(String, Vec<u8>, bool)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, v, _) in entries {
+        out.push(b'/');
+        out.extend_from_slice(n.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// A name (a CRL's issuer) in OpenSSL's one-line form, as HAProxy prints it.
+pub fn name_oneline(name: &x509_parser::x509::X509Name<'_>) -> String {
+    String::from_utf8_lossy(&oneline(&name_entries(name))).into_owned()
 }
 
 /// A DN value escaped as OpenSSL's RFC 2253 printing: `,+"\<>;` with a

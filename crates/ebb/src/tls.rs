@@ -42,26 +42,32 @@
 //! The crypto provider is ring, or aws-lc-rs with ebb's `aws-lc-rs` cargo
 //! feature.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::{ProducesTickets, ResolvesServerCert, ServerSessionMemoryCache};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{
-    BindSsl, ClientVerify, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify,
-};
+use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
 use crate::tls::hello::HelloGate;
 
+pub mod cafile;
+mod certload;
 pub mod ckch;
 pub mod clientauth;
 pub mod hello;
+mod sni;
+
+use certload::{cert_specs, load_cert, read_file};
+pub(crate) use certload::{certify, der_tlv};
+pub use sni::take_chosen;
+pub(crate) use sni::SniSwap;
+use sni::{CertSrc, SniResolver};
 
 #[cfg(test)]
 pub mod testutil;
@@ -95,828 +101,6 @@ fn new_ticketer() -> Result<Arc<dyn ProducesTickets>, rustls::Error> {
     return rustls::crypto::aws_lc_rs::Ticketer::new();
     #[cfg(not(feature = "aws-lc-rs"))]
     return rustls::crypto::ring::Ticketer::new();
-}
-
-/// One loaded certificate: the key, and the DNS names it answers for
-/// (lower case; wildcards kept as `*.domain`): its SAN names, or the SNI
-/// filters of its `crt-list` line.
-pub(crate) struct LoadedCert {
-    pub(crate) key: Arc<CertifiedKey>,
-    pub(crate) names: Vec<String>,
-    /// `!name` filters of its `crt-list` line: names its wildcards skip.
-    excluded: Vec<String>,
-}
-
-/// Reads a whole file, with the error text of a config message.
-fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| e.to_string())
-}
-
-/// Reads the chain and key of one certificate: the key from the PEM file
-/// itself, else from `<crt>.key` beside it (HAProxy's extra file), else
-/// from the line's `key FILE`. A `<crt>.ocsp` file beside it (a DER OCSP
-/// response) is stapled. Errors are the "why" of `cannot load certificate
-/// X: why`.
-fn read_ckch(crt: &Path, key: Option<&Path>) -> Result<ckch::Ckch, String> {
-    let pem = read_file(crt)?;
-    let mut chain = Vec::new();
-    for c in CertificateDer::pem_slice_iter(&pem) {
-        chain.push(c.map_err(|e| format!("bad PEM: {e}"))?);
-    }
-    if chain.is_empty() {
-        return Err("no certificate (no BEGIN CERTIFICATE block) in it".into());
-    }
-    let sibling = |ext: &str| {
-        let mut p = crt.as_os_str().to_owned();
-        p.push(ext);
-        std::path::PathBuf::from(p)
-    };
-    let side_key = sibling(".key");
-    let key = if side_key.is_file() {
-        Some(side_key.as_path())
-    } else {
-        key
-    };
-    let pkey = match PrivateKeyDer::from_pem_slice(&pem) {
-        Ok(k) => k,
-        Err(rustls::pki_types::pem::Error::NoItemsFound) => match key {
-            Some(kp) => {
-                let kpem = read_file(kp).map_err(|e| format!("key file {}: {e}", kp.display()))?;
-                PrivateKeyDer::from_pem_slice(&kpem).map_err(|e| match e {
-                    rustls::pki_types::pem::Error::NoItemsFound => {
-                        format!("no private key in key file {}", kp.display())
-                    }
-                    e => format!("key file {}: bad PEM: {e}", kp.display()),
-                })?
-            }
-            None => {
-                return Err(
-                    "no private key in it, no .key file beside it, and no `key FILE` given".into(),
-                )
-            }
-        },
-        Err(e) => return Err(format!("bad PEM: {e}")),
-    };
-    let ocsp = sibling(".ocsp");
-    let ocsp = if ocsp.exists() {
-        let der = read_file(&ocsp).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
-        check_ocsp(&der).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
-        Some(der)
-    } else {
-        None
-    };
-    Ok(ckch::Ckch {
-        chain,
-        key: Some(pkey),
-        ocsp,
-    })
-}
-
-/// Loads one certificate file (see [`read_ckch`]) and records what it
-/// holds in the certificate store ([`ckch`]) under its path. `names`: the
-/// leaf's DNS names are wanted (a server's certificate; a client's may be
-/// one that webpki cannot read, X.509 v1).
-fn load_cert(
-    crt: &Path,
-    key: Option<&Path>,
-    provider: &CryptoProvider,
-    names: bool,
-) -> Result<LoadedCert, String> {
-    let c = read_ckch(crt, key)?;
-    let loaded = certify(&c, provider, names)?;
-    ckch::record(&crt.display().to_string(), c);
-    Ok(loaded)
-}
-
-/// The certificate of a chain, key and OCSP response, with the key
-/// checked against the leaf.
-pub(crate) fn certify(
-    c: &ckch::Ckch,
-    provider: &CryptoProvider,
-    want_names: bool,
-) -> Result<LoadedCert, String> {
-    let (Some(leaf), Some(pkey)) = (c.chain.first(), c.key.as_ref()) else {
-        return Err("a certificate and a private key are needed".into());
-    };
-    let names = if want_names {
-        cert_names(leaf)?
-    } else {
-        Vec::new()
-    };
-    let chain = c.chain.clone();
-    let checked = CertifiedKey::from_der(chain.clone(), pkey.clone_key(), provider);
-    let mut ck = match checked {
-        Ok(ck) => ck,
-        // A certificate webpki cannot read (X.509 v1, which OpenSSL
-        // serves and sends as any other): used as it is once its public
-        // key is the key's (x509-parser reads it).
-        Err(rustls::Error::InvalidCertificate(_)) => {
-            let k = provider
-                .key_provider
-                .load_private_key(pkey.clone_key())
-                .map_err(|e| format!("unusable private key: {e}"))?;
-            if key_matches(leaf, k.as_ref()) == Some(false) {
-                return Err("the private key does not match the certificate".to_string());
-            }
-            CertifiedKey::new(chain, k)
-        }
-        Err(rustls::Error::InconsistentKeys(_)) => {
-            return Err("the private key does not match the certificate".to_string())
-        }
-        Err(e) => return Err(format!("unusable private key: {e}")),
-    };
-    ck.ocsp = c.ocsp.clone();
-    Ok(LoadedCert {
-        key: Arc::new(ck),
-        names,
-        excluded: Vec::new(),
-    })
-}
-
-/// One DER element: its tag, the whole element, its contents, and what
-/// follows it.
-pub(crate) struct Tlv<'a> {
-    pub tag: u8,
-    pub whole: &'a [u8],
-    pub body: &'a [u8],
-    pub rest: &'a [u8],
-}
-
-/// Reads the DER element at the start of `b` (lengths up to 3 bytes).
-pub(crate) fn der_tlv(b: &[u8]) -> Option<Tlv<'_>> {
-    let (&tag, after) = b.split_first()?;
-    let (&l0, after) = after.split_first()?;
-    let (len, after) = if l0 < 0x80 {
-        (l0 as usize, after)
-    } else {
-        let n = (l0 & 0x7f) as usize;
-        if n == 0 || n > 3 || after.len() < n {
-            return None;
-        }
-        let len = after[..n].iter().fold(0usize, |a, &x| a << 8 | x as usize);
-        (len, &after[n..])
-    };
-    if after.len() < len {
-        return None;
-    }
-    let hdr = b.len() - after.len();
-    Some(Tlv {
-        tag,
-        whole: &b[..hdr + len],
-        body: &after[..len],
-        rest: &after[len..],
-    })
-}
-
-/// Checks that `der` is an OCSP response (RFC 6960 §4.2.1) whose status is
-/// `successful` and that carries response bytes: a file in some other
-/// format, or an error answer from the responder, is refused at load
-/// rather than stapled. Whether it is about this certificate, signed, and
-/// current is for the client to verify, as with any stapled response.
-fn check_ocsp(der: &[u8]) -> Result<(), String> {
-    let tlv = |b| der_tlv(b).map(|t| (t.tag, t.body, t.rest));
-    let bad = || "not a DER OCSP response".to_string();
-    let (tag, body, trailing) = tlv(der).ok_or_else(bad)?;
-    if tag != 0x30 || !trailing.is_empty() {
-        return Err(bad());
-    }
-    let (tag, status, rest) = tlv(body).ok_or_else(bad)?;
-    if tag != 0x0a || status.len() != 1 {
-        return Err(bad());
-    }
-    if status[0] != 0 {
-        return Err(format!(
-            "the responder's answer is not 'successful' (responseStatus {})",
-            status[0]
-        ));
-    }
-    match tlv(rest) {
-        Some((0xa0, _, _)) => Ok(()),
-        _ => Err(bad()),
-    }
-}
-
-/// The names a certificate answers for without `crt-list` filters, as
-/// HAProxy 2.6 takes them: every DNS name of its subjectAltName
-/// extension, then every CN of its subject, lower case (a `*.domain` one
-/// a wildcard). Read with x509-parser, which also reads X.509 v1
-/// certificates (webpki, rustls' verifier, refuses them).
-fn cert_names(leaf: &CertificateDer<'_>) -> Result<Vec<String>, String> {
-    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
-    let (_, c) = X509Certificate::from_der(leaf.as_ref())
-        .map_err(|e| format!("cannot parse the certificate: {e}"))?;
-    let mut names: Vec<String> = Vec::new();
-    let mut add = |n: &str| {
-        let n = n.to_ascii_lowercase();
-        if !n.is_empty() && !names.contains(&n) {
-            names.push(n);
-        }
-    };
-    if let Ok(Some(san)) = c.subject_alternative_name() {
-        for g in &san.value.general_names {
-            if let GeneralName::DNSName(n) = g {
-                add(n);
-            }
-        }
-    }
-    for cn in c.subject().iter_common_name() {
-        if let Ok(n) = cn.as_str() {
-            add(n);
-        }
-    }
-    Ok(names)
-}
-
-/// Whether `key` is the private half of `leaf`'s public key, for a
-/// certificate webpki cannot read (X.509 v1): their SubjectPublicKeyInfo
-/// compared. `None`: it cannot be told (a key type without one).
-fn key_matches(leaf: &CertificateDer<'_>, key: &dyn rustls::sign::SigningKey) -> Option<bool> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, c) = X509Certificate::from_der(leaf.as_ref()).ok()?;
-    let spki = key.public_key()?;
-    Some(c.public_key().raw == spki.as_ref())
-}
-
-/// One certificate file to load, with its `crt-list` SNI filters.
-struct CertSpec {
-    path: PathBuf,
-    /// `None`: the names of the certificate; else the positive filters.
-    names: Option<Vec<String>>,
-    excluded: Vec<String>,
-    /// The bind line's settings with a `crt-list` line's `[options]`.
-    overlay: Option<BindSsl>,
-}
-
-/// File name endings HAProxy reserves for the files beside a certificate;
-/// `crt DIR` skips them.
-const RESERVED_EXT: [&str; 4] = [".key", ".ocsp", ".issuer", ".sctl"];
-
-/// The certificate files a `crt PATH` names, HAProxy's way: a directory
-/// gives every file in it in name order (skipping dot-files and the
-/// reserved endings); a missing `x.pem` with `x.pem.rsa`/`.ecdsa`/`.dsa`
-/// beside it is that bundle.
-fn expand_crt(path: &Path) -> Result<Vec<PathBuf>, String> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
-            let rd = std::fs::read_dir(path).map_err(|e| {
-                format!(
-                    "unable to scan directory '{}' for SSL certificates: {e}",
-                    path.display()
-                )
-            })?;
-            let mut files = Vec::new();
-            for ent in rd {
-                let ent =
-                    ent.map_err(|e| format!("unable to scan directory '{}': {e}", path.display()))?;
-                let name = ent.file_name();
-                let name = name.to_string_lossy();
-                if name.starts_with('.') || RESERVED_EXT.iter().any(|x| name.ends_with(x)) {
-                    continue;
-                }
-                let p = ent.path();
-                if p.is_file() {
-                    files.push(p);
-                }
-            }
-            files.sort();
-            if files.is_empty() {
-                return Err(format!(
-                    "no SSL certificate in directory '{}'",
-                    path.display()
-                ));
-            }
-            Ok(files)
-        }
-        Ok(_) => Ok(vec![path.to_path_buf()]),
-        Err(e) => {
-            let bundle: Vec<PathBuf> = [".rsa", ".ecdsa", ".dsa"]
-                .iter()
-                .map(|x| {
-                    let mut p = path.as_os_str().to_owned();
-                    p.push(x);
-                    PathBuf::from(p)
-                })
-                .filter(|p| p.is_file())
-                .collect();
-            if bundle.is_empty() {
-                return Err(format!(
-                    "unable to stat SSL certificate from file '{}': {e}",
-                    path.display()
-                ));
-            }
-            Ok(bundle)
-        }
-    }
-}
-
-/// Reads a `crt-list` file: `CRT [[options]] [SNI-filter ...]` per line,
-/// `#` comments. Of the per-line options, those that are a TLS policy
-/// (`alpn`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
-/// `ssl-max-ver`) apply to handshakes that get this certificate; the
-/// others are refused.
-fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
-    let text = std::fs::read_to_string(list)
-        .map_err(|e| format!("unable to open crt-list '{}': {e}", list.display()))?;
-    let mut out = Vec::new();
-    let mut entries = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let at = || format!("crt-list '{}' line {}", list.display(), n + 1);
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-        let mut rest = rest.trim_start();
-        let mut overlay = None;
-        let mut opts_text = String::new();
-        if let Some(r) = rest.strip_prefix('[') {
-            let Some((opts, after)) = r.split_once(']') else {
-                return Err(format!("{}: '[' without ']'", at()));
-            };
-            rest = after;
-            overlay = Some(crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?);
-            opts_text = crt_list_options_text(opts, ssl);
-        }
-        let mut names = Vec::new();
-        let mut excluded = Vec::new();
-        for f in rest.split_whitespace() {
-            match f.strip_prefix('!') {
-                Some(x) => excluded.push(x.to_ascii_lowercase()),
-                None => names.push(f.to_ascii_lowercase()),
-            }
-        }
-        let p = Path::new(crt);
-        let p = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            ssl.crt_base.join(p)
-        };
-        let filters: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
-        for path in expand_crt(&p).map_err(|e| format!("{}: {e}", at()))? {
-            entries.push(ckch::ListEntry {
-                crt: path.display().to_string(),
-                line: n + 1,
-                opts: opts_text.clone(),
-                filters: filters.clone(),
-            });
-            out.push(CertSpec {
-                path,
-                names: if names.is_empty() {
-                    None
-                } else {
-                    Some(names.clone())
-                },
-                excluded: excluded.clone(),
-                overlay: overlay.clone(),
-            });
-        }
-    }
-    if out.is_empty() {
-        return Err(format!(
-            "crt-list '{}' names no certificate",
-            list.display()
-        ));
-    }
-    ckch::record_list(&list.display().to_string(), entries);
-    Ok(out)
-}
-
-/// A `crt-list` line's `[options]` as `show ssl crt-list` prints them:
-/// HAProxy's order (`alpn`, `verify`, `no-ca-names`, `ca-file`,
-/// `crl-file`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
-/// `ssl-max-ver`), file paths after `ca-base`, in brackets with a space
-/// before. Called once the options were checked.
-fn crt_list_options_text(opts: &str, ssl: &BindSsl) -> String {
-    let words: Vec<&str> = opts.split_whitespace().collect();
-    let mut got: Vec<(&str, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let kw = words[i];
-        if kw == "no-ca-names" {
-            got.push((kw, String::new()));
-            i += 1;
-            continue;
-        }
-        let v = words.get(i + 1).copied().unwrap_or("");
-        let v = match kw {
-            "ca-file" | "crl-file" if !v.starts_with('/') => {
-                ssl.ca_base.join(v).display().to_string()
-            }
-            _ => v.to_string(),
-        };
-        got.retain(|(k, _)| *k != kw);
-        got.push((kw, v));
-        i += 2;
-    }
-    const ORDER: [&str; 10] = [
-        "alpn",
-        "verify",
-        "no-ca-names",
-        "ca-file",
-        "crl-file",
-        "ciphers",
-        "ciphersuites",
-        "curves",
-        "ssl-min-ver",
-        "ssl-max-ver",
-    ];
-    let mut parts = Vec::new();
-    for k in ORDER {
-        if let Some((_, v)) = got.iter().find(|(x, _)| *x == k) {
-            parts.push(if v.is_empty() {
-                k.to_string()
-            } else {
-                format!("{k} {v}")
-            });
-        }
-    }
-    format!(" [{}]", parts.join(" "))
-}
-
-/// A `crt-list` line's `[options]` over the bind line's settings.
-fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
-    let mut b = ssl.clone();
-    let words: Vec<&str> = opts.split_whitespace().collect();
-    if words.is_empty() {
-        return Err("empty '[]'".into());
-    }
-    let version = |kw: &str, v: &str| match v {
-        "TLSv1.2" => Ok(TlsVersion::Tls12),
-        "TLSv1.3" => Ok(TlsVersion::Tls13),
-        _ => Err(format!(
-            "'{kw} {v}' is not supported (ebb speaks TLSv1.2 and TLSv1.3)"
-        )),
-    };
-    let mut i = 0;
-    while i < words.len() {
-        let kw = words[i];
-        let v = words
-            .get(i + 1)
-            .copied()
-            .ok_or_else(|| format!("'{kw}' expects a value"));
-        match kw {
-            "alpn" => {
-                let v = v?;
-                b.alpn = crate::config::alpn_list(v)?;
-            }
-            "ciphers" => {
-                let v = v?;
-                crate::tls_policy::ciphers12(v)?;
-                b.ciphers = Some(v.to_string());
-            }
-            "ciphersuites" => {
-                let v = v?;
-                crate::tls_policy::ciphers13(v)?;
-                b.ciphersuites = Some(v.to_string());
-            }
-            "curves" => {
-                let v = v?;
-                crate::tls_policy::curves(v)?;
-                b.curves = Some(v.to_string());
-            }
-            "ssl-min-ver" => b.min_ver = Some(version(kw, v?)?),
-            "ssl-max-ver" => b.max_ver = Some(version(kw, v?)?),
-            "verify" => b.client.verify = ClientVerify::parse(v?)?,
-            "ca-file" | "ca-verify-file" | "crl-file" => {
-                let p = Path::new(v?);
-                let p = if p.is_absolute() {
-                    p.to_path_buf()
-                } else {
-                    ssl.ca_base.join(p)
-                };
-                match kw {
-                    "ca-file" => b.client.ca_file = Some(p),
-                    "ca-verify-file" => b.client.ca_verify_file = Some(p),
-                    _ => b.client.crl_file = Some(p),
-                }
-            }
-            "no-ca-names" => {
-                b.client.no_ca_names = true;
-                i += 1;
-                continue;
-            }
-            _ => {
-                return Err(format!(
-                    "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, verify, ca-file, ca-verify-file, crl-file, no-ca-names)"
-                ))
-            }
-        }
-        i += 2;
-    }
-    if b.client.verify != ClientVerify::None
-        && b.client.ca_file.is_none()
-        && b.client.ca_verify_file.is_none()
-    {
-        return Err(
-            "verify is enabled but no CA file specified ('ca-file' or 'ca-verify-file')".into(),
-        );
-    }
-    if b.versions().is_empty() {
-        return Err("the version options leave no TLS version (TLSv1.2, TLSv1.3)".into());
-    }
-    Ok(b)
-}
-
-/// Every certificate of a bind line, in load order.
-fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
-    let mut out = Vec::new();
-    let mut lists = ssl.crt_lists.iter().peekable();
-    for i in 0..=ssl.crts.len() {
-        while let Some((_, l)) = lists.next_if(|(at, _)| *at <= i) {
-            out.extend(read_crt_list(l, ssl)?);
-        }
-        if let Some(c) = ssl.crts.get(i) {
-            let files = expand_crt(c)?;
-            if c.is_dir() {
-                // HAProxy loads a directory as a crt-list of its files.
-                let name = c.display().to_string();
-                let name = name.trim_end_matches('/');
-                let entries = files
-                    .iter()
-                    .map(|f| ckch::ListEntry {
-                        crt: f.display().to_string(),
-                        line: 0,
-                        opts: String::new(),
-                        filters: Vec::new(),
-                    })
-                    .collect();
-                ckch::record_list(if name.is_empty() { "/" } else { name }, entries);
-            }
-            for path in files {
-                out.push(CertSpec {
-                    path,
-                    names: None,
-                    excluded: Vec::new(),
-                    overlay: None,
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Picks a certificate by SNI and by what the client can verify; the first
-/// is the default.
-#[derive(Debug)]
-struct SniResolver {
-    /// INVARIANT: not empty.
-    keys: Vec<Arc<CertifiedKey>>,
-    /// Exact names (lower case) -> indexes in `keys`, in load order.
-    exact: HashMap<String, Vec<usize>>,
-    /// `*.domain` certificates, keyed by `domain` (lower case).
-    wildcard: HashMap<String, Vec<usize>>,
-    /// Names a certificate's wildcard must not answer (`!name` filters).
-    excluded: Vec<Vec<String>>,
-    /// The default: the first certificate and those with the same names
-    /// (RSA and ECDSA versions of it).
-    default: Vec<usize>,
-    /// Names per certificate, for [`TlsAcceptor::names`].
-    names: Vec<Vec<String>>,
-    /// `strict-sni`: no certificate for an unknown or missing name.
-    strict: bool,
-    /// The bind line's suites, to match a TLS 1.2 client's offer.
-    suites: Vec<rustls::SupportedCipherSuite>,
-}
-
-impl SniResolver {
-    fn new(
-        certs: Vec<LoadedCert>,
-        strict: bool,
-        suites: Vec<rustls::SupportedCipherSuite>,
-    ) -> Self {
-        let mut r = SniResolver {
-            strict,
-            keys: Vec::with_capacity(certs.len()),
-            exact: HashMap::new(),
-            wildcard: HashMap::new(),
-            excluded: Vec::with_capacity(certs.len()),
-            default: Vec::new(),
-            names: Vec::with_capacity(certs.len()),
-            suites,
-        };
-        for (i, c) in certs.into_iter().enumerate() {
-            for n in &c.names {
-                match n.strip_prefix("*.") {
-                    Some(dom) => r.wildcard.entry(dom.to_string()).or_default().push(i),
-                    None => r.exact.entry(n.clone()).or_default().push(i),
-                };
-            }
-            r.keys.push(c.key);
-            r.names.push(c.names);
-            r.excluded.push(c.excluded);
-        }
-        r.default = (0..r.names.len())
-            .filter(|&i| r.names[i] == r.names[0])
-            .collect();
-        r
-    }
-
-    /// The certificates whose names fit `sni`, if some do.
-    fn find(&self, sni: Option<&str>) -> Option<&[usize]> {
-        let name = sni?;
-        let lower;
-        let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
-            lower = name.to_ascii_lowercase();
-            lower.as_str()
-        } else {
-            name
-        };
-        if let Some(v) = self.exact.get(name) {
-            return Some(v);
-        }
-        if let Some((_, dom)) = name.split_once('.') {
-            if let Some(v) = self.wildcard.get(dom) {
-                if v.iter()
-                    .any(|&i| !self.excluded[i].iter().any(|x| x == name))
-                {
-                    return Some(v);
-                }
-            }
-        }
-        None
-    }
-
-    /// Of `cands`, the certificate this client can use: ECDSA (and other
-    /// non-RSA) keys before RSA ones, a key the client's signature schemes
-    /// accept, and for a client without TLS 1.3 suites one that an offered
-    /// TLS 1.2 suite can use. Falls back to the first candidate (the
-    /// handshake then fails on the client's lack, as with OpenSSL).
-    fn choose(&self, cands: &[usize], hello: &ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let schemes = hello.signature_schemes();
-        let offered = hello.cipher_suites();
-        let has13 = offered.iter().any(|c| {
-            self.suites
-                .iter()
-                .any(|s| s.suite() == *c && s.tls13().is_some())
-        });
-        let usable = |i: usize| -> bool {
-            let k = &self.keys[i];
-            if k.key.choose_scheme(schemes).is_none() {
-                return false;
-            }
-            has13
-                || self.suites.iter().any(|s| {
-                    s.tls13().is_none()
-                        && offered.contains(&s.suite())
-                        && s.usable_for_signature_algorithm(k.key.algorithm())
-                })
-        };
-        self.pick(cands, usable)
-    }
-
-    /// Of `cands`, the first `usable` one, ECDSA (and other non-RSA) keys
-    /// before RSA ones; else the first candidate.
-    fn pick(&self, cands: &[usize], usable: impl Fn(usize) -> bool) -> Option<Arc<CertifiedKey>> {
-        let rsa = |i: &usize| self.keys[*i].key.algorithm() == rustls::SignatureAlgorithm::RSA;
-        cands
-            .iter()
-            .filter(|i| !rsa(i))
-            .chain(cands.iter().filter(|i| rsa(i)))
-            .copied()
-            .find(|&i| usable(i))
-            .or(cands.first().copied())
-            .and_then(|i| self.keys.get(i).cloned())
-    }
-
-    /// The certificates a name may get: its own, else the default ones
-    /// (none under `strict-sni`).
-    fn candidates(&self, name: Option<&str>) -> Option<&[usize]> {
-        match self.find(name) {
-            Some(c) => Some(c),
-            None if self.strict => None,
-            None => Some(&self.default),
-        }
-    }
-}
-
-impl ResolvesServerCert for SniResolver {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        // No candidate: rustls ends the handshake with an alert (the
-        // hello gate refused this one already with unrecognized_name).
-        let k = self
-            .candidates(hello.server_name())
-            .and_then(|c| self.choose(c, &hello));
-        if let Some(k) = &k {
-            CHOSEN.with(|c| c.replace(Some(Arc::clone(k))));
-        }
-        k
-    }
-}
-
-/// One certificate of a bind line as loaded, kept so that a committed
-/// change (`commit ssl cert`) rebuilds the resolver without the files.
-#[derive(Debug, Clone)]
-struct CertSrc {
-    /// Its file, the certificate store's key.
-    path: String,
-    /// The names of its `crt-list` line, instead of its own.
-    filter: Option<Vec<String>>,
-    /// `!name` filters of its `crt-list` line.
-    excluded: Vec<String>,
-    key: Arc<CertifiedKey>,
-    /// The names of the certificate (SAN DNS names, subject CNs).
-    own: Vec<String>,
-}
-
-impl CertSrc {
-    fn loaded(&self) -> LoadedCert {
-        let mut names = self.filter.clone().unwrap_or_else(|| self.own.clone());
-        // `!name` removes a name the certificate would answer for; `!*`
-        // all of them (the certificate then only serves as the default).
-        if self.excluded.iter().any(|x| x == "*") {
-            names.clear();
-        }
-        names.retain(|n| !self.excluded.contains(n));
-        LoadedCert {
-            key: Arc::clone(&self.key),
-            names,
-            excluded: self.excluded.clone(),
-        }
-    }
-}
-
-/// A bind line's resolver, replaced whole when a certificate it serves is
-/// committed on the CLI (new handshakes on every thread take the new one;
-/// running connections keep the certificate they got).
-#[derive(Debug)]
-pub(crate) struct SniSwap {
-    cur: RwLock<Arc<SniResolver>>,
-    srcs: std::sync::Mutex<Vec<CertSrc>>,
-    strict: bool,
-    suites: Vec<rustls::SupportedCipherSuite>,
-}
-
-impl SniSwap {
-    fn new(srcs: Vec<CertSrc>, strict: bool, suites: Vec<rustls::SupportedCipherSuite>) -> Self {
-        let r = SniResolver::new(
-            srcs.iter().map(CertSrc::loaded).collect(),
-            strict,
-            suites.clone(),
-        );
-        SniSwap {
-            cur: RwLock::new(Arc::new(r)),
-            srcs: std::sync::Mutex::new(srcs),
-            strict,
-            suites,
-        }
-    }
-
-    fn get(&self) -> Arc<SniResolver> {
-        Arc::clone(&self.cur.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Tells the certificate store which files this resolver serves.
-    fn attach(self: &Arc<Self>) {
-        let srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
-        let mut seen: Vec<&str> = Vec::new();
-        for s in srcs.iter() {
-            if !seen.contains(&s.path.as_str()) {
-                seen.push(&s.path);
-                ckch::attach(&s.path, ckch::User::Bind(Arc::downgrade(self)));
-            }
-        }
-    }
-
-    /// Serves `key` (whose own names are `own`) wherever `path` was
-    /// served; how many places took it.
-    pub(crate) fn replace(&self, path: &str, key: &Arc<CertifiedKey>, own: &[String]) -> usize {
-        let mut srcs = self.srcs.lock().unwrap_or_else(|p| p.into_inner());
-        let mut n = 0;
-        for s in srcs.iter_mut().filter(|s| s.path == path) {
-            s.key = Arc::clone(key);
-            s.own = own.to_vec();
-            n += 1;
-        }
-        if n > 0 {
-            let r = SniResolver::new(
-                srcs.iter().map(CertSrc::loaded).collect(),
-                self.strict,
-                self.suites.clone(),
-            );
-            *self.cur.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(r);
-        }
-        n
-    }
-}
-
-impl ResolvesServerCert for SniSwap {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.get().resolve(hello)
-    }
-}
-
-thread_local! {
-    /// The certificate the resolver gave the handshake it served last on
-    /// this thread (rustls calls it inside the connection's
-    /// `process_new_packets`; the connection takes it right after).
-    static CHOSEN: std::cell::RefCell<Option<Arc<CertifiedKey>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// The certificate chosen for the handshake this thread served last
-/// (`ssl_f_*`), taken.
-pub fn take_chosen() -> Option<Arc<CertifiedKey>> {
-    CHOSEN.with(|c| c.borrow_mut().take())
 }
 
 /// The gates of the server configurations built here, so that a
@@ -959,10 +143,9 @@ struct Policy {
 /// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
 struct Gate {
     resolver: Arc<SniSwap>,
-    /// INVARIANT: not empty; 0 is the bind line's.
+    /// INVARIANT: not empty; 0 is the bind line's. The resolver gives
+    /// each certificate's index in it.
     policies: Vec<Policy>,
-    /// Policy of each certificate (index in `policies`).
-    policy_of: Vec<usize>,
 }
 
 /// ChaCha20-Poly1305 suites (TLS 1.3, ECDHE-RSA, ECDHE-ECDSA).
@@ -979,7 +162,7 @@ impl Gate {
             .or(r.default.first())
             .copied()
             .unwrap_or(0);
-        self.policy_of.get(cert).copied().unwrap_or(0)
+        r.policy.get(cert).copied().unwrap_or(0)
     }
 }
 
@@ -1145,7 +328,6 @@ fn build(
     let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
     let mut srcs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
-    let mut policy_of = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
         let c = load_cert(&spec.path, ssl.key.as_deref(), &provider, true).map_err(|why| {
             err(format!(
@@ -1159,17 +341,18 @@ fn build(
             excluded: spec.excluded,
             key: c.key,
             own: c.names,
-        });
-        // Policy 0 is the bind line's; a crt-list line with options gets
-        // its own (shared by lines with the same options).
-        policy_of.push(match spec.overlay {
-            None => 0,
-            Some(o) => match overlays.iter().position(|x| *x == o) {
-                Some(i) => i + 1,
-                None => {
-                    overlays.push(o);
-                    overlays.len()
-                }
+            list: spec.list,
+            // Policy 0 is the bind line's; a crt-list line with options
+            // gets its own (shared by lines with the same options).
+            policy: match spec.overlay {
+                None => 0,
+                Some(o) => match overlays.iter().position(|x| *x == o) {
+                    Some(i) => i + 1,
+                    None => {
+                        overlays.push(o);
+                        overlays.len()
+                    }
+                },
             },
         });
     }
@@ -1177,6 +360,7 @@ fn build(
         srcs,
         ssl.strict_sni,
         provider.cipher_suites.clone(),
+        format!("{}:{}", loc.file, loc.line),
     ));
     let mut policies = vec![make_policy(
         ssl,
@@ -1199,7 +383,6 @@ fn build(
     let gate = Arc::new(Gate {
         resolver: Arc::clone(&resolver),
         policies,
-        policy_of,
     });
     register_gate(&config, gate);
     resolver.attach();
@@ -1417,7 +600,17 @@ pub fn client_config_with(
                 None => system_roots()?,
             };
             let crls = match &tls.crl_file {
-                Some(p) => crls_from_file(p)?.into_iter().map(|(der, _)| der).collect(),
+                Some(p) => {
+                    let crls: Vec<_> = crls_from_file(p)?.into_iter().map(|(der, _)| der).collect();
+                    let name = p.display().to_string();
+                    cafile::record(
+                        &name,
+                        cafile::Kind::Crl,
+                        crls.iter().map(|d| d.as_ref()),
+                        false,
+                    );
+                    crls
+                }
                 None => Vec::new(),
             };
             // With CRLs, every certificate of the chain is checked, and
@@ -1492,8 +685,10 @@ fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     let why = |m: String| format!("cannot load CA file {}: {m}", path.display());
     let pem = read_file(path).map_err(why)?;
     let mut roots = RootCertStore::empty();
+    let mut ders = Vec::new();
     for c in CertificateDer::pem_slice_iter(&pem) {
         let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
+        ders.push(c.clone());
         roots
             .add(c)
             .map_err(|e| why(format!("unusable certificate: {e}")))?;
@@ -1501,6 +696,13 @@ fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     if roots.is_empty() {
         return Err(why("no certificate in it".into()));
     }
+    let name = path.display().to_string();
+    cafile::record(
+        &name,
+        cafile::Kind::Ca,
+        ders.iter().map(|d| d.as_ref()),
+        false,
+    );
     Ok(roots)
 }
 

@@ -548,3 +548,289 @@ fn show_crt_list_as_haproxy() {
     }
     drop(e);
 }
+
+/// `\t- FILE:LINE` (a bind line named in an answer) with the file left
+/// out: ebb's and haproxy's configuration files differ.
+fn without_cfg_path(answer: &str) -> String {
+    answer
+        .lines()
+        .map(|l| match (l.strip_prefix("\t- "), l.rsplit_once(':')) {
+            (Some(_), Some((_, n))) => format!("\t- CFG:{n}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// `add|del ssl crt-list`: a certificate of the store served on every
+/// bind line using the list (checked with s_client), gone again after the
+/// `del`, and the same answers as haproxy 2.6 for the same steps, errors
+/// included.
+#[test]
+fn add_and_del_crt_list_entries_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-addlist") else {
+        return;
+    };
+    let p = d.display();
+    std::fs::write(
+        d.join("list.txt"),
+        format!("{p}/default.pem\n# comment\n{p}/site.pem\n"),
+    )
+    .unwrap();
+    let dir = d.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, k) = pki.leaf(&["x.test"], 0x10);
+    std::fs::write(dir.join("0.pem"), format!("{c}{k}")).unwrap();
+    let rest = |b1: &str, b2: &str, b3: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind {b1} ssl crt-list {p}/list.txt\n    bind {b2} ssl crt-list {p}/list.txt\n\
+             \x20   bind {b3} ssl strict-sni crt {p}/dir\n\
+             \x20   http-request return status 200\n"
+        )
+    };
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", "BIND", "BIND")
+    ));
+    let (c1, k1) = pki.leaf(&["c.test"], 0x3003);
+    let new = format!("{p}/new.pem");
+    let list = format!("{p}/list.txt");
+    let (c2, k2) = pki.leaf(&["y.test"], 0x11);
+    let dnew = format!("{p}/dir/1.pem");
+    // (command, payload)
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("add ssl crt-list {list} {new}"), None),
+        (format!("new ssl cert {new}"), None),
+        (format!("add ssl crt-list {list} {new}"), None),
+        (format!("set ssl cert {new}"), Some(format!("{c1}{k1}"))),
+        (format!("commit ssl cert {new}"), None),
+        (format!("add ssl crt-list {p}/nowhere.txt {new}"), None),
+        (format!("add ssl crt-list {list}"), None),
+        (format!("add ssl crt-list {list} {new}"), None),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new} d.test !e.test")),
+        ),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new}\n{new}")),
+        ),
+        (format!("show ssl crt-list -n {list}"), None),
+        (format!("show ssl cert {new}"), None),
+        (format!("del ssl cert {new}"), None),
+        (format!("del ssl crt-list {list} {new}"), None),
+        (format!("del ssl crt-list {list} {new}:9"), None),
+        (format!("del ssl crt-list {list} {new}:x"), None),
+        (format!("del ssl crt-list {list} {p}/nowhere.pem"), None),
+        (format!("del ssl crt-list {list} {p}/dir/0.pem"), None),
+        (format!("del ssl crt-list {list} {p}/default.pem"), None),
+        (format!("del ssl crt-list {list} {new}:4"), None),
+        (format!("show ssl crt-list -n {list}"), None),
+        (format!("new ssl cert {dnew}"), None),
+        (format!("set ssl cert {dnew}"), Some(format!("{c2}{k2}"))),
+        (format!("commit ssl cert {dnew}"), None),
+        (format!("add ssl crt-list {p}/dir {new}"), None),
+        (
+            format!("add ssl crt-list {p}/dir/"),
+            Some(format!("{dnew} z.test")),
+        ),
+        (format!("add ssl crt-list {p}/dir/ {dnew}"), None),
+        (format!("add ssl crt-list {p}/dir/ {dnew}"), None),
+        (format!("del ssl crt-list {p}/dir {p}/dir/0.pem"), None),
+        (format!("show ssl crt-list {p}/dir"), None),
+        ("del ssl crt-list".into(), None),
+    ];
+    // `after(i)` runs once step i is answered.
+    let run = |sock: &Path, after: &mut dyn FnMut(usize)| -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, (cmd, p)) in steps.iter().enumerate() {
+            let a = match p {
+                Some(p) => cli_payload(sock, cmd, p),
+                None => cli_cmd(sock, cmd),
+            };
+            out.push(without_cfg_path(&a));
+            after(i);
+        }
+        out
+    };
+    let port = e.addrs[0].port();
+    let port2 = e.addrs[1].port();
+    let dport = e.addrs[2].port();
+    assert_eq!(served_serial(port, "c.test"), "1000", "the default before");
+    let ours = run(&sock, &mut |i| {
+        match i {
+            // After the first add: served on both bind lines.
+            7 => {
+                assert_eq!(served_serial(port, "c.test"), "3003");
+                assert_eq!(served_serial(port2, "c.test"), "3003");
+            }
+            // The payload's filters: its names instead of the cert's.
+            8 => {
+                assert_eq!(served_serial(port, "d.test"), "3003");
+                assert_eq!(served_serial(port, "e.test"), "1000");
+            }
+            // Line 4 (the first add) deleted, line 5 left.
+            19 => {
+                assert_eq!(served_serial(port, "c.test"), "1000");
+                assert_eq!(served_serial(port2, "d.test"), "3003");
+            }
+            26 => assert_eq!(served_serial(dport, "y.test"), "11"),
+            28 => assert_eq!(served_serial(dport, "y.test"), "11"),
+            _ => {}
+        }
+    });
+    assert_eq!(
+        ours[7],
+        format!("Inserting certificate '{new}' in crt-list '{list}'..\nSuccess!\n\n")
+    );
+    assert_eq!(
+        ours[10],
+        format!("# {list}\n{p}/default.pem:1\n{p}/site.pem:3\n{new}:4\n{new}:5 d.test !e.test\n\n")
+    );
+    assert_eq!(
+        ours[18],
+        format!("Can't delete the entry: certificate '{p}/default.pem' cannot be deleted, it is used as default certificate by the following frontends:\n\t- CFG:7\n\t- CFG:8\n\n\n")
+    );
+    assert_eq!(
+        ours[19],
+        format!("Entry '{new}' deleted in crtlist '{list}'!\n\n")
+    );
+    // Where ebb differs from haproxy 2.6 on purpose: no `[options]` on a
+    // line added on the CLI (haproxy takes them).
+    let a = cli_payload(
+        &sock,
+        &format!("add ssl crt-list {list}"),
+        &format!("{new} [alpn h2] f.test"),
+    );
+    assert_eq!(
+        a,
+        "Can't edit the crt-list: ebb does not take SSL options ('[...]') on a line added on the CLI\n\n"
+    );
+    let bind = || format!("127.0.0.1:{}", free_port());
+    if let Some(h) = haproxy_with("certcli-addlist-h", &rest(&bind(), &bind(), &bind())) {
+        let theirs = run(&h.sock, &mut |_| {});
+        for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
+            assert_eq!(o, t, "step {i}: {cmd}");
+        }
+    }
+    drop(e);
+}
+
+/// `show ssl ca-file` and `show ssl crl-file`: the CA files and CRLs
+/// loaded, a bind line's "Used", a server's "Unused", each certificate
+/// (in OpenSSL's store order: by subject, shorter encoding first) and
+/// CRL, as haproxy 2.6 prints them.
+#[test]
+fn show_ca_and_crl_files_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-cafile") else {
+        return;
+    };
+    let p = d.display();
+    // A second CA with a shorter subject, after the first in the file.
+    let mut cp = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    cp.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    cp.distinguished_name.push(rcgen::DnType::CommonName, "Z");
+    let k2 = rcgen::KeyPair::generate().unwrap();
+    let ca2 = cp.self_signed(&k2).unwrap();
+    std::fs::write(
+        d.join("both.pem"),
+        format!("{}{}{}", pki.ca.pem(), ca2.pem(), pki.ca.pem()),
+    )
+    .unwrap();
+    std::fs::write(d.join("ca2.pem"), ca2.pem()).unwrap();
+    let crl = rcgen::CertificateRevocationListParams {
+        this_update: rcgen::date_time_ymd(2026, 1, 2),
+        next_update: rcgen::date_time_ymd(2036, 3, 4),
+        crl_number: rcgen::SerialNumber::from(7u64),
+        issuing_distribution_point: None,
+        revoked_certs: vec![
+            rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(0x1001u64),
+                revocation_time: rcgen::date_time_ymd(2026, 1, 1),
+                reason_code: None,
+                invalidity_date: None,
+            },
+            rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(0x80u64),
+                revocation_time: rcgen::date_time_ymd(2025, 12, 31),
+                reason_code: None,
+                invalidity_date: None,
+            },
+        ],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&pki.ca, &pki.ca_key)
+    .unwrap();
+    std::fs::write(d.join("crl.pem"), crl.pem().unwrap()).unwrap();
+    let rest = |b1: &str, back: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind {b1} ssl crt {p}/default.pem verify required ca-file {p}/both.pem crl-file {p}/crl.pem\n\
+             \x20   http-request return status 200\n\
+             backend be\n    server s {back} ssl verify required ca-file {p}/ca2.pem\n"
+        )
+    };
+    let back = format!("127.0.0.1:{}", free_port());
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND", &back)
+    ));
+    let steps = [
+        "show ssl ca-file".to_string(),
+        format!("show ssl ca-file {p}/both.pem"),
+        format!("show ssl ca-file {p}/both.pem:2"),
+        format!("show ssl ca-file {p}/ca2.pem"),
+        format!("show ssl ca-file {p}/ca2.pem:0"),
+        format!("show ssl ca-file {p}/crl.pem"),
+        "show ssl crl-file".to_string(),
+        format!("show ssl crl-file {p}/crl.pem"),
+        format!("show ssl crl-file {p}/crl.pem:1"),
+        format!("show ssl crl-file {p}/crl.pem:x"),
+        format!("show ssl crl-file {p}/both.pem"),
+    ];
+    let ours: Vec<String> = steps.iter().map(|c| cli_cmd(&sock, c)).collect();
+    assert_eq!(
+        ours[0],
+        format!("# filename\n{p}/both.pem - 2 certificate(s)\n{p}/ca2.pem - 1 certificate(s)\n\n")
+    );
+    assert!(
+        ours[1].starts_with(&format!(
+            "Filename: {p}/both.pem\nStatus: Used\n \nCertificate #1:\nSerial: "
+        )),
+        "{}",
+        ours[1]
+    );
+    assert!(ours[1].contains("\nSubject: /CN=Z\n"), "{}", ours[1]);
+    assert!(ours[3].contains("Status: Unused\n"), "{}", ours[3]);
+    assert_eq!(
+        ours[4],
+        format!("wrong CA index after colons in '{p}/ca2.pem:0'!\n")
+    );
+    assert!(
+        ours[7].ends_with(
+            "Revoked Certificates:\n    Serial Number: 1001\n        Revocation Date: Jan  1 00:00:00 2026 GMT\n\
+             \x20   Serial Number: 80\n        Revocation Date: Dec 31 00:00:00 2025 GMT\n\n"
+        ),
+        "{}",
+        ours[7]
+    );
+    if let Some(h) = haproxy_with(
+        "certcli-cafile-h",
+        &rest(&format!("127.0.0.1:{}", free_port()), &back),
+    ) {
+        for (c, o) in steps.iter().zip(&ours) {
+            // haproxy's HTTP client loads the system's CAs (`@system-ca`);
+            // ebb has none.
+            let theirs: String = cli_cmd(&h.sock, c)
+                .split_inclusive('\n')
+                .filter(|l| !l.starts_with("@system-ca "))
+                .collect();
+            assert_eq!(*o, theirs, "{c}");
+        }
+    }
+    drop(e);
+}

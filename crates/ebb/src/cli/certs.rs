@@ -1,5 +1,5 @@
 //! The CLI's certificate commands (HAProxy 2.6's): `show ssl cert`,
-//! `new|set|commit|abort|del ssl cert`. The store and the transaction are
+//! `new|set|commit|abort|del ssl cert`, `show|add|del ssl crt-list`. The store and the transaction are
 //! [`crate::tls::ckch`]'s; this reads the commands and prints.
 
 use std::fmt::Write as _;
@@ -24,8 +24,17 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
                 Ok(show_list())
             }
         }),
+        ["show", "ssl", "ca-file", ..] => need(level, Operator, "show ssl ca-file")
+            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca)),
+        ["show", "ssl", "crl-file", ..] => need(level, Operator, "show ssl crl-file")
+            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl)),
         ["show", "ssl", "crt-list", rest @ ..] => {
             need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+        }
+        ["add", "ssl", "crt-list", ..] => need(level, Admin, "add ssl crt-list")
+            .and_then(|_| ckch::add_to_list(arg(3), arg(4), None)),
+        ["del", "ssl", "crt-list", ..] => {
+            need(level, Admin, "del ssl crt-list").and_then(|_| ckch::del_from_list(arg(3), arg(4)))
         }
         ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
             Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
@@ -46,6 +55,12 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
     })
 }
 
+/// Whether a command's answer is printed as it is, as HAProxy does (its
+/// errors without a line end: `wrong CA index after colons in 'F:0'!`).
+pub fn exact(w: &[&str]) -> bool {
+    matches!(w, ["show", "ssl", "ca-file" | "crl-file", _, ..])
+}
+
 /// Runs a certificate command given with a payload; `None`: not one.
 pub fn execute_payload(
     level: CliLevel,
@@ -57,6 +72,12 @@ pub fn execute_payload(
         ["set", "ssl", "cert", rest @ ..] => Some(
             need(level, CliLevel::Admin, "set ssl cert")
                 .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
+        ),
+        ["add", "ssl", "crt-list", rest @ ..] => Some(
+            need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
+                let arg = |i: usize| rest.get(i).copied().unwrap_or("");
+                ckch::add_to_list(arg(0), arg(1), Some(payload))
+            }),
         ),
         _ => None,
     }
@@ -247,6 +268,127 @@ fn ocsp_certid(der: &[u8]) -> Option<Vec<u8>> {
         return None;
     };
     Some(certid.to_vec())
+}
+
+/// `NAME[:INDEX]` of `show ssl ca-file|crl-file`: the name and the index
+/// (from 1; 0: all); `what` names the index in the error.
+fn name_index<'a>(arg: &'a str, what: &str) -> Result<(&'a str, usize), String> {
+    match arg.split_once(':') {
+        None => Ok((arg, 0)),
+        Some((n, i)) => match i.parse::<usize>() {
+            Ok(i) if i > 0 => Ok((n, i)),
+            _ => Err(format!("wrong {what} index after colons in '{arg}'!")),
+        },
+    }
+}
+
+/// `show ssl ca-file|crl-file [NAME[:INDEX]]`, as HAProxy 2.6 prints it.
+fn show_file(arg: &str, kind: crate::tls::cafile::Kind) -> Result<String, String> {
+    use crate::tls::cafile::{self, Kind};
+    if arg.is_empty() {
+        return Ok(cafile::list(kind));
+    }
+    let (what, file, item) = match kind {
+        Kind::Ca => ("CA", "CA file", "Certificate"),
+        Kind::Crl => ("CRL", "CRL file", "Certificate Revocation List"),
+    };
+    let (name, index) = name_index(arg, what)?;
+    let (used, ders) = cafile::lookup(name, kind)
+        .ok_or_else(|| format!("Can't display the {file} : Not found!\n"))?;
+    // For an index past the last CA HAProxy prints nothing at all (for
+    // CRLs, the file's head).
+    if kind == Kind::Ca && index > ders.len() {
+        return Ok(String::new());
+    }
+    let mut s = format!(
+        "Filename: {name}\nStatus: {}\n",
+        if used { "Used" } else { "Unused" }
+    );
+    for (i, d) in ders.iter().enumerate() {
+        if index > 0 && i + 1 != index {
+            continue;
+        }
+        let _ = write!(s, " \n{item} #{}:\n", i + 1);
+        match kind {
+            Kind::Ca => detail(&mut s, &CertificateDer::from(d.as_slice()), &[]),
+            Kind::Crl => crl_detail(&mut s, d),
+        }
+    }
+    Ok(s)
+}
+
+/// OpenSSL's long name of a signature algorithm.
+fn sig_name(oid: &str) -> String {
+    match oid {
+        "1.2.840.113549.1.1.5" => "sha1WithRSAEncryption",
+        "1.2.840.113549.1.1.11" => "sha256WithRSAEncryption",
+        "1.2.840.113549.1.1.12" => "sha384WithRSAEncryption",
+        "1.2.840.113549.1.1.13" => "sha512WithRSAEncryption",
+        "1.2.840.113549.1.1.10" => "rsassaPss",
+        "1.2.840.10045.4.1" => "ecdsa-with-SHA1",
+        "1.2.840.10045.4.3.2" => "ecdsa-with-SHA256",
+        "1.2.840.10045.4.3.3" => "ecdsa-with-SHA384",
+        "1.2.840.10045.4.3.4" => "ecdsa-with-SHA512",
+        "1.3.101.112" => "ED25519",
+        "1.3.101.113" => "ED448",
+        other => other,
+    }
+    .to_string()
+}
+
+/// The fields HAProxy's `show ssl crl-file` prints of a CRL.
+fn crl_detail(s: &mut String, der: &[u8]) {
+    use x509_parser::revocation_list::CertificateRevocationList;
+    let Ok((_, crl)) = CertificateRevocationList::from_der(der) else {
+        return;
+    };
+    let version = crl.version().map_or(0, |v| v.0);
+    let _ = writeln!(s, "Version {}", version + 1);
+    let _ = writeln!(
+        s,
+        "Signature Algorithm: {}",
+        sig_name(&crl.signature_algorithm.algorithm.to_id_string())
+    );
+    let _ = writeln!(
+        s,
+        "Issuer: {}",
+        crate::clientcert::name_oneline(crl.issuer())
+    );
+    let _ = writeln!(
+        s,
+        "Last Update: {}",
+        asn1_date(crl.last_update().timestamp())
+    );
+    s.push_str("Next Update: ");
+    // Without one, HAProxy's printing stops here.
+    let Some(next) = crl.next_update() else {
+        return;
+    };
+    let _ = writeln!(s, "{}", asn1_date(next.timestamp()));
+    let revoked: Vec<_> = crl.iter_revoked_certificates().collect();
+    if revoked.is_empty() {
+        s.push_str("No Revoked Certificates.\n");
+    } else {
+        s.push_str("Revoked Certificates:\n");
+    }
+    for r in revoked {
+        let _ = write!(
+            s,
+            "    Serial Number: {}\n        Revocation Date: {}\n",
+            serial_text(r.raw_serial()),
+            asn1_date(r.revocation_date.timestamp())
+        );
+    }
+}
+
+/// An integer as OpenSSL's i2a_ASN1_INTEGER: its magnitude in upper-case
+/// hex (the sign byte of the DER left out), `00` for zero.
+fn serial_text(raw: &[u8]) -> String {
+    let start = raw.iter().position(|b| *b != 0).unwrap_or(raw.len());
+    if start == raw.len() {
+        return "00".into();
+    }
+    hex_upper(&raw[start..])
 }
 
 #[cfg(test)]

@@ -333,6 +333,30 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "the crt-lists and crt directories, or one's entries (-n: line numbers)",
     ),
     (
+        "show ssl ca-file",
+        "[FILE[:N]]",
+        CliLevel::Operator,
+        "the CA files loaded (and their number of certificates), or one's certificates",
+    ),
+    (
+        "show ssl crl-file",
+        "[FILE[:N]]",
+        CliLevel::Operator,
+        "the CRL files loaded, or one's revocation lists",
+    ),
+    (
+        "add ssl crt-list",
+        "LIST CERT | LIST <<",
+        CliLevel::Admin,
+        "serve a certificate of the store on the bind lines using LIST (payload: CERT [filters])",
+    ),
+    (
+        "del ssl crt-list",
+        "LIST CERT[:LINE]",
+        CliLevel::Admin,
+        "stop serving a crt-list line's certificate (not a bind line's default one)",
+    ),
+    (
         "new ssl cert",
         "FILE",
         CliLevel::Admin,
@@ -472,7 +496,7 @@ pub fn execute_line(
             _ => {}
         }
         let moded = execute_moded(level, &cmd, experimental);
-        let exact = matches!(moded, Some(Ok(_)));
+        let exact = matches!(moded, Some(Ok(_))) || certs::exact(&words);
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
             .or_else(|| certs::execute(level, &words))

@@ -124,9 +124,11 @@ pub(crate) enum User {
 }
 
 impl User {
-    fn alive(&self) -> bool {
+    /// Whether it still serves `path` (a bind line may have stopped, by
+    /// `del ssl crt-list`).
+    fn serves(&self, path: &str) -> bool {
         match self {
-            User::Bind(w) => w.strong_count() > 0,
+            User::Bind(w) => w.upgrade().is_some_and(|r| r.serves(path)),
             User::Server(w) => w.strong_count() > 0,
         }
     }
@@ -138,8 +140,8 @@ struct Entry {
 }
 
 impl Entry {
-    fn used(&mut self) -> bool {
-        self.users.retain(User::alive);
+    fn used(&mut self, path: &str) -> bool {
+        self.users.retain(|u| u.serves(path));
         !self.users.is_empty()
     }
 }
@@ -162,15 +164,222 @@ pub struct ListEntry {
     pub filters: Vec<String>,
 }
 
-/// The `crt-list` files and `crt` directories loaded, by path.
-static LISTS: Mutex<BTreeMap<String, Vec<ListEntry>>> = Mutex::new(BTreeMap::new());
+/// A `crt-list` file or `crt` directory as loaded, and changed on the CLI.
+struct List {
+    entries: Vec<ListEntry>,
+    /// The number of the last line (an added line gets the next one).
+    lines: usize,
+    /// The bind line's `crt-base`, for a relative path added on the CLI.
+    crt_base: std::path::PathBuf,
+    /// A `crt DIR`: one entry per file, no options or filters.
+    dir: bool,
+    /// The bind lines that use it.
+    users: Vec<Weak<SniSwap>>,
+}
 
-/// Records a list's entries when it is (re)loaded.
-pub(crate) fn record_list(path: &str, entries: Vec<ListEntry>) {
-    LISTS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(path.to_string(), entries);
+/// The `crt-list` files and `crt` directories loaded, by path.
+static LISTS: Mutex<BTreeMap<String, List>> = Mutex::new(BTreeMap::new());
+
+fn lists() -> std::sync::MutexGuard<'static, BTreeMap<String, List>> {
+    LISTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Records a list's entries when it is (re)loaded (`lines`: its number
+/// of lines).
+pub(crate) fn record_list(
+    path: &str,
+    entries: Vec<ListEntry>,
+    lines: usize,
+    crt_base: &std::path::Path,
+    dir: bool,
+) {
+    let mut l = lists();
+    let users = l.remove(path).map(|x| x.users).unwrap_or_default();
+    l.insert(
+        path.to_string(),
+        List {
+            entries,
+            lines,
+            crt_base: crt_base.to_path_buf(),
+            dir,
+            users,
+        },
+    );
+}
+
+/// Notes that a bind line's resolver uses the list `path`.
+pub(crate) fn attach_list(path: &str, user: Weak<SniSwap>) {
+    if let Some(l) = lists().get_mut(path) {
+        l.users.retain(|u| u.strong_count() > 0);
+        l.users.push(user);
+    }
+}
+
+/// `add ssl crt-list LIST CERT`, or with a one-line payload `CERT
+/// [filters]`: the certificate (in the store) served by every bind line
+/// that uses the list, after its other certificates.
+pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<String, String> {
+    if list.is_empty() || (payload.is_none() && cert.is_empty()) {
+        return Err("'add ssl crtlist' expects a filename and a certificate name\n".into());
+    }
+    let fail = |e: String| format!("Can't edit the crt-list: {e}\n");
+    let list = list.trim_end_matches('/');
+    let mut lists = lists();
+    let Some(l) = lists.get_mut(list) else {
+        return Err(fail(format!("crt-list '{list}' does not exist!")));
+    };
+    let (cert, filters) = match payload {
+        Some(p) => {
+            let p = p.trim_end_matches('\n');
+            if p.contains('\n') {
+                return Err(fail("only one line of payload is supported!".into()));
+            }
+            if p.contains('[') || p.contains(']') {
+                return Err(fail(
+                    "ebb does not take SSL options ('[...]') on a line added on the CLI".into(),
+                ));
+            }
+            let mut w = p.split_whitespace();
+            let Some(c) = w.next() else {
+                return Err(fail(
+                    "'add ssl crtlist' should contain the certificate name in the payload".into(),
+                ));
+            };
+            (c.to_string(), w.map(str::to_string).collect::<Vec<_>>())
+        }
+        None => (cert.to_string(), Vec::new()),
+    };
+    if l.dir && cert.rsplit_once('/').is_none_or(|(d, _)| d != list) {
+        return Err(fail(format!(
+            "'{list}' is a directory, certificate path '{cert}' must contain the directory path"
+        )));
+    }
+    let cert = if cert.starts_with('/') {
+        cert
+    } else {
+        l.crt_base.join(&cert).display().to_string()
+    };
+    let mut s = store();
+    let Some(e) = s.files.get_mut(&cert) else {
+        return Err(fail(format!("certificate '{cert}' does not exist!")));
+    };
+    if e.ckch.chain.is_empty() {
+        return Err(fail(format!("certificate '{cert}' is empty!")));
+    }
+    if l.dir && l.entries.iter().any(|x| x.crt == cert) {
+        return Err(fail("file already exists in this directory!".into()));
+    }
+    if l.dir && !filters.is_empty() {
+        return Err(fail(
+            "this is a directory, SSL configuration and filters are not allowed".into(),
+        ));
+    }
+    let mut out = format!("Inserting certificate '{cert}' in crt-list '{list}'");
+    let loaded = match super::certify(&e.ckch, &super::provider(), true) {
+        Ok(c) => c,
+        Err(why) => return Err(format!("{out}\n{why}\nFailed!\n")),
+    };
+    let line = l.lines + 1;
+    l.users.retain(|u| u.strong_count() > 0);
+    for u in &l.users {
+        if let Some(r) = u.upgrade() {
+            r.add(
+                &cert,
+                &filters,
+                &loaded.key,
+                &loaded.names,
+                (list.to_string(), line),
+            );
+            e.users.push(User::Bind(Weak::clone(u)));
+            out.push('.');
+        }
+    }
+    l.lines = line;
+    l.entries.push(ListEntry {
+        crt: cert,
+        line,
+        opts: String::new(),
+        filters,
+    });
+    out.push_str("\nSuccess!\n");
+    Ok(out)
+}
+
+/// `del ssl crt-list LIST CERT[:LINE]`: the line's certificate no longer
+/// served by the bind lines that use the list (the default certificate of
+/// a bind line without `strict-sni` is kept).
+pub fn del_from_list(list: &str, cert: &str) -> Result<String, String> {
+    if list.is_empty() || cert.is_empty() {
+        return Err("'del ssl crtlist' expects a filename and a certificate name\n".into());
+    }
+    let fail = |e: String| format!("Can't delete the entry: {e}\n");
+    let (cert, line) = match cert.split_once(':') {
+        Some((c, n)) => match n.parse::<usize>() {
+            Ok(n) => (c, n),
+            _ => return Err(fail(format!("wrong line number after colons in '{cert}'!"))),
+        },
+        None => (cert, 0),
+    };
+    let list = list.trim_end_matches('/');
+    let mut lists = lists();
+    let Some(l) = lists.get_mut(list) else {
+        return Err(fail(format!("crt-list '{list}' does not exist!")));
+    };
+    {
+        let s = store();
+        match s.files.get(cert) {
+            None => return Err(fail(format!("certificate '{cert}' does not exist!"))),
+            Some(e) if e.ckch.chain.is_empty() => {
+                return Err(fail(format!("certificate '{cert}' is empty!")))
+            }
+            Some(_) => {}
+        }
+    }
+    let found: Vec<usize> = (0..l.entries.len())
+        .filter(|&i| l.entries[i].crt == cert)
+        .collect();
+    if found.is_empty() {
+        return Err(fail(format!(
+            "certificate '{cert}' can't be found in crt-list '{list}'!"
+        )));
+    }
+    let numbers: Vec<String> = found
+        .iter()
+        .map(|&i| l.entries[i].line.to_string())
+        .collect();
+    let numbers = numbers.join(", ");
+    let Some(&at) = found
+        .iter()
+        .find(|&&i| line == 0 || l.entries[i].line == line)
+    else {
+        return Err(fail(format!(
+            "found a certificate '{cert}' but the line number is incorrect, please specify a correct line number preceded by colons ({numbers})!"
+        )));
+    };
+    if line == 0 && found.len() > 1 {
+        return Err(fail(format!(
+            "found the certificate '{cert}' in several entries, please specify a line number preceded by colons ({numbers})!"
+        )));
+    }
+    let line = l.entries[at].line;
+    l.users.retain(|u| u.strong_count() > 0);
+    let users: Vec<Arc<SniSwap>> = l.users.iter().filter_map(Weak::upgrade).collect();
+    let defaults: Vec<&Arc<SniSwap>> = users
+        .iter()
+        .filter(|r| r.is_default(list, line, cert))
+        .collect();
+    if !defaults.is_empty() {
+        let mut e = format!("certificate '{cert}' cannot be deleted, it is used as default certificate by the following frontends:\n");
+        for r in defaults {
+            e.push_str(&format!("\t- {}\n", r.bind()));
+        }
+        return Err(fail(e));
+    }
+    for r in &users {
+        r.remove(list, line, cert);
+    }
+    l.entries.remove(at);
+    Ok(format!("Entry '{cert}' deleted in crtlist '{list}'!\n"))
 }
 
 /// `show ssl crt-list [-n] [LIST]`.
@@ -183,14 +392,15 @@ pub fn show_lists(args: &[&str]) -> Result<String, String> {
         [n, ..] => (false, Some(*n)),
         [] => (false, None),
     };
-    let lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
+    let lists = lists();
     let Some(name) = name.filter(|n| !n.is_empty()) else {
         return Ok(lists.keys().map(|k| format!("{k}\n")).collect());
     };
     let name = name.trim_end_matches('/');
-    let entries = lists
+    let entries = &lists
         .get(name)
-        .ok_or_else(|| "didn't find the specified filename\n".to_string())?;
+        .ok_or_else(|| "didn't find the specified filename\n".to_string())?
+        .entries;
     let mut out = format!("# {name}\n");
     for e in entries {
         out.push_str(&e.crt);
@@ -237,7 +447,7 @@ pub(crate) fn record(path: &str, ckch: Ckch) {
 pub(crate) fn attach(path: &str, user: User) {
     let mut s = store();
     if let Some(e) = s.files.get_mut(path) {
-        e.users.retain(User::alive);
+        e.users.retain(|u| u.serves(path));
         e.users.push(user);
     }
 }
@@ -325,7 +535,8 @@ fn apply(ckch: &mut Ckch, part: Part, name: &str, payload: &str) -> Result<(), S
                 .collect();
             let der = crate::base64::decode(&b64)
                 .ok_or_else(|| "Error reading OCSP response in base64 format\n".to_string())?;
-            super::check_ocsp(&der).map_err(|e| format!("OCSP response of '{name}': {e}.\n"))?;
+            super::certload::check_ocsp(&der)
+                .map_err(|e| format!("OCSP response of '{name}': {e}.\n"))?;
             ckch.ocsp = Some(der);
         }
         Part::Issuer | Part::Sctl => {
@@ -416,7 +627,7 @@ pub fn commit(name: &str) -> Result<String, String> {
     };
     let mut out = format!("Committing {path}");
     if let Some(e) = s.files.get_mut(&path) {
-        e.users.retain(User::alive);
+        e.users.retain(|u| u.serves(&path));
         for u in &e.users {
             match u {
                 User::Bind(w) => {
@@ -492,7 +703,7 @@ pub fn del(name: &str) -> Result<String, String> {
     let Some(e) = s.files.get_mut(name) else {
         return Err(fail(format!("certificate '{name}' doesn't exist!\n")));
     };
-    if e.used() || in_tx {
+    if e.used(name) || in_tx {
         return Err(fail(format!(
             "certificate '{name}' in use, can't be deleted!\n"
         )));
@@ -529,7 +740,7 @@ pub fn lookup(name: &str) -> Option<(Status, Ckch)> {
         }
         None => {
             let e = s.files.get_mut(name)?;
-            (e.ckch.clone(), e.used())
+            (e.ckch.clone(), e.used(name))
         }
     };
     let status = if ckch.chain.is_empty() {

@@ -129,6 +129,9 @@ impl ClientAuth {
             let Some(path) = path else { continue };
             let certs = ca_certs(path)
                 .map_err(|e| format!("'{kw}' : unable to load {}: {e}", path.display()))?;
+            let name = path.display().to_string();
+            let kind = crate::tls::cafile::Kind::Ca;
+            crate::tls::cafile::record(&name, kind, certs.iter().map(|c| c.as_ref()), true);
             let mut store = RootCertStore::empty();
             for c in certs {
                 store
@@ -143,7 +146,11 @@ impl ClientAuth {
         let mut crls = Vec::new();
         let mut crl_facts = Vec::new();
         if let Some(path) = &conf.crl_file {
-            for (der, owned) in crate::tls::crls_from_file(path)? {
+            let loaded = crate::tls::crls_from_file(path)?;
+            let name = path.display().to_string();
+            let kind = crate::tls::cafile::Kind::Crl;
+            crate::tls::cafile::record(&name, kind, loaded.iter().map(|(d, _)| d.as_ref()), true);
+            for (der, owned) in loaded {
                 crls.push(webpki::CertRevocationList::Owned(owned));
                 if let Ok((_, crl)) =
                     x509_parser::revocation_list::CertificateRevocationList::from_der(der.as_ref())
