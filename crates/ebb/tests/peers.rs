@@ -373,7 +373,7 @@ fn handshake(addr: SocketAddr, them: &str, me: &str) -> (TcpStream, String) {
         .unwrap();
     let mut line = Vec::new();
     let mut b = [0u8; 1];
-    while s.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
+    while s.read_retry(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
         line.push(b[0]);
     }
     (s, String::from_utf8_lossy(&line).into_owned())
@@ -875,7 +875,7 @@ fn a_peer_that_never_answers_is_retried_without_spinning() {
     // connection comes only if ebb left the first one.
     let (mut first, _) = mute.accept().unwrap();
     let mut hello = [0u8; 64];
-    let n = first.read(&mut hello).unwrap();
+    let n = first.read_retry(&mut hello).unwrap();
     assert!(n > 0, "a hello");
     let cpu0 = cpu_secs(e.pid());
     let t0 = Instant::now();
