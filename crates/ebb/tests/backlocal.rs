@@ -22,7 +22,7 @@ fn peer_echo(http: bool) -> SocketAddr {
             let peer = s.peer_addr().unwrap().to_string();
             std::thread::spawn(move || {
                 let mut b = [0u8; 2048];
-                let _ = s.read(&mut b);
+                let _ = s.read_retry(&mut b);
                 let out = if http {
                     format!(
                         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{peer}",
@@ -142,7 +142,7 @@ fn a_unix_socket_server_connection_is_logged_unix() {
         for mut s in l.incoming().map_while(Result::ok) {
             std::thread::spawn(move || {
                 let mut b = [0u8; 2048];
-                let _ = s.read(&mut b);
+                let _ = s.read_retry(&mut b);
                 let _ = s.write_all(
                     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
                 );

@@ -271,7 +271,7 @@ fn serve_each(
 /// 4 bytes; it keeps the connection open until the client closes it.
 fn partial_server(cut: bool) -> std::net::SocketAddr {
     fn run(mut s: std::net::TcpStream, buf: &mut Vec<u8>, tmp: &mut [u8; 4096], cut: bool) {
-        use std::io::{Read, Write};
+        use std::io::Write;
         let parts: &[&[u8]] = if cut {
             &[b"abcd"]
         } else {
@@ -285,7 +285,7 @@ fn partial_server(cut: bool) -> std::net::SocketAddr {
                     let _ = s.write_all(p);
                 }
             }
-            match s.read(tmp) {
+            match s.read_retry(tmp) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => buf.extend_from_slice(&tmp[..n]),
             }
@@ -796,7 +796,6 @@ fn silent_server() -> (
     std::net::SocketAddr,
     std::sync::mpsc::Receiver<&'static str>,
 ) {
-    use std::io::Read;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -806,14 +805,14 @@ fn silent_server() -> (
         let mut got = Vec::new();
         let mut b = [0u8; 4096];
         while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut b) {
+            match s.read_retry(&mut b) {
                 Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
                 _ => return,
             }
         }
         let _ = tx.send("head");
         let end = loop {
-            match s.read(&mut b) {
+            match s.read_retry(&mut b) {
                 Ok(0) => break "eof",
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset",
@@ -928,10 +927,10 @@ fn capture_req_fetches_and_backend_after_response_rules() {
 /// it: a reused connection lost while the request was on its way.
 fn one_request_server() -> std::net::SocketAddr {
     serve_each(|mut s, buf, tmp| {
-        use std::io::{Read, Write};
+        use std::io::Write;
         let mut answered = false;
         loop {
-            match s.read(tmp) {
+            match s.read_retry(tmp) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => buf.extend_from_slice(&tmp[..n]),
             }
@@ -947,7 +946,7 @@ fn one_request_server() -> std::net::SocketAddr {
                 .find_map(|l| l.strip_prefix("content-length:"))
                 .map_or(0, |v| v.trim().parse().unwrap_or(0));
             while buf.len() < end + 4 + len {
-                match s.read(tmp) {
+                match s.read_retry(tmp) {
                     Ok(0) | Err(_) => return,
                     Ok(n) => buf.extend_from_slice(&tmp[..n]),
                 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -114,7 +114,7 @@ impl Held {
         let g = Arc::clone(&got);
         std::thread::spawn(move || {
             let mut b = [0u8; 4096];
-            while let Ok(n) = out.read(&mut b) {
+            while let Ok(n) = out.read_retry(&mut b) {
                 if n == 0 {
                     break;
                 }

@@ -21,7 +21,7 @@ fn raw_head(addr: SocketAddr, req: &str) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 4096];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -373,7 +373,7 @@ fn reply_server(whole: fn(&[u8]) -> bool, reply: fn(&[u8]) -> Vec<u8>) -> Socket
                 let mut got = Vec::new();
                 let mut tmp = [0u8; 1024];
                 while !whole(&got) {
-                    match c.read(&mut tmp) {
+                    match c.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => got.extend_from_slice(&tmp[..n]),
                     }
@@ -625,7 +625,7 @@ fn hex_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> Vec<String> {
     // a probe of its listener).
     let mut d = [0u8; 2048];
     let line = loop {
-        let n = log.recv(&mut d).unwrap_or(0);
+        let n = retry_eintr(|| log.recv(&mut d)).unwrap_or(0);
         let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
         if n == 0 || l.contains(&format!("{cp:04X}")) {
             break l;
@@ -712,7 +712,7 @@ fn pp_origin() -> (SocketAddr, std::sync::Arc<SeenTlvs>) {
                             return;
                         }
                     }
-                    match c.read(&mut tmp) {
+                    match c.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
@@ -818,7 +818,7 @@ fn tcp_log_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> String {
     drop(s);
     let mut d = [0u8; 2048];
     loop {
-        let n = log.recv(&mut d).unwrap_or(0);
+        let n = retry_eintr(|| log.recv(&mut d)).unwrap_or(0);
         let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
         if n == 0 || l.contains(&format!(":{cp} ")) {
             return l
@@ -1511,7 +1511,7 @@ fn sent_head(addr: SocketAddr, req: &str) -> Vec<Vec<u8>> {
                 break;
             }
         }
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }

@@ -75,7 +75,7 @@ impl Scripted {
                                 return;
                             }
                         }
-                        match s.read(&mut tmp) {
+                        match s.read_retry(&mut tmp) {
                             Ok(0) | Err(_) => return,
                             Ok(n) => buf.extend_from_slice(&tmp[..n]),
                         }
@@ -839,7 +839,7 @@ fn read_until_decoded(s: &mut std::net::TcpStream, raw: &mut Vec<u8>, want: &[u8
             }
         }
         let n = s
-            .read(&mut tmp)
+            .read_retry(&mut tmp)
             .expect("the compressed bytes before the read timeout");
         assert!(
             n > 0,
@@ -864,7 +864,7 @@ fn a_paused_answer_is_flushed_to_the_client() {
         let mut buf = [0u8; 4096];
         let mut head = Vec::new();
         while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
+            match s.read_retry(&mut buf) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => head.extend_from_slice(&buf[..n]),
             }
@@ -900,7 +900,7 @@ fn a_paused_answer_is_flushed_to_the_client() {
     // The whole body, to its last chunk, decodes to both events.
     while !raw.ends_with(b"0\r\n\r\n") {
         let mut tmp = [0u8; 4096];
-        let n = s.read(&mut tmp).unwrap();
+        let n = s.read_retry(&mut tmp).unwrap();
         assert!(n > 0, "closed early");
         raw.extend_from_slice(&tmp[..n]);
     }
@@ -942,7 +942,7 @@ fn a_compressed_upload_is_flushed_at_pauses_only() {
         let mut buf = vec![0u8; 1 << 16];
         let mut told = false;
         loop {
-            let n = match s.read(&mut buf) {
+            let n = match s.read_retry(&mut buf) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
@@ -992,7 +992,7 @@ fn a_compressed_upload_is_flushed_at_pauses_only() {
         .recv_timeout(std::time::Duration::from_secs(300))
         .expect("the whole coded body at the server");
     let mut answer = [0u8; 256];
-    let n = s.read(&mut answer).unwrap();
+    let n = s.read_retry(&mut answer).unwrap();
     assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
     let mut whole = first.clone();
     whole.extend_from_slice(&rest);

@@ -5,13 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{came_within, have, raw, scratch, wait_until, Ebb};
+use common::{came_within, have, raw, scratch, wait_until, Ebb, ReadRetry};
 
 /// An origin that names itself (`X-Srv`), echoes the `Cookie` it
 /// received (`X-Seen`, `-` when none) and sets `SRV=app` when the path
@@ -32,7 +32,7 @@ fn serve(mut s: TcpStream, name: &str) {
     let mut b = [0u8; 4096];
     loop {
         let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match s.read(&mut b) {
+            match s.read_retry(&mut b) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => buf.extend_from_slice(&b[..n]),
             }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -29,7 +29,7 @@ fn origin(name: &'static str, chk: Arc<AtomicU16>) -> SocketAddr {
                 let mut buf = Vec::new();
                 let mut b = [0u8; 2048];
                 while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
+                    match s.read_retry(&mut b) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&b[..n]),
                     }

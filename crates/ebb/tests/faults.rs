@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,7 +105,7 @@ fn read_req(s: &mut TcpStream, buf: &mut Vec<u8>, seen: &Seen) -> Option<String>
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -121,7 +121,7 @@ fn read_req(s: &mut TcpStream, buf: &mut Vec<u8>, seen: &Seen) -> Option<String>
         })
         .unwrap_or(0);
     while buf.len() < cl {
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -164,7 +164,7 @@ fn read_to_close(c: &mut Client, limit: Duration) -> (Vec<u8>, bool) {
     let mut got = c.take_buffered();
     let mut tmp = [0u8; 4096];
     loop {
-        match c.s.read(&mut tmp) {
+        match c.s.read_retry(&mut tmp) {
             Ok(0) => return (got, true),
             Ok(n) => got.extend_from_slice(&tmp[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
@@ -233,7 +233,7 @@ fn origin_dying_mid_response_closes_the_client() {
                 // a silence of fixed length (4 s), the origin's close
                 // could not be told from ebb's timeout but by time.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
-                let _ = s.read(&mut [0u8; 1]);
+                let _ = s.read_retry(&mut [0u8; 1]);
             }
         }
     });

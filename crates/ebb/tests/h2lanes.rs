@@ -374,7 +374,7 @@ fn upgrade_origin(accept: Accept) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                     if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         break i + 4;
                     }
-                    match s.read(&mut tmp) {
+                    match s.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
@@ -420,7 +420,7 @@ fn upgrade_origin(accept: Accept) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                         }
                         rest.clear();
                     }
-                    match s.read(&mut tmp) {
+                    match s.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => rest.extend_from_slice(&tmp[..n]),
                     }
@@ -536,7 +536,7 @@ fn http1_upgrade_reaches_an_h2_server_as_extended_connect() {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        let n = s.read(&mut tmp).unwrap();
+        let n = s.read_retry(&mut tmp).unwrap();
         assert!(n > 0, "closed: {}", String::from_utf8_lossy(&buf));
         buf.extend_from_slice(&tmp[..n]);
     };
@@ -554,7 +554,7 @@ fn http1_upgrade_reaches_an_h2_server_as_extended_connect() {
     s.write_all(b"ping").unwrap();
     let mut echo = buf[end..].to_vec();
     while echo.len() < 4 {
-        let n = s.read(&mut tmp).unwrap();
+        let n = s.read_retry(&mut tmp).unwrap();
         assert!(n > 0);
         echo.extend_from_slice(&tmp[..n]);
     }
@@ -783,7 +783,7 @@ fn connect_origin(mode: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
             _ => {
                 let mut b = [0u8; 4096];
                 loop {
-                    match s.read(&mut b) {
+                    match s.read_retry(&mut b) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             if s.write_all(&b[..n].to_ascii_uppercase()).is_err() {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -45,7 +45,7 @@ fn big_origin() -> BigOrigin {
                 let mut head = Vec::new();
                 let mut buf = [0u8; 4096];
                 while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf) {
+                    match s.read_retry(&mut buf) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }

@@ -514,7 +514,7 @@ fn chromium_loads_a_page_over_h2() {
 /// HTTP/2 connections.
 #[test]
 fn idle_connection_gets_goaway_after_keep_alive_timeout() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let e = Ebb::start(
         "defaults\n    mode http\n    timeout client 60s\n    timeout http-keep-alive 1s\n\
          frontend fe\n    bind BIND proto h2\n    http-request return status 200\n",
@@ -526,7 +526,7 @@ fn idle_connection_gets_goaway_after_keep_alive_timeout() {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        match s.read(&mut buf) {
+        match s.read_retry(&mut buf) {
             Ok(0) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) => panic!("no close after the idle timeout: {e}"),

@@ -50,7 +50,7 @@ fn holding() -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
     std::thread::spawn(move || {
         for mut s in l.incoming().map_while(Result::ok) {
             let mut b = [0u8; 2048];
-            let _ = s.read(&mut b);
+            let _ = s.read_retry(&mut b);
             h.lock().unwrap().push(s);
         }
     });
@@ -163,7 +163,7 @@ fn read_answer(r: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
     let mut b = [0u8; 4096];
     while !whole_answer(&got) {
-        match r.read(&mut b) {
+        match r.read_retry(&mut b) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&b[..n]),
         }
@@ -286,7 +286,7 @@ fn on_marked_down_cuts_an_answer_under_way() {
         std::thread::spawn(move || {
             for mut s in l.incoming().map_while(Result::ok) {
                 let mut b = [0u8; 2048];
-                let _ = s.read(&mut b);
+                let _ = s.read_retry(&mut b);
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
                 h2.lock().unwrap().push(s);
             }
@@ -371,7 +371,7 @@ fn answering(status: u16) -> SocketAddr {
     std::thread::spawn(move || {
         for mut s in l.incoming().map_while(Result::ok) {
             let mut b = [0u8; 2048];
-            let _ = s.read(&mut b);
+            let _ = s.read_retry(&mut b);
             let _ = s.write_all(
                 format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     .as_bytes(),
@@ -611,7 +611,7 @@ fn spread_checks_moves_check_dates() {
                     }
                     dates.lock().unwrap().push(Instant::now());
                     let mut b = [0u8; 2048];
-                    let _ = s.read(&mut b);
+                    let _ = s.read_retry(&mut b);
                     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
                 }
             });
@@ -667,7 +667,7 @@ fn first_checks_are_spread_over_the_interval() {
                 for mut s in l.incoming().map_while(Result::ok) {
                     f.lock().unwrap().get_or_insert_with(Instant::now);
                     let mut b = [0u8; 2048];
-                    let _ = s.read(&mut b);
+                    let _ = s.read_retry(&mut b);
                     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
                 }
             });

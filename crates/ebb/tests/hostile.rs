@@ -120,7 +120,7 @@ fn oversized_client_input_is_refused_with_memory_flat() {
     let origin = bad_origin(|c, mut got| {
         let mut b = [0u8; 65536];
         while !got.ends_with(b"0\r\n\r\n") {
-            match c.read(&mut b)? {
+            match c.read_retry(&mut b)? {
                 0 => return Ok(()),
                 n => got.extend_from_slice(&b[..n]),
             }

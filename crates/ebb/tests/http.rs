@@ -436,7 +436,7 @@ fn maxconn_queues_in_backlog() {
         .unwrap();
     c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
     let mut tmp = [0u8; 16];
-    assert!(c.s.read(&mut tmp).is_err(), "answered past maxconn");
+    assert!(c.s.read_retry(&mut tmp).is_err(), "answered past maxconn");
     // Reaching the limit is logged (to stderr: no log target here).
     assert!(e
         .wait_stderr("global maxconn (2) reached", Duration::from_secs(30))
@@ -665,7 +665,7 @@ fn a_closing_answer_takes_one_segment_with_its_fin_and_the_requests_ack() {
             let mut req = Vec::new();
             let mut b = [0u8; 1024];
             while !req.ends_with(b"\r\n\r\n") {
-                let n = s.read(&mut b).unwrap();
+                let n = s.read_retry(&mut b).unwrap();
                 assert!(n > 0, "the client left before its request ended");
                 req.extend_from_slice(&b[..n]);
             }
@@ -750,7 +750,7 @@ fn a_request_body_still_to_come_turns_quick_acks_back_on() {
             let mut req = Vec::new();
             let mut b = [0u8; 1024];
             while !req.windows(4).any(|w| w == b"\r\n\r\n") || !req.ends_with(b"hello") {
-                match s.read(&mut b) {
+                match s.read_retry(&mut b) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => req.extend_from_slice(&b[..n]),
                 }

@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,7 @@ fn server_keeping(
                 let mut buf = Vec::new();
                 let mut tmp = [0u8; 2048];
                 while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut tmp) {
+                    match c.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
@@ -267,7 +267,7 @@ fn raw_server(answer: &'static [u8]) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
                 while buf.len() < 5
                     || buf.len() < 5 + usize::from(u16::from_be_bytes([buf[3], buf[4]]))
                 {
-                    match c.read(&mut tmp) {
+                    match c.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }

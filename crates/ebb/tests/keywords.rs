@@ -120,7 +120,7 @@ fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
     let mut b = [0u8; 4096];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut b) {
+        match s.read_retry(&mut b) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&b[..n]),
         }
@@ -159,7 +159,7 @@ fn holding_origin() -> SocketAddr {
         for mut s in l.incoming().map_while(Result::ok) {
             std::thread::spawn(move || {
                 let mut b = [0u8; 4096];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+                while matches!(s.read_retry(&mut b), Ok(n) if n > 0) {}
             });
         }
     });
@@ -1128,7 +1128,7 @@ fn interactive_server() -> SocketAddr {
                 // and the echo is framed the same).
                 let mut buf = [0u8; 4096];
                 loop {
-                    match s.read(&mut buf) {
+                    match s.read_retry(&mut buf) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => {
                             if s.write_all(&buf[..n]).is_err() {
@@ -1177,14 +1177,14 @@ fn http_no_delay_exchanges_interleave() {
             s.write_all(format!("{:x}\r\n{piece}\r\n", piece.len()).as_bytes())
                 .unwrap();
             while !String::from_utf8_lossy(&got).contains(&piece) {
-                let n = s.read(&mut buf).expect("the echo of the last chunk");
+                let n = s.read_retry(&mut buf).expect("the echo of the last chunk");
                 assert_ne!(n, 0, "closed before {piece}");
                 got.extend_from_slice(&buf[..n]);
             }
         }
         s.write_all(b"0\r\n\r\n").unwrap();
         while !got.ends_with(b"0\r\n\r\n") {
-            let n = s.read(&mut buf).expect("the end of the answer");
+            let n = s.read_retry(&mut buf).expect("the end of the answer");
             assert_ne!(n, 0);
             got.extend_from_slice(&buf[..n]);
         }

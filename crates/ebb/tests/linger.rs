@@ -47,7 +47,7 @@ fn read_to_end_or_error(s: &mut impl Read) -> (Vec<u8>, Option<std::io::Error>) 
     let mut got = Vec::new();
     let mut buf = [0u8; 16384];
     loop {
-        match s.read(&mut buf) {
+        match s.read_retry(&mut buf) {
             Ok(0) => return (got, None),
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}

@@ -9,12 +9,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use common::{cli_cmd, ebb_with_admin, haproxy_beside, stat_row_of, Syslog};
+use common::{cli_cmd, ebb_with_admin, haproxy_beside, stat_row_of, ReadRetry, Syslog};
 
 /// The origin's answer to a path.
 fn answer(path: &str) -> &'static [u8] {
@@ -36,7 +36,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, String)
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        let n = s.read(&mut b).ok().filter(|&n| n > 0)?;
+        let n = s.read_retry(&mut b).ok().filter(|&n| n > 0)?;
         buf.extend_from_slice(&b[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
@@ -59,7 +59,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, String)
         if let Some(n) = end(buf) {
             break n;
         }
-        let k = s.read(&mut b).ok().filter(|&n| n > 0)?;
+        let k = s.read_retry(&mut b).ok().filter(|&n| n > 0)?;
         buf.extend_from_slice(&b[..k]);
     };
     buf.drain(..n);
@@ -186,7 +186,7 @@ fn run(fe: SocketAddr, tcp: SocketAddr, sock: &Path, log: &Syslog) -> (Vec<Strin
             || ((head_req || got.starts_with(b"HTTP/1.1 304") || last_chunk(&got))
                 && got.ends_with(b"\r\n\r\n")))
         {
-            match c.read(&mut b) {
+            match c.read_retry(&mut b) {
                 Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
                 _ => panic!("cut: {}", String::from_utf8_lossy(&got)),
             }

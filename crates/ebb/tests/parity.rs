@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::origin::{drain, exchange, read_head, serve_each};
-use common::{haproxy_beside, scratch, wait_until, Ebb, Syslog};
+use common::{haproxy_beside, scratch, wait_until, Ebb, ReadRetry, Syslog};
 
 fn mcli(path: &Path, cmd: &str) -> String {
     let mut s = UnixStream::connect(path).unwrap();
@@ -183,7 +183,7 @@ fn a_stopped_worker_delays_no_other_master_cli_client() {
     held.set_nonblocking(true).unwrap();
     let mut b = [0u8; 64];
     let mut out = String::new();
-    match held.read(&mut b) {
+    match held.read_retry(&mut b) {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         r => {
             let got = r.map(|n| String::from_utf8_lossy(&b[..n]).into_owned());
@@ -382,7 +382,7 @@ fn a_bad_chunk_after_the_head_is_logged_as_haproxy() {
                 // The answer's start is through before the bad chunk.
                 let mut b = [0u8; 4096];
                 while !out.ends_with(b"ok\r\n") {
-                    let n = s.read(&mut b).unwrap();
+                    let n = s.read_retry(&mut b).unwrap();
                     assert!(n > 0, "{who}: closed");
                     out.extend_from_slice(&b[..n]);
                 }

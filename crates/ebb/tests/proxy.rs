@@ -224,18 +224,15 @@ fn bad_and_silent_servers_give_502_and_504() {
     let g = Origin::start("g", Mode::Garbage);
     let e = Ebb::start(&cfg(&srv("g", &g, ""), ""));
     assert_eq!(get(e.addr(), "/").status, 502);
-    let st = Origin::start("st", Mode::Stall);
-    let c = cfg(&srv("st", &st, ""), "").replace("timeout server 5s", "timeout server 300ms");
+    // A server that reads and never answers nor closes (until ebb
+    // does): only `timeout server` can end the exchange, and a 504 says
+    // it did (a close by the server would be a 502), on any machine load.
+    let silent = common::origin::serve_each(|mut s| common::origin::drain(&mut s));
+    let c = cfg(&format!("    server st {silent}\n"), "")
+        .replace("timeout server 5s", "timeout server 300ms");
+    assert!(c.contains("timeout server 300ms"), "{c}");
     let e = Ebb::start(&c);
-    let t = Instant::now();
     assert_eq!(get(e.addr(), "/").status, 504);
-    // Before the origin's own close (5 s, a 502), with room for a loaded
-    // machine over the 300 ms timeout.
-    assert!(
-        t.elapsed() < Duration::from_millis(4500),
-        "{:?}",
-        t.elapsed()
-    );
     let cl = Origin::start("cl", Mode::Close);
     let e = Ebb::start(&cfg(&srv("cl", &cl, ""), ""));
     assert_eq!(get(e.addr(), "/").status, 502);
@@ -355,10 +352,9 @@ fn large_bodies_stream_both_ways() {
     assert_eq!(r.header("transfer-encoding"), Some("chunked"));
     let mut raw = c.take_buffered();
     let mut tmp = vec![0u8; 1 << 16];
-    use std::io::Read;
     let t = Instant::now();
     while !raw.ends_with(b"0\r\n\r\n") && t.elapsed() < Duration::from_secs(30) {
-        let n = c.s.read(&mut tmp).unwrap();
+        let n = c.s.read_retry(&mut tmp).unwrap();
         if n == 0 {
             break;
         }
@@ -612,14 +608,14 @@ fn http_server_close_keeps_the_client_and_closes_the_server_side() {
 /// An origin that reads a request on each connection, writes `answer`
 /// and closes its side.
 fn raw_origin(answer: &'static [u8]) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let origin = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for c in l.incoming() {
             let Ok(mut c) = c else { break };
             let mut b = [0u8; 4096];
-            let _ = c.read(&mut b);
+            let _ = c.read_retry(&mut b);
             let _ = c.write_all(answer);
             let _ = c.shutdown(std::net::Shutdown::Write);
         }
@@ -1185,7 +1181,7 @@ fn connect_origin() -> (
     std::net::SocketAddr,
     std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 ) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -1206,7 +1202,7 @@ fn connect_origin() -> (
                             let _ = s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
                             let _ = s.write_all(&buf.to_ascii_uppercase());
                             loop {
-                                match s.read(&mut tmp) {
+                                match s.read_retry(&mut tmp) {
                                     Ok(0) | Err(_) => {
                                         let _ = s.write_all(b" BYE");
                                         let _ = s.shutdown(std::net::Shutdown::Write);
@@ -1221,7 +1217,7 @@ fn connect_origin() -> (
                         let _ =
                             s.write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 4\r\n\r\nnope");
                     }
-                    match s.read(&mut tmp) {
+                    match s.read_retry(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
@@ -1254,7 +1250,7 @@ fn connect_shapes(a: std::net::SocketAddr) -> Vec<String> {
         .unwrap();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+    while !head.ends_with(b"\r\n\r\n") && s.read_retry(&mut byte).unwrap_or(0) == 1 {
         head.push(byte[0]);
     }
     seen.push(String::from_utf8_lossy(&head).to_string());

@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use common::origin::{Mode, Origin};
-use common::{haproxy_with, have, retry_eintr, run_ebb, scratch, wait_until, Client, Ebb};
+use common::{
+    haproxy_with, have, retry_eintr, run_ebb, scratch, wait_until, Client, Ebb, ReadRetry,
+};
 
 /// A socket's keep-alive timer as `ss -o` shows it (`timer:(keepalive,
 /// 49min59sec,0)`): seconds left; `None` when it has no such timer.
@@ -308,12 +310,11 @@ fn tcpka_keywords_refused_where_haproxy_gives_them_no_meaning() {
 /// How a peer's connection ended, seen from the other end: a FIN (read
 /// gives 0) or a RST.
 fn ending(s: &mut std::net::TcpStream) -> &'static str {
-    use std::io::Read;
     s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .unwrap();
     let mut b = [0u8; 256];
     loop {
-        match s.read(&mut b) {
+        match s.read_retry(&mut b) {
             Ok(0) => return "fin",
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return "rst",
@@ -997,7 +998,7 @@ fn counting_origin_to(to_eof: bool) -> (SocketAddr, std::sync::mpsc::Receiver<u6
                 continue;
             }
             while !head.ends_with(b"\n\n") && !head.ends_with(b"\r\n\r\n") {
-                match s.read(&mut b) {
+                match s.read_retry(&mut b) {
                     Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
                     _ => break,
                 }
@@ -1291,7 +1292,7 @@ fn probes_and_unfinished_requests_end_as_in_haproxy() {
         let mut s = TcpStream::connect(to).unwrap();
         s.write_all(b"GET /ka HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let mut b = [0u8; 512];
-        let n = s.read(&mut b).unwrap();
+        let n = s.read_retry(&mut b).unwrap();
         assert!(b[..n].starts_with(b"HTTP/1.1 200"));
         let after = read_all(s);
         vec![half, idle, after]

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::origin::{Mode, Origin};
-use common::{free_port, scratch, wait_until, Ebb};
+use common::{free_port, scratch, wait_until, Ebb, ReadRetry};
 
 /// What the clients saw.
 #[derive(Default)]
@@ -174,7 +174,7 @@ fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(u16, bool), Stri
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) => return Err(format!("EOF after {} bytes", buf.len())),
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
             Err(e) => return Err(e.to_string()),
@@ -193,7 +193,7 @@ fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(u16, bool), Stri
         .ok_or("no content-length")?;
     let close = head.lines().any(|l| l == "connection: close");
     while buf.len() < end + len {
-        match s.read(&mut tmp) {
+        match s.read_retry(&mut tmp) {
             Ok(0) => return Err("EOF in body".into()),
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
             Err(e) => return Err(e.to_string()),
@@ -889,7 +889,7 @@ fn master_stop_status_is_haproxys() {
                 };
                 let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
                 let mut b = [0u8; 1];
-                match c.read(&mut b) {
+                match c.read_retry(&mut b) {
                     Ok(n) => n == 0,
                     Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
                 }

@@ -203,11 +203,12 @@ fn origin_and_dns(dir: &Path) -> (Origin, Dnsd) {
 
 /// Two origins on 127.0.0.2 and 127.0.0.3 with the same port.
 fn two_origins() -> (Origin, Origin, u16) {
+    // The second origin binds the port itself: a probe closed before the
+    // bind left the port to any other test's listener meanwhile.
     for _ in 0..50 {
         let o2 = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
         let port = o2.addr.port();
-        if std::net::TcpListener::bind(("127.0.0.3", port)).is_ok() {
-            let o3 = Origin::start_on(&format!("127.0.0.3:{port}"), "three", Mode::Ok);
+        if let Ok(o3) = Origin::try_start_on(&format!("127.0.0.3:{port}"), "three", Mode::Ok) {
             return (o2, o3, port);
         }
     }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,7 @@ fn serve(name: &str, mut c: TcpStream, seen: &Seen, script: &[Act]) {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        match c.read(&mut tmp) {
+        match c.read_retry(&mut tmp) {
             Ok(0) | Err(_) => return,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -81,7 +81,7 @@ fn serve(name: &str, mut c: TcpStream, seen: &Seen, script: &[Act]) {
         })
         .unwrap_or(0);
     while buf.len() < end + len {
-        match c.read(&mut tmp) {
+        match c.read_retry(&mut tmp) {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -99,7 +99,7 @@ fn serve(name: &str, mut c: TcpStream, seen: &Seen, script: &[Act]) {
         Act::Junk => {
             let _ = c.write_all(b"this is not http\r\n\r\n");
         }
-        Act::Stall => while matches!(c.read(&mut tmp), Ok(k) if k > 0) {},
+        Act::Stall => while matches!(c.read_retry(&mut tmp), Ok(k) if k > 0) {},
         Act::Status(s) => {
             let _ = c.write_all(
                 format!("HTTP/1.1 {s} Nope\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno")

@@ -59,7 +59,7 @@ fn serve_tagged(mut s: TcpStream, id: usize) {
                 return;
             }
         }
-        match s.read(&mut chunk) {
+        match s.read_retry(&mut chunk) {
             Ok(0) | Err(_) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }

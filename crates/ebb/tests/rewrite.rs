@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::origin::{Mode, Origin};
-use common::{have, raw, scratch, wait_until, Ebb};
+use common::{have, raw, scratch, wait_until, Ebb, ReadRetry};
 
 #[test]
 fn request_rewrites_reach_the_origin_in_rule_order() {
@@ -240,14 +240,13 @@ fn httplog_and_log_format_lines_match_haproxy() {
 /// Reads one answer's head (through the empty line) from `s`, keeping
 /// what follows in `rest`.
 fn read_head(s: &mut std::net::TcpStream, rest: &mut Vec<u8>) -> String {
-    use std::io::Read;
     let mut tmp = [0u8; 4096];
     loop {
         if let Some(i) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
             let head: Vec<u8> = rest.drain(..i + 4).collect();
             return String::from_utf8_lossy(&head).into_owned();
         }
-        let n = s.read(&mut tmp).expect("read");
+        let n = s.read_retry(&mut tmp).expect("read");
         assert!(
             n > 0,
             "closed before a head: {:?}",
@@ -304,7 +303,7 @@ fn a_head_client_gets_no_body_when_a_rule_sent_get() {
 /// An origin answering each request with a 2000-byte body and `x-req:`
 /// its path, head and body in one write, then closing.
 fn big_answer_origin() -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -312,7 +311,7 @@ fn big_answer_origin() -> std::net::SocketAddr {
             let mut buf = Vec::new();
             let mut tmp = [0u8; 4096];
             while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut tmp) {
+                match c.read_retry(&mut tmp) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => buf.extend_from_slice(&tmp[..n]),
                 }

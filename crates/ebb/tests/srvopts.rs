@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -120,7 +120,7 @@ fn responder(ip: &str) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
             let mut got = Vec::new();
             let mut b = [0u8; 4096];
             while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut b) {
+                match c.read_retry(&mut b) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => got.extend_from_slice(&b[..n]),
                 }

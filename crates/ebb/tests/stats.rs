@@ -430,25 +430,6 @@ fn promex_cfg(binds: [&str; 3], a: &Origin, b: &Origin) -> String {
     )
 }
 
-/// A chunked body's data (HAProxy's exporter answers chunked).
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&b[..i])
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap();
-        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&b[i + 2..i + 2 + n]);
-        b = &b[i + 2 + n + 2..];
-    }
-    out
-}
-
 /// The series of an exposition: (name, labels) with `build_info`'s
 /// version left out (the two programs differ there by design), and the
 /// TYPE of each name.
@@ -496,12 +477,9 @@ fn prometheus_metric_names_and_labels_are_haproxys() {
     let b = Origin::start("b", Mode::Ok);
     let e = Ebb::start(&promex_cfg(["BIND", "BIND", "BIND"], &a, &b));
     let metrics = |addr: std::net::SocketAddr, q: &str| {
+        // A chunked body comes decoded.
         let r = get(addr, &format!("/metrics{q}"));
-        let chunked = r
-            .header("transfer-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        let body = if chunked { dechunk(&r.body) } else { r.body };
-        (r.status, String::from_utf8_lossy(&body).into_owned())
+        (r.status, r.text())
     };
     // Traffic on both, so every kind of series exists.
     assert_eq!(get(e.addrs[1], "/x").status, 200);
@@ -740,12 +718,12 @@ fn serve_each(f: impl Fn(&mut std::net::TcpStream) + Send + 'static) -> std::net
 /// An origin that answers a head announcing 100 bytes, sends 3 and
 /// closes (the server aborts while the body passes: `SD`).
 fn cutting_origin() -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+    use std::io::Write;
     serve_each(|s| {
         let mut buf = [0u8; 4096];
         let mut got = Vec::new();
         while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
+            match s.read_retry(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => got.extend_from_slice(&buf[..n]),
             }
@@ -1180,11 +1158,10 @@ fn denied_cfg(bind: &str, metrics: &str) -> String {
 /// (denied connections, denied sessions).
 fn denied_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
     for src in ["127.0.0.2", "127.0.0.3"] {
-        use std::io::Read;
         let mut c = connect_from(src, fe);
         // A close, or a reset (HAProxy's).
         let mut b = [0u8; 16];
-        let r = c.s.read(&mut b);
+        let r = c.s.read_retry(&mut b);
         assert!(
             matches!(&r, Ok(0))
                 || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
@@ -1325,13 +1302,7 @@ fn form_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> St
 /// holds, and the servers' states after.
 fn form_run(addr: std::net::SocketAddr, sock: &std::path::Path) -> Vec<String> {
     let mut seen = Vec::new();
-    let r = req(addr, "/?;csv;scope=b1", None);
-    let body = if r.header("transfer-encoding") == Some("chunked") {
-        dechunk(&r.body)
-    } else {
-        r.body.clone()
-    };
-    let csv = String::from_utf8_lossy(&body).into_owned();
+    let csv = req(addr, "/?;csv;scope=b1", None).text();
     let names: Vec<&str> = csv
         .lines()
         .skip(1)
@@ -1504,7 +1475,6 @@ fn threads_cfg(sock: &std::path::Path, bind: &str) -> String {
 /// One answer read whole from `s` (its head and `Content-Length` body):
 /// its status and its length in bytes.
 fn raw_answer(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> (u16, usize) {
-    use std::io::Read;
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) {
@@ -1519,7 +1489,7 @@ fn raw_answer(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> (u16, usize) {
                 return (status, end + len);
             }
         }
-        let n = s.read(&mut chunk).unwrap();
+        let n = s.read_retry(&mut chunk).unwrap();
         assert!(n > 0, "closed before a whole answer");
         buf.extend_from_slice(&chunk[..n]);
     }

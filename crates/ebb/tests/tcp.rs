@@ -31,7 +31,7 @@ fn echo_server(v1_header: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
         if v1_header {
             let mut b = [0u8; 1];
             while !first.ends_with(b"\r\n") {
-                if s.read(&mut b).unwrap_or(0) == 0 {
+                if s.read_retry(&mut b).unwrap_or(0) == 0 {
                     return;
                 }
                 first.push(b[0]);
@@ -41,7 +41,7 @@ fn echo_server(v1_header: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
         seen2.lock().unwrap().push(first);
         let mut buf = vec![0u8; 65536];
         loop {
-            match s.read(&mut buf) {
+            match s.read_retry(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     if s.write_all(&buf[..n]).is_err() {
@@ -62,7 +62,7 @@ fn line_server() -> SocketAddr {
         let mut line = Vec::new();
         let mut b = [0u8; 1];
         while !line.ends_with(b"\n") {
-            match s.read(&mut b) {
+            match s.read_retry(&mut b) {
                 Ok(1) => line.push(b[0]),
                 _ => break,
             }
@@ -88,7 +88,7 @@ fn logged(extra_global: &str) -> String {
 fn closed_empty(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(LONG)).unwrap();
     let mut b = [0u8; 64];
-    match s.read(&mut b) {
+    match s.read_retry(&mut b) {
         Ok(0) => true,
         Ok(_) => false,
         Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
@@ -155,7 +155,7 @@ fn bulk_server(down: usize) -> SocketAddr {
         let mut n = 0usize;
         let mut bad = 0u64;
         loop {
-            match s.read(&mut buf) {
+            match s.read_retry(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => {
                     for (i, &b) in buf[..k].iter().enumerate() {
@@ -208,7 +208,7 @@ fn bulk_client(to: SocketAddr, up: usize, down: usize) {
     let mut got = 0usize;
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        match c.read(&mut buf).expect("download") {
+        match c.read_retry(&mut buf).expect("download") {
             0 => break,
             k => {
                 for (i, &b) in buf[..k].iter().enumerate() {
@@ -340,7 +340,7 @@ fn server_closing_early_and_client_timeout() {
     // The server's FIN reached us; our direction still works until ours.
     let mut more = [0u8; 1];
     c.set_read_timeout(Some(LONG)).unwrap();
-    assert_eq!(c.read(&mut more).unwrap(), 0);
+    assert_eq!(c.read_retry(&mut more).unwrap(), 0);
     c.write_all(b"late").unwrap();
     c.shutdown(Shutdown::Write).unwrap();
     let p = c.local_addr().unwrap().port();
@@ -740,7 +740,7 @@ fn recorder() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut v = Vec::new();
         let mut b = [0u8; 256];
-        while let Ok(n) = s.read(&mut b) {
+        while let Ok(n) = s.read_retry(&mut b) {
             if n == 0 {
                 break;
             }
@@ -1035,7 +1035,7 @@ fn a_side_that_reads_writes_on_to_the_other_side_itself() {
             }
         }
         let _ = s.shutdown(Shutdown::Write);
-        let _ = s.read(&mut b);
+        let _ = s.read_retry(&mut b);
     });
     let dir = scratch("tcp-pass-on");
     let sock = dir.join("admin.sock");
@@ -1096,7 +1096,7 @@ fn contstats_run(sock: &Path, a: SocketAddr) -> (u64, u64, u64) {
     c.write_all(b"hello").unwrap();
     let reader = std::thread::spawn(move || {
         let mut b = vec![0u8; 65536];
-        while let Ok(n) = c.read(&mut b) {
+        while let Ok(n) = c.read_retry(&mut b) {
             if n == 0 {
                 break;
             }

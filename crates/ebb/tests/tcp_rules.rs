@@ -200,7 +200,7 @@ fn connection_tracking_in_an_http_frontend() {
     let mut c = TcpStream::connect(e.addr()).unwrap();
     c.set_read_timeout(Some(LONG)).unwrap();
     let mut b = [0u8; 16];
-    assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
+    assert!(matches!(c.read_retry(&mut b), Ok(0) | Err(_)));
     let t = cli_cmd(&sock, "show table f");
     assert!(
         t.contains(" gpc0=2 conn_cnt=3 conn_rate(60000)=3 sess_cnt=2 http_req_cnt=3\n"),
@@ -221,7 +221,7 @@ fn silent_drop_reject_and_expect_proxy() {
     let mut c = TcpStream::connect(e.addrs[0]).unwrap();
     c.set_read_timeout(Some(LONG)).unwrap();
     let mut b = [0u8; 8];
-    let r = c.read(&mut b);
+    let r = c.read_retry(&mut b);
     assert!(
         matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
         "{r:?}"
@@ -231,7 +231,7 @@ fn silent_drop_reject_and_expect_proxy() {
     c.set_read_timeout(Some(LONG)).unwrap();
     let port = c.local_addr().unwrap().port();
     c.write_all(b"drop").unwrap();
-    let r = c.read(&mut b);
+    let r = c.read_retry(&mut b);
     assert!(
         matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
         "{r:?}"
@@ -306,7 +306,7 @@ fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
             let mut line = Vec::new();
             let mut b = [0u8; 1];
             while !line.ends_with(b"\n") {
-                match s.read(&mut b) {
+                match s.read_retry(&mut b) {
                     Ok(1) => line.push(b[0]),
                     _ => return,
                 }
@@ -401,7 +401,7 @@ fn read_answer(addr: SocketAddr) -> Vec<u8> {
     let mut v = Vec::new();
     let mut b = [0u8; 256];
     loop {
-        match c.read(&mut b) {
+        match c.read_retry(&mut b) {
             Ok(0) | Err(_) => break,
             Ok(n) => v.extend_from_slice(&b[..n]),
         }
@@ -714,7 +714,7 @@ backend be from back\n    http-request set-var(txn.bad) int(1) if {{ path /bad }
     let mut c = Client::connect(e.addr());
     c.send(&req("/drop"));
     let mut b = [0u8; 16];
-    let r = c.s.read(&mut b);
+    let r = c.s.read_retry(&mut b);
     assert!(
         matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
         "{r:?}"
@@ -929,7 +929,7 @@ fn http_request_silent_drop_resets() {
     let mut c = Client::connect(e.addr());
     c.send(b"GET /sd HTTP/1.1\r\nHost: h\r\n\r\n");
     let mut b = [0u8; 16];
-    let r = c.s.read(&mut b);
+    let r = c.s.read_retry(&mut b);
     assert!(
         matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
         "{r:?}"

@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -124,13 +124,13 @@ fn server(kind: Kind, tls: &Arc<rustls::ServerConfig>) -> Srv {
             Kind::Close => drop(s),
             Kind::Garbage => {
                 let mut b = [0u8; 4096];
-                if s.read(&mut b).is_ok() {
+                if s.read_retry(&mut b).is_ok() {
                     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
                 }
             }
             Kind::Silent => {
                 let mut b = [0u8; 4096];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+                while matches!(s.read_retry(&mut b), Ok(n) if n > 0) {}
             }
             Kind::Tls => {
                 let Ok(c) = rustls::ServerConnection::new(Arc::clone(&tls)) else {

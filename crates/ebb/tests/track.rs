@@ -31,8 +31,11 @@ fn a_tracking_server_takes_the_tracked_state_as_in_haproxy() {
     use common::origin::{Mode, Origin};
     let (o2, o3) = (Origin::start("s2", Mode::Ok), Origin::start("s3", Mode::Ok));
     // s1: only checked (a listener the test opens and closes).
-    let mut l1 = Some(TcpListener::bind("127.0.0.1:0").unwrap());
-    let p1 = l1.as_ref().map_or(0, |l| l.local_addr().unwrap().port());
+    // Its port comes from free_port(), below the ephemeral range: no
+    // connection's source port nor `:0` listener can take it while it is
+    // closed, and this process hands it out once.
+    let p1 = free_port();
+    let mut l1 = Some(TcpListener::bind(("127.0.0.1", p1)).unwrap());
     let cfg = |sock: &Path, bind: &str| {
         format!(
             "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind {bind}\n    default_backend other\n\
@@ -85,7 +88,14 @@ backend other\n    balance roundrobin\n    server t {o2} track be/s2\n    server
     for (_, a) in &socks {
         assert_eq!(serve(*a), ["s3"; 4]);
     }
-    l1 = Some(TcpListener::bind(("127.0.0.1", p1)).unwrap());
+    // Opened again; a bind refused meanwhile (another test process's
+    // free_port() probe on it) is tried again.
+    let mut again = None;
+    wait_until("the checked port bound again", || {
+        again = TcpListener::bind(("127.0.0.1", p1)).ok();
+        again.is_some()
+    });
+    l1 = again;
     wait(&["UP", "UP", "UP"]);
     // Maintenance passes down too; enabling a tracker does not lift the
     // inherited one.

@@ -222,7 +222,10 @@ pub struct Resp {
     pub version: String,
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The body, decoded when it came chunked.
     pub body: Vec<u8>,
+    /// A chunked body's trailer fields.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Resp {
@@ -278,7 +281,14 @@ impl Client {
         }
     }
 
-    /// Reads one response; `head_req` when it answers a HEAD (no body).
+    /// Reads one response, by its framing: no body after a HEAD
+    /// (`head_req`), a 1xx, 204 or 304; a chunked body (its trailers
+    /// kept apart); a `Content-Length` one; else the bytes to the close.
+    /// It returns as soon as the message ends, so a response on a
+    /// connection kept open costs no read timeout. None when no head
+    /// came, or a `Content-Length` body was cut short. A chunked body cut
+    /// short or broken is returned as far as it decoded, what followed
+    /// added raw (the close or read timeout ends it).
     pub fn read_resp_opt(&mut self, head_req: bool) -> Option<Resp> {
         let end = loop {
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -303,23 +313,101 @@ impl Client {
             status,
             headers,
             body: Vec::new(),
+            trailers: Vec::new(),
         };
         if head_req || status == 304 || status == 204 || status < 200 {
             return Some(r);
         }
-        if let Some(cl) = r.header("content-length") {
-            let n: usize = cl.parse().ok()?;
-            while self.buf.len() < n {
-                if !self.fill() {
-                    return None;
-                }
+        // RFC 9112 §6.3: a chunked transfer coding (the last one) wins
+        // over `Content-Length`.
+        let chunked = r.header("transfer-encoding").is_some_and(|te| {
+            te.rsplit(',')
+                .next()
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+        });
+        if chunked {
+            if !self.read_chunked(&mut r) {
+                while self.fill() {}
+                r.body.append(&mut self.buf);
             }
-            r.body = self.buf.drain(..n).collect();
+        } else if let Some(cl) = r.header("content-length") {
+            let n: usize = cl.parse().ok()?;
+            r.body = self.take(n)?;
         } else {
             while self.fill() {}
             r.body = std::mem::take(&mut self.buf);
         }
         Some(r)
+    }
+
+    /// The next `n` bytes, reading more as needed; None when the stream
+    /// ends first.
+    fn take(&mut self, n: usize) -> Option<Vec<u8>> {
+        while self.buf.len() < n {
+            if !self.fill() {
+                return None;
+            }
+        }
+        Some(self.buf.drain(..n).collect())
+    }
+
+    /// The next line without its CRLF (or bare LF), reading more as
+    /// needed; None when the stream ends first.
+    fn line(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let mut l: Vec<u8> = self.buf.drain(..=i).collect();
+                l.pop();
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                return Some(l);
+            }
+            if !self.fill() {
+                return None;
+            }
+        }
+    }
+
+    /// Decodes a chunked body into `r.body`, its trailers into
+    /// `r.trailers`; false when the stream ended or the framing broke
+    /// before the end of the trailers (the data of a chunk cut short is
+    /// in `r.body`).
+    fn read_chunked(&mut self, r: &mut Resp) -> bool {
+        loop {
+            let Some(l) = self.line() else { return false };
+            let l = String::from_utf8_lossy(&l).into_owned();
+            let size = l.split(';').next().unwrap_or("").trim();
+            if size.is_empty() || !size.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return false;
+            }
+            let Ok(n) = usize::from_str_radix(size, 16) else {
+                return false;
+            };
+            if n == 0 {
+                break;
+            }
+            match self.take(n) {
+                Some(mut d) => r.body.append(&mut d),
+                None => {
+                    r.body.append(&mut self.buf);
+                    return false;
+                }
+            }
+            if self.line().is_none_or(|l| !l.is_empty()) {
+                return false;
+            }
+        }
+        loop {
+            let Some(l) = self.line() else { return false };
+            if l.is_empty() {
+                return true;
+            }
+            if let Some((k, v)) = String::from_utf8_lossy(&l).split_once(':') {
+                r.trailers
+                    .push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
     }
 
     pub fn read_resp(&mut self) -> Resp {
@@ -340,6 +428,71 @@ impl Client {
         let mut tmp = [0u8; 1024];
         let first = retry_eintr(|| self.s.read(&mut tmp));
         matches!(first, Ok(0)) || reset(&first) || reset(&retry_eintr(|| self.s.read(&mut tmp)))
+    }
+}
+
+/// The length of the whole response at the start of `b` (bytes as they
+/// came): its head and the body its framing gives (none after a HEAD,
+/// `head_req`, nor in a 1xx, 204 or 304; `Content-Length`; chunked, to
+/// the end of its trailers). None while it is incomplete, or when only
+/// the close can end it (no framing) or its framing is broken: for a
+/// reader of raw bytes that stops at the end of a message rather than at
+/// a read timeout.
+pub fn response_len(b: &[u8], head_req: bool) -> Option<usize> {
+    let end = b.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&b[..end]);
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    if head_req || status < 200 || status == 204 || status == 304 {
+        return Some(end);
+    }
+    let (mut cl, mut chunked) = (None, false);
+    for (k, v) in lines.filter_map(|l| l.split_once(':')) {
+        let (k, v) = (k.trim(), v.trim());
+        if k.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = v
+                .rsplit(',')
+                .next()
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        } else if k.eq_ignore_ascii_case("content-length") {
+            cl = v.parse::<usize>().ok();
+        }
+    }
+    if chunked {
+        return chunked_len(&b[end..]).map(|n| end + n);
+    }
+    let n = end.checked_add(cl?)?;
+    (b.len() >= n).then_some(n)
+}
+
+/// The length of the chunked body at the start of `b`, to the end of its
+/// trailers; None while it is incomplete or when it is broken.
+pub fn chunked_len(b: &[u8]) -> Option<usize> {
+    let line_end = |at: usize| b[at..].windows(2).position(|w| w == b"\r\n");
+    let mut at = 0;
+    loop {
+        let le = line_end(at)?;
+        let line = std::str::from_utf8(&b[at..at + le]).ok()?;
+        let size = line.split(';').next()?.trim();
+        if size.is_empty() || !size.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let n = usize::from_str_radix(size, 16).ok()?;
+        at += le + 2;
+        if n == 0 {
+            break;
+        }
+        at = at.checked_add(n)?.checked_add(2)?;
+        if b.len() < at {
+            return None;
+        }
+    }
+    loop {
+        let le = line_end(at)?;
+        at += le + 2;
+        if le == 0 {
+            return Some(at);
+        }
     }
 }
 
@@ -770,6 +923,18 @@ pub fn retry_eintr(mut f: impl FnMut() -> std::io::Result<usize>) -> std::io::Re
         }
     }
 }
+
+/// `read` run again when a signal interrupted it ([`retry_eintr`]): the
+/// tests' own read loops call `read_retry` on their sockets (and any
+/// other reader), so a stop and resume of the test process is not taken
+/// for an error or the end of the stream.
+pub trait ReadRetry: Read {
+    fn read_retry(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        retry_eintr(|| self.read(b))
+    }
+}
+
+impl<R: Read + ?Sized> ReadRetry for R {}
 
 /// A syslog receiver on 127.0.0.1 (its datagrams are waited for 30 s at
 /// most). Lines come from several threads (a check's state change, the

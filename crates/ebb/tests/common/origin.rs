@@ -142,7 +142,13 @@ impl Origin {
     }
 
     pub fn start_on(bind: &str, name: &str, mode: Mode) -> Origin {
-        let l = TcpListener::bind(bind).expect("origin bind");
+        Origin::try_start_on(bind, name, mode).expect("origin bind")
+    }
+
+    /// [`Origin::start_on`], the bind's error returned (a port another
+    /// process took first, for a caller that tries another).
+    pub fn try_start_on(bind: &str, name: &str, mode: Mode) -> std::io::Result<Origin> {
+        let l = TcpListener::bind(bind)?;
         let addr = l.local_addr().unwrap();
         l.set_nonblocking(true).unwrap();
         let o = Origin {
@@ -186,7 +192,7 @@ impl Origin {
                 }
             }
         });
-        o
+        Ok(o)
     }
 
     /// Closes every connection accepted so far, as a server closing its
