@@ -177,6 +177,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "servers' connections: in use, estimated need, idle (safe or not), by thread",
     ),
     (
+        "show events",
+        "[RING] [-n]",
+        CliLevel::User,
+        "list the rings, or print a ring's messages (operator)",
+    ),
+    (
         "show activity",
         "[THREAD]",
         CliLevel::User,
@@ -598,6 +604,59 @@ pub fn execute(
             } else {
                 crate::statefile::dump(farms)
             })
+        }
+        ["show", "events"] => {
+            // HAProxy's list: its standard output and error sinks, then
+            // the rings.
+            let mut s = String::from(
+                "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
+            );
+            let _ = writeln!(
+                s,
+                "    {:<10} : type=fd, 0 dropped, standard output (fd#1)",
+                "stdout"
+            );
+            let _ = writeln!(
+                s,
+                "    {:<10} : type=fd, 0 dropped, standard output (fd#2)",
+                "stderr"
+            );
+            for r in crate::ring::all() {
+                let _ = writeln!(
+                    s,
+                    "    {:<10} : type=buffer, {} dropped, {}",
+                    r.name,
+                    r.dropped(),
+                    r.description
+                );
+            }
+            Ok(s)
+        }
+        ["show", "events", name, opts @ ..] => {
+            need(level, Operator, "show events")?;
+            let ring = match crate::ring::find(name) {
+                Some(r) => r,
+                None if matches!(*name, "stdout" | "stderr") => {
+                    return Ok("Nothing to report for this sink\n".into())
+                }
+                None => return Err("No such event sink".into()),
+            };
+            let mut new_only = false;
+            for o in opts {
+                match *o {
+                    "-n" => new_only = true,
+                    "-w" | "-nw" | "-wn" => {
+                        return Err("'-w' (wait for new events) is not supported by ebb".into())
+                    }
+                    _ => return Err("unknown option".into()),
+                }
+            }
+            let mut s = String::new();
+            for m in ring.events(new_only) {
+                s.push_str(&String::from_utf8_lossy(&m));
+                s.push('\n');
+            }
+            Ok(s)
         }
         ["show", "activity", rest @ ..] => {
             let all = p.handle.activity();
