@@ -52,6 +52,9 @@ struct State {
     readers: Vec<Option<u64>>,
     /// Messages that found no room since the last announcement.
     dropped: u64,
+    /// What `show events -w` connections want run at the next message,
+    /// one per connection (its token).
+    waiters: Vec<(u64, Box<dyn FnOnce() + Send>)>,
 }
 
 impl State {
@@ -85,6 +88,7 @@ impl Ring {
                 data: 1,
                 readers: Vec::new(),
                 dropped: 0,
+                waiters: Vec::new(),
             }),
             cv: Condvar::new(),
         }
@@ -145,6 +149,9 @@ impl Ring {
         m.extend_from_slice(msg);
         if self.put(&mut st, m) {
             self.cv.notify_all();
+            for (_, w) in st.waiters.drain(..) {
+                w();
+            }
         } else {
             st.dropped += 1;
         }
@@ -155,6 +162,46 @@ impl Ring {
         match self.st.lock() {
             Ok(st) if !new_only => st.msgs.iter().cloned().collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The messages from number `from` on (from the oldest held if those
+    /// are gone; `None`: the oldest, or the end with `new_only`), and the
+    /// number of the next one.
+    pub fn events_from(&self, from: Option<u64>, new_only: bool) -> (Vec<Vec<u8>>, u64) {
+        let Ok(st) = self.st.lock() else {
+            return (Vec::new(), from.unwrap_or(0));
+        };
+        let from = match from {
+            Some(f) => f.max(st.first),
+            None if new_only => st.end(),
+            None => st.first,
+        };
+        let skip = (from.min(st.end()) - st.first) as usize;
+        (
+            st.msgs.iter().skip(skip).cloned().collect(),
+            st.end().max(from),
+        )
+    }
+
+    /// Runs `wake` at the first message numbered `next` or later: now if
+    /// it is there, else when it is written. A connection's (`token`)
+    /// earlier request is replaced.
+    pub fn wait_after(&self, next: u64, token: u64, wake: Box<dyn FnOnce() + Send>) {
+        let Ok(mut st) = self.st.lock() else { return };
+        st.waiters.retain(|(t, _)| *t != token);
+        if st.end() > next {
+            drop(st);
+            wake();
+        } else {
+            st.waiters.push((token, wake));
+        }
+    }
+
+    /// Forgets a connection's request.
+    pub fn unwait(&self, token: u64) {
+        if let Ok(mut st) = self.st.lock() {
+            st.waiters.retain(|(t, _)| *t != token);
         }
     }
 

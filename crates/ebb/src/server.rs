@@ -1226,6 +1226,19 @@ fn process_signature(cfg: &Config) -> String {
                 })
                 .collect::<Vec<_>>(),
             peers_signature(cfg),
+            // The rings, without line numbers (a ring's messages and its
+            // forwarders live as long as the process).
+            cfg.rings
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.loc.line = 0;
+                    for s in &mut r.servers {
+                        s.loc.line = 0;
+                    }
+                    r
+                })
+                .collect::<Vec<_>>(),
         )
     )
 }
@@ -1295,7 +1308,7 @@ impl Reload {
             crate::proxy::compile_keeping(&cfg, Some(&old.tables)).map_err(join_errors)?;
         if process_signature(&cfg) != self.process {
             return Err(
-                "log targets, stats sockets, chroot, user, group, daemon, ulimit-n, resolvers sections, peers sections or shared stick tables changed: that needs a restart"
+                "log targets, ring sections, stats sockets, chroot, user, group, daemon, ulimit-n, resolvers sections, peers sections or shared stick tables changed: that needs a restart"
                     .into(),
             );
         }

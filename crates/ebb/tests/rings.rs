@@ -3,7 +3,8 @@
 //! format for `show events`, and its `server` lines get them over TCP
 //! (`log-proto octet-count`: `LEN MSG`; `legacy`: `MSG\n`); a `tcp@`
 //! target is a ring of its own (`ring#1`), whose server gets the messages
-//! logged before it could connect. Checked beside Debian's haproxy when it
+//! logged before it could connect; `show events NAME -w` follows the
+//! ring. Checked beside Debian's haproxy when it
 //! is installed, on the same configuration.
 
 mod common;
@@ -110,17 +111,57 @@ fn check(
     });
 }
 
+/// Reads from `c` until what came ends with `want`; all of it.
+fn read_until(c: &mut std::os::unix::net::UnixStream, want: &str) -> String {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).ends_with(want) {
+        match c.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e) => panic!("after {:?}: {e}", String::from_utf8_lossy(&got)),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// `show events r -w`: the messages held, then each new one as it comes;
+/// what the client sends ends the command at the next message (HAProxy
+/// 2.6 looks at its input only then), with the empty line that ends an
+/// answer, and the connection closes.
+fn watch(who: &str, sock: &Path, addr: std::net::SocketAddr) {
+    use std::io::Write;
+    let mut c = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    c.write_all(b"show events r -w\n").unwrap();
+    assert_eq!(
+        read_until(&mut c, "hello /b\n"),
+        "<6>hello /a\n<6>hello /b\n",
+        "{who}"
+    );
+    assert_eq!(get(addr, "/c").status, 200, "{who}");
+    assert_eq!(read_until(&mut c, "\n"), "<6>hello /c\n", "{who}");
+    c.write_all(b"show info\n").unwrap();
+    assert_eq!(get(addr, "/d").status, 200, "{who}");
+    let mut rest = String::new();
+    c.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "<6>hello /d\n\n", "{who}");
+}
+
 #[test]
 fn rings_keep_and_forward_messages_as_haproxy() {
     let (oc, legacy) = (TcpListener::bind("127.0.0.1:0").unwrap(), closed_port());
     let (oc_port, legacy_port) = (oc.local_addr().unwrap().port(), legacy.addr.port());
     let (e, sock) = ebb_with_admin("rings", |s, b| cfg(s, b, oc_port, legacy_port));
     check("ebb", &sock, e.addrs[0], oc, legacy);
+    watch("ebb", &sock, e.addrs[0]);
     drop(e);
     let (oc, legacy) = (TcpListener::bind("127.0.0.1:0").unwrap(), closed_port());
     let (oc_port, legacy_port) = (oc.local_addr().unwrap().port(), legacy.addr.port());
     if let Some((h, addr)) = haproxy_beside("rings", |s, b| cfg(s, b, oc_port, legacy_port)) {
         check("haproxy", &h.sock, addr, oc, legacy);
+        watch("haproxy", &h.sock, addr);
     }
 }
 
