@@ -3485,10 +3485,12 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "invalid time",
     );
+    let c = ok("global\n    master-worker no-exit-on-failure\n");
+    assert!(c.global.master_worker && c.global.no_exit_on_failure);
     err1(
-        "global\n    master-worker no-exit-on-failure\n",
+        "global\n    master-worker exit\n",
         "t.cfg:2: ",
-        "not supported",
+        "only supports 'no-exit-on-failure'",
     );
     let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
     assert!(c.global.stats_sockets[0].expose_fd);
