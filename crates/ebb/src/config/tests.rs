@@ -513,7 +513,7 @@ fn unsupported_section_reports_once() {
 fn ring_sections_and_tcp_targets() {
     let c = ok("ring r\n    description \"My ring\"\n    format rfc5424\n    maxlen 99999\n    size 1000\n\
     timeout connect 2s\n    timeout server 0\n    server s 127.0.0.1:6514 log-proto octet-count\n\
-global\n    log ring@r local0\n    log tcp@127.0.0.1:1514 format short local1\n    log tcp@127.0.0.1 local2\n");
+global\n    log ring@r local0\n    log tcp@127.0.0.1:1514 format short local1\n    log tcp@127.0.0.1 local2\n    log ring@buf0 local3\n");
     assert_eq!(c.rings.len(), 3);
     let r = &c.rings[0];
     assert_eq!((r.name.as_str(), r.description.as_str()), ("r", "My ring"));

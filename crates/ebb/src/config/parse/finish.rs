@@ -477,7 +477,8 @@ impl Parser<'_> {
             }));
         for t in targets {
             if let LogDest::Ring(name) = &t.dest {
-                if !rings.iter().any(|r| &r.name == name) {
+                // `buf0`: HAProxy's built-in ring (crate::ring).
+                if name != "buf0" && !rings.iter().any(|r| &r.name == name) {
                     err(
                         &mut errs,
                         &t.loc,
