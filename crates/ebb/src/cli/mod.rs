@@ -509,7 +509,10 @@ pub fn execute_line(
                 break;
             }
             ["prompt"] => {
+                // Its answer is empty: the empty line that ends one (so
+                // `\n> ` on turning it on), as HAProxy 2.6 writes it.
                 r.prompt_toggles += 1;
+                r.text.push('\n');
                 continue;
             }
             ["show", "events", name, opts @ ..]
