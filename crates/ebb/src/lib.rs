@@ -43,6 +43,7 @@ pub(crate) mod rawword;
 pub(crate) mod registry;
 pub mod resolvers;
 pub(crate) mod rewrite;
+pub mod ring;
 pub(crate) mod rules;
 pub mod sample;
 pub(crate) mod serve;

@@ -49,6 +49,8 @@ pub enum Sink {
     /// A syslog UNIX datagram socket, addressed by path on every message
     /// (so a restarted syslog daemon is found again).
     Unix(UnixDatagram, PathBuf),
+    /// A ring (`ring@NAME`, `tcp@`): messages take the ring's format.
+    Ring(std::sync::Arc<crate::ring::Ring>),
 }
 
 impl Sink {
@@ -74,6 +76,9 @@ impl Sink {
                 s.set_nonblocking(true)?;
                 Sink::Unix(s, p.clone())
             }
+            LogDest::Ring(n) => Sink::Ring(crate::ring::find(n).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("no ring named '{n}'"))
+            })?),
         })
     }
 
@@ -93,6 +98,16 @@ impl Sink {
             Sink::File(f) => (&*f).write_all(l),
             Sink::Udp(s, a) => s.send_to(l, a).map(drop),
             Sink::Unix(s, p) => s.send_to(l, p).map(drop),
+            Sink::Ring(r) => {
+                r.write(
+                    1,
+                    LOG_INFO,
+                    &Ident::default(),
+                    None,
+                    l.strip_suffix(b"\n").unwrap_or(l),
+                );
+                return;
+            }
         };
         if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
             DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -311,6 +326,25 @@ impl Logger {
                 continue;
             }
             let lv = level.max(t.min_level);
+            if let Sink::Ring(r) = &t.sink {
+                // The ring writes its own header (HAProxy's sink format);
+                // the line's `len` cuts the message first.
+                let mut m = msg;
+                while let Some((&b, rest)) = m.split_last() {
+                    if b != b'\n' && b != 0 {
+                        break;
+                    }
+                    m = rest;
+                }
+                r.write(
+                    t.facility,
+                    lv,
+                    &self.ident,
+                    sd,
+                    &m[..m.len().min(t.max_len)],
+                );
+                continue;
+            }
             let mut out = Vec::with_capacity(64 + msg.len());
             header(&mut out, t.format, t.facility, lv, &self.ident, now);
             if t.format == LogFormat::Rfc5424 {

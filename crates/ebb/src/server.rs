@@ -556,6 +556,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         eprintln!("{e}");
         return 1;
     }
+    crate::ring::start_forwarders();
     if cfg.global.set_dumpable {
         // HAProxy: each failure is a warning, the process goes on.
         for w in crate::sys::make_dumpable() {
@@ -1012,6 +1013,7 @@ fn client_sock_opts(
 type Loggers = std::collections::HashMap<String, Logger>;
 
 fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
+    crate::ring::install(&cfg.rings);
     let host = cfg.global.log_send_hostname.is_some();
     let open = |t: &crate::config::LogTarget| {
         Target::open(t, host).map_err(|e| {
@@ -1020,6 +1022,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
                 LogDest::Udp(a) => a.to_string(),
                 LogDest::Stdout => "stdout".into(),
                 LogDest::Stderr => "stderr".into(),
+                LogDest::Ring(n) => format!("ring@{n}"),
             };
             startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
         })
@@ -1223,6 +1226,19 @@ fn process_signature(cfg: &Config) -> String {
                 })
                 .collect::<Vec<_>>(),
             peers_signature(cfg),
+            // The rings, without line numbers (a ring's messages and its
+            // forwarders live as long as the process).
+            cfg.rings
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.loc.line = 0;
+                    for s in &mut r.servers {
+                        s.loc.line = 0;
+                    }
+                    r
+                })
+                .collect::<Vec<_>>(),
         )
     )
 }
@@ -1292,7 +1308,7 @@ impl Reload {
             crate::proxy::compile_keeping(&cfg, Some(&old.tables)).map_err(join_errors)?;
         if process_signature(&cfg) != self.process {
             return Err(
-                "log targets, stats sockets, chroot, user, group, daemon, ulimit-n, resolvers sections, peers sections or shared stick tables changed: that needs a restart"
+                "log targets, ring sections, stats sockets, chroot, user, group, daemon, ulimit-n, resolvers sections, peers sections or shared stick tables changed: that needs a restart"
                     .into(),
             );
         }

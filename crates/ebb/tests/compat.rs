@@ -1467,6 +1467,44 @@ fn log_format_sd_beside_haproxy() {
     assert!(!l.contains("ex@1234"), "haproxy: {l}");
 }
 
+/// The log-format flag `+E` writes a `\` before each `"`, `\` and `]` of a
+/// field, after the `#XX` encoding of the request line and captures (which
+/// leaves them no `"` of their own), and leaves `+Q`'s quotes as they are:
+/// the line Debian's haproxy 2.6 writes for the same request.
+#[test]
+fn log_format_escape_flag_beside_haproxy() {
+    let cfg = |first: &str, bind: &str, log: &UdpSocket| {
+        format!(
+            "global\n{first}defaults\n    mode http\n    timeout client 10s\n    timeout connect 5s\n    timeout server 10s\n\
+             frontend fe\n    bind {bind}\n    log udp@{} format raw local0\n    capture request header x len 50\n\
+             \x20   log-format \"A=%{{+E}}[capture.req.hdr(0)] B=%{{+E,+Q}}[var(txn.y)] C=%{{+E}}r E=%{{+E}}hr G=%{{+E,+Q}}b H=%{{+E}}[var(txn.none)] I=%{{-E}}r\"\n\
+             \x20   http-request set-var(txn.y) req.hdr(y)\n    http-request return status 200\n",
+            log.local_addr().unwrap(),
+        )
+    };
+    let udp = || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    };
+    let req: &[u8] = b"GET /p\"a]\\q?x HTTP/1.1\r\nhost: a\r\nx: a\"b\\c]d\r\ny: \"]\r\n\r\n";
+    let want = "A=a\\\"b\\\\c\\]d B=\"\\\"\\]\" C=GET /p#22a\\]\\\\q?x HTTP/1.1 E={a#22b\\\\c\\]d} G=\"fe\" H=- I=GET /p#22a]\\q?x HTTP/1.1\n";
+    let log = udp();
+    let e = common::Ebb::start(&cfg("", "BIND", &log));
+    assert_eq!(common::raw(e.addrs[0], req).map(|r| r.status), Some(200));
+    assert_eq!(recv_udp(&log), want);
+    drop(e);
+    let hlog = udp();
+    let Some((_h, addr)) = common::haproxy_beside("logesc", |sock, bind| {
+        let first = format!("    stats socket {} level admin\n", sock.display());
+        cfg(&first, bind, &hlog)
+    }) else {
+        return;
+    };
+    assert_eq!(common::raw(addr, req).map(|r| r.status), Some(200));
+    assert_eq!(recv_udp(&hlog), want, "haproxy");
+}
+
 /// Starts ebb, then haproxy when installed, on one configuration (`bind
 /// BIND {bind_extra}`, the frontend's `fe_lines`, one rfc5424 target),
 /// sends `send` on a connection to each and checks that the line after

@@ -542,6 +542,74 @@ fn a_failed_reload_keeps_the_running_worker() {
     assert!(!sock.exists(), "the master CLI socket file stays");
 }
 
+/// `master-worker no-exit-on-failure`: a current worker that dies (killed
+/// here) leaves the master and the other processes running (HAProxy 2.6's
+/// documented meaning; Debian's haproxy 2.6.12 does not apply it: its
+/// master kills every process, as without the option, measured by hand);
+/// a reload starts a new worker, and
+/// the master leaves with the first failure's status once no process is
+/// left.
+#[test]
+fn no_exit_on_failure_keeps_the_master_and_its_programs() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mwnoexit");
+    let cfg = dir.join("ebb.cfg");
+    let text = proxy_cfg(
+        "    master-worker no-exit-on-failure\n",
+        &["127.0.0.1:0"],
+        o.addr,
+    ) + "program sleeper\n    command sleep 1000\n";
+    std::fs::write(&cfg, text).unwrap();
+    let sock = dir.join("master.sock");
+    let mut e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let show = mcli(&sock, "show proc");
+    let w = current_workers(&show);
+    assert_eq!(w.len(), 1, "{show}");
+    let kill = |sig: &str, pid: &str| {
+        std::process::Command::new("kill")
+            .args([&format!("-{sig}"), pid])
+            .status()
+            .unwrap()
+    };
+    kill("KILL", &w[0]);
+    wait_until("the master seeing its worker gone", || {
+        current_workers(&mcli(&sock, "show proc")).is_empty()
+    });
+    assert!(e
+        .wait_stderr(
+            &format!("current worker {} exited with code 137", w[0]),
+            Duration::from_secs(30)
+        )
+        .is_some());
+    // The master and the program stay; a reload brings a worker back.
+    let before = readies(&e);
+    e.signal("USR2");
+    wait_until("the new worker", || readies(&e) > before);
+    assert_eq!(common::get(e.addr(), "/").status, 200);
+    let show = mcli(&sock, "show proc");
+    let w2 = current_workers(&show);
+    assert_eq!(w2.len(), 1, "{show}");
+    kill("KILL", &w2[0]);
+    let prog = show
+        .lines()
+        .find(|l| l.contains("sleeper"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(!prog.is_empty(), "{show}");
+    kill("TERM", &prog);
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(137));
+}
+
 /// The pids listed under `# workers` in `show proc`.
 fn current_workers(show: &str) -> Vec<String> {
     show.lines()

@@ -46,6 +46,10 @@ pub struct Reply {
     pub quit: bool,
     /// `prompt` toggled interactive mode this many times.
     pub prompt_toggles: u32,
+    /// `show events RING -w`: the ring, and the number of the next message
+    /// to print; the command's answer goes on until the client sends
+    /// something (the commands after it on the line are not run).
+    pub watch: Option<(String, u64)>,
 }
 
 fn rank(l: CliLevel) -> u8 {
@@ -175,6 +179,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "[BACKEND]",
         CliLevel::User,
         "servers' connections: in use, estimated need, idle (safe or not), by thread",
+    ),
+    (
+        "show events",
+        "[RING] [-n]",
+        CliLevel::User,
+        "list the rings, or print a ring's messages (operator)",
     ),
     (
         "show activity",
@@ -471,6 +481,39 @@ fn execute_moded(
     })
 }
 
+/// `show events RING [-w] [-n]`: the messages (one a line), and with `-w`
+/// the number of the next one, for the connection to wait for.
+fn show_events(
+    level: CliLevel,
+    name: &str,
+    opts: &[&str],
+) -> Result<(String, Option<u64>), String> {
+    need(level, CliLevel::Operator, "show events")?;
+    let ring = match crate::ring::find(name) {
+        Some(r) => r,
+        None if matches!(name, "stdout" | "stderr") => {
+            return Ok(("Nothing to report for this sink\n".into(), None))
+        }
+        None => return Err("No such event sink".into()),
+    };
+    let (mut wait, mut new_only) = (false, false);
+    for o in opts {
+        match *o {
+            "-n" => new_only = true,
+            "-w" => wait = true,
+            "-nw" | "-wn" => (wait, new_only) = (true, true),
+            _ => return Err("unknown option".into()),
+        }
+    }
+    let (msgs, next) = ring.events_from(None, new_only);
+    let mut s = String::new();
+    for m in msgs {
+        s.push_str(&String::from_utf8_lossy(&m));
+        s.push('\n');
+    }
+    Ok((s, wait.then_some(next)))
+}
+
 /// Runs one line of commands. `experimental` is the connection's
 /// `experimental-mode`; `isolate` runs a closure with every other
 /// scheduler thread parked.
@@ -490,8 +533,28 @@ pub fn execute_line(
                 break;
             }
             ["prompt"] => {
+                // Its answer is empty: the empty line that ends one (so
+                // `\n> ` on turning it on), as HAProxy 2.6 writes it.
                 r.prompt_toggles += 1;
+                r.text.push('\n');
                 continue;
+            }
+            ["show", "events", name, opts @ ..]
+                if opts.iter().any(|o| matches!(*o, "-w" | "-nw" | "-wn")) =>
+            {
+                match show_events(level, name, opts) {
+                    Ok((text, Some(next))) => {
+                        r.text.push_str(&text);
+                        r.watch = Some((name.to_string(), next));
+                        break;
+                    }
+                    Ok((text, None)) | Err(text) => {
+                        r.text.push_str(&text);
+                        r.text
+                            .push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+                        continue;
+                    }
+                }
             }
             _ => {}
         }
@@ -623,6 +686,34 @@ pub fn execute(
                 crate::statefile::dump(farms)
             })
         }
+        ["show", "events"] => {
+            // HAProxy's list: its standard output and error sinks, then
+            // the rings.
+            let mut s = String::from(
+                "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
+            );
+            let _ = writeln!(
+                s,
+                "    {:<10} : type=fd, 0 dropped, standard output (fd#1)",
+                "stdout"
+            );
+            let _ = writeln!(
+                s,
+                "    {:<10} : type=fd, 0 dropped, standard output (fd#2)",
+                "stderr"
+            );
+            for r in crate::ring::all() {
+                let _ = writeln!(
+                    s,
+                    "    {:<10} : type=buffer, {} dropped, {}",
+                    r.name,
+                    r.dropped(),
+                    r.description
+                );
+            }
+            Ok(s)
+        }
+        ["show", "events", name, opts @ ..] => show_events(level, name, opts).map(|(t, _)| t),
         ["show", "activity", rest @ ..] => {
             let all = p.handle.activity();
             match rest.first() {

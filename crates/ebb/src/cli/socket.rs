@@ -233,7 +233,15 @@ struct CliConn {
     /// A command given with a payload (a line ending in `<<`, HAProxy's
     /// pattern) and the payload's lines so far, until an empty line.
     payload: Option<(String, String)>,
+    /// `show events RING -w` running: the ring and the number of the next
+    /// message to print.
+    watch: Option<(Arc<crate::ring::Ring>, u64)>,
+    /// This connection's token in a ring's waiters.
+    token: u64,
 }
+
+/// Tokens for [`CliConn::token`].
+static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 fn spawn(
     ctx: &mut Ctx,
@@ -262,6 +270,8 @@ fn spawn(
         io: None,
         timeout_ms,
         payload: None,
+        watch: None,
+        token: TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     };
     let task = ctx.new_task_obj("cli_conn", conn);
     ctx.set_nice(task, nice);
@@ -272,6 +282,9 @@ fn spawn(
 
 impl CliConn {
     fn close(&mut self, ctx: &mut Ctx) -> Status {
+        if let Some((r, _)) = self.watch.take() {
+            r.unwait(self.token);
+        }
         let _ = ctx.deregister_fd(self.fd);
         if let Some(io) = self.io.take() {
             ctx.kill_tasklet(io);
@@ -321,8 +334,48 @@ impl CliConn {
         self.out.len() - self.opos
     }
 
+    /// `show events -w`: queues the new messages and asks the ring to
+    /// wake the task at the next one. As HAProxy 2.6 does, what the client
+    /// sends (or its end) stops the command only once a new message has
+    /// been printed; the rest of its input is thrown away.
+    /// `first`: the command has just started (its first messages are in
+    /// its answer).
+    fn watch(&mut self, me: TaskId, first: bool) {
+        let Some((ring, next)) = self.watch.clone() else {
+            return;
+        };
+        if self.unsent() >= OUT_HIGH {
+            return;
+        }
+        let (msgs, n) = ring.events_from(Some(next), false);
+        let news = !msgs.is_empty();
+        for m in msgs {
+            self.out.extend_from_slice(&m);
+            self.out.push(b'\n');
+        }
+        if (news || first) && (!self.inbuf.is_empty() || self.eof) {
+            ring.unwait(self.token);
+            self.watch = None;
+            self.inbuf.clear();
+            self.out.push(b'\n');
+            if self.interactive && !self.eof {
+                self.out.extend_from_slice(b"> ");
+            } else {
+                self.closing = true;
+            }
+            return;
+        }
+        self.watch = Some((ring.clone(), n));
+        let h = self.process.handle.clone();
+        ring.wait_after(
+            n,
+            self.token,
+            Box::new(move || h.wake_task(me, Reasons::MSG)),
+        );
+    }
+
     fn lines(&mut self, ctx: &mut Ctx) {
-        while !self.closing && self.unsent() < OUT_HIGH {
+        while !self.closing && self.watch.is_none() && self.unsent() < OUT_HIGH {
             let Some(nl) = self.inbuf.iter().position(|&c| c == b'\n') else {
                 if self.inbuf.len() >= MAX_LINE {
                     self.out.extend_from_slice(b"Line too long.\n\n");
@@ -381,6 +434,12 @@ impl CliConn {
             if r.prompt_toggles % 2 == 1 {
                 self.interactive = !self.interactive;
             }
+            if let Some((name, next)) = r.watch {
+                if let Some(ring) = crate::ring::find(&name) {
+                    self.watch = Some((ring, next));
+                    return;
+                }
+            }
             if r.quit || !self.interactive {
                 self.closing = true;
                 return;
@@ -414,8 +473,15 @@ impl TaskFn for CliConn {
                         self.inbuf.push(b'\n');
                     }
                 }
-                self.lines(ctx);
-                if self.eof && !self.inbuf.contains(&b'\n') {
+                if self.watch.is_some() {
+                    self.watch(me, false);
+                } else {
+                    self.lines(ctx);
+                    if self.watch.is_some() {
+                        self.watch(me, true);
+                    }
+                }
+                if self.watch.is_none() && self.eof && !self.inbuf.contains(&b'\n') {
                     self.closing = true;
                 }
             }
@@ -426,8 +492,9 @@ impl TaskFn for CliConn {
                 return self.close(ctx);
             }
             // All sent and more to read or run: go on; otherwise wait for
-            // the socket (readable, or writable again).
-            if self.closing || !self.out.is_empty() {
+            // the socket (readable, or writable again), or for the ring
+            // (`show events -w`).
+            if self.closing || !self.out.is_empty() || self.watch.is_some() {
                 break;
             }
             if !self.eof && !self.full && !self.inbuf.contains(&b'\n') {
@@ -436,7 +503,7 @@ impl TaskFn for CliConn {
         }
         ctx.set_expire(
             me,
-            if self.timeout_ms == 0 {
+            if self.timeout_ms == 0 || self.watch.is_some() {
                 ETERNITY
             } else {
                 ticks::add(ctx.now(), self.timeout_ms)

@@ -46,6 +46,7 @@ mod peers;
 mod program;
 mod resolvers;
 pub(crate) mod rewrite;
+pub(crate) mod ring;
 mod tcpcheck;
 mod tcpreq;
 mod types;

@@ -435,8 +435,9 @@ fn global_errors() {
         ("tune.heavy-tasklets maybe", "'on' or 'off'"),
         ("profiling.tasks sometimes", "on', 'auto' or 'off'"),
         ("hard-stop-after forever", "invalid time"),
-        ("log ring@buf local0", "not supported yet"),
-        ("log tcp@1.2.3.4:514 local0", "not supported yet"),
+        ("log ring@buf local0", "unknown ring named 'buf'"),
+        ("log ring@ local0", "expects a ring name"),
+        ("log fd@3 local0", "not supported yet"),
         ("log stdout format json local0", "unknown log format 'json'"),
         ("log stdout len 10 local0", "between 80 and 65535"),
         ("log stdout sample 1:0 local0", "wrong sample size"),
@@ -502,10 +503,60 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("ring L\n    size 1000\n    format raw\nglobal\n    bogus\n");
+    let e = errs("log-forward L\n    dgram-bind :514\n    log global\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'ring' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'log-forward' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
+}
+
+#[test]
+fn ring_sections_and_tcp_targets() {
+    let c = ok("ring r\n    description \"My ring\"\n    format rfc5424\n    maxlen 99999\n    size 1000\n\
+    timeout connect 2s\n    timeout server 0\n    server s 127.0.0.1:6514 log-proto octet-count\n\
+global\n    log ring@r local0\n    log tcp@127.0.0.1:1514 format short local1\n    log tcp@127.0.0.1 local2\n    log ring@buf0 local3\n");
+    assert_eq!(c.rings.len(), 3);
+    let r = &c.rings[0];
+    assert_eq!((r.name.as_str(), r.description.as_str()), ("r", "My ring"));
+    assert_eq!(r.format, LogFormat::Rfc5424);
+    // Never smaller than HAProxy's BUFSIZE; maxlen at most the size.
+    assert_eq!((r.size, r.maxlen), (16_384, 16_384));
+    assert_eq!(r.timeout_connect, Some(std::time::Duration::from_secs(2)));
+    assert_eq!(r.timeout_server, None);
+    assert!(r.servers[0].octet_count);
+    assert_eq!(c.global.log[0].dest, LogDest::Ring("r".into()));
+    assert_eq!(c.global.log[1].dest, LogDest::Ring("ring#1".into()));
+    let t = &c.rings[1];
+    assert_eq!(t.format, LogFormat::Short);
+    assert_eq!(
+        t.description,
+        "created from logserver declared into 't.cfg' at line 11"
+    );
+    assert_eq!(t.servers[0].addr, "127.0.0.1:1514".parse().unwrap());
+    assert!(!t.servers[0].octet_count);
+    assert_eq!(c.rings[2].servers[0].addr, "127.0.0.1:514".parse().unwrap());
+    for (text, want) in [
+        ("ring\n", "missing ring name"),
+        ("ring a/b\n", "character '/' is not permitted"),
+        ("ring buf0\n", "sink named 'buf0' already exists"),
+        ("ring a\nring a\n", "sink named 'a' already exists"),
+        ("ring a\n    size 16k\n", "no unit"),
+        ("ring a\n    maxlen 0\n", "invalid maxlen"),
+        ("ring a\n    format json\n", "unknown format 'json'"),
+        ("ring a\n    description\n", "missing ring description"),
+        ("ring a\n    timeout client 1s\n", "not a ring timeout"),
+        (
+            "ring a\n    server s 127.0.0.1:1 ssl\n",
+            "'ssl' is not supported on a ring's server",
+        ),
+        (
+            "ring a\n    server s 127.0.0.1:1 log-proto rfc\n",
+            "'legacy' or 'octet-count'",
+        ),
+        ("ring a\n    bogus\n", "unknown statement 'bogus'"),
+    ] {
+        let e = errs(text);
+        assert!(e.iter().any(|m| m.contains(want)), "{text}: {e:#?}");
+    }
 }
 
 #[test]
@@ -3434,10 +3485,12 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "invalid time",
     );
+    let c = ok("global\n    master-worker no-exit-on-failure\n");
+    assert!(c.global.master_worker && c.global.no_exit_on_failure);
     err1(
-        "global\n    master-worker no-exit-on-failure\n",
+        "global\n    master-worker exit\n",
         "t.cfg:2: ",
-        "not supported",
+        "only supports 'no-exit-on-failure'",
     );
     let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
     assert!(c.global.stats_sockets[0].expose_fd);

@@ -532,8 +532,10 @@ impl Master {
 
     fn serve(mut self) -> i32 {
         loop {
-            if let Some(code) = self.exit_code {
-                if self.workers.is_empty() && self.programs.is_empty() {
+            if self.workers.is_empty() && self.programs.is_empty() {
+                // `no-exit-on-failure`: HAProxy's master leaves once no
+                // process is left, with the first failure's status.
+                if let Some(code) = self.exit_code.or(self.no_exit().then_some(0)) {
                     return self.leave(code);
                 }
             }
@@ -675,7 +677,10 @@ impl Master {
             };
             let w = self.workers.remove(i);
             let _ = std::fs::remove_file(&w.cli);
-            if self.stopping.is_none() && !w.old {
+            if self.stopping.is_none() && !w.old && self.no_exit() {
+                eprintln!("ebb: master: current worker {pid} exited with code {code}");
+                self.note_failure(code);
+            } else if self.stopping.is_none() && !w.old {
                 eprintln!("ebb: master: current worker {pid} exited with code {code}: stopping");
                 self.stopping = Some(libc::SIGTERM);
                 self.exit_code = Some(code);
@@ -683,6 +688,21 @@ impl Master {
             } else if self.opts.run.debug {
                 eprintln!("ebb: master: worker {pid} left (code {code})");
             }
+        }
+    }
+
+    /// `master-worker no-exit-on-failure` is set.
+    fn no_exit(&self) -> bool {
+        self.cfg
+            .as_ref()
+            .is_some_and(|c| c.global.no_exit_on_failure)
+    }
+
+    /// Under `no-exit-on-failure`, a current process's status: the first
+    /// other than 0 and 143 is the master's when it leaves (HAProxy's).
+    fn note_failure(&mut self, code: i32) {
+        if code != 0 && code != 143 && self.exit_code.is_none() {
+            self.exit_code = Some(code);
         }
     }
 
@@ -714,7 +734,9 @@ impl Master {
             "ebb: master: current program '{}' ({}) exited with code {code}",
             p.name, p.pid
         );
-        if ![0, 130, 143].contains(&code) && self.stopping.is_none() {
+        if self.no_exit() {
+            self.note_failure(code);
+        } else if ![0, 130, 143].contains(&code) && self.stopping.is_none() {
             eprintln!("ebb: master: exit-on-failure: stopping every process");
             self.stopping = Some(libc::SIGTERM);
             self.exit_code = Some(code);

@@ -47,17 +47,49 @@ enum Alias {
 #[derive(Clone, Debug)]
 enum Part {
     Text(Vec<u8>),
-    Expr(Box<Expr>),
-    Alias { a: Alias, f: Flags },
+    /// A `%[...]` value, and whether `+E` escapes it.
+    Expr(Box<Expr>, bool),
+    Alias {
+        a: Alias,
+        f: Flags,
+    },
 }
 
-/// The `%{+Q,+X}` flags of an item: quoted (`Q`), and addresses, ports
-/// and numbers in hexadecimal (`X`, HAProxy's LOG_OPT_HEXA). `%{...}o`
-/// sets them for every item after it.
+/// The `%{+Q,+X,+E}` flags of an item: quoted (`Q`), addresses, ports
+/// and numbers in hexadecimal (`X`, HAProxy's LOG_OPT_HEXA), and `"`, `\`
+/// and `]` of the value written with a `\` before them (`E`, HAProxy's
+/// LOG_OPT_ESC, for RFC 5424 structured data). `%{...}o` sets them for
+/// every item after it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Flags {
     pub quote: bool,
     pub hex: bool,
+    pub esc: bool,
+}
+
+/// `+E` (HAProxy 2.6's LOG_OPT_ESC with its `rfc5424_escape_map`): a `\`
+/// before each `"`, `\` and `]` of `out[start..]`. `edges`: the region is
+/// wrapped in the quotes of `+Q`, which stay as they are; `dquote`: a `"`
+/// inside is escaped too (fields whose value was `#XX`-encoded have no `"`
+/// of their own left: every `"` there is a quote of `+Q`).
+pub(super) fn esc_region(out: &mut Vec<u8>, start: usize, edges: bool, dquote: bool) {
+    let special = |c: u8| c == b'\\' || c == b']' || (dquote && c == b'"');
+    let (lo, hi) = if edges && out.len() >= start + 2 {
+        (start + 1, out.len() - 1)
+    } else {
+        (start, out.len())
+    };
+    if !out[lo..hi].iter().any(|&c| special(c)) {
+        return;
+    }
+    let tail = out.split_off(lo);
+    let inner = hi - lo;
+    for (i, &c) in tail.iter().enumerate() {
+        if i < inner && special(c) {
+            out.push(b'\\');
+        }
+        out.push(c);
+    }
 }
 
 /// An address's IP (`ip`) or port as HAProxy's `lf_ip`/`lf_port` write
@@ -197,10 +229,12 @@ pub(super) fn item(
                 "-Q" => fl.quote = false,
                 "+X" => fl.hex = true,
                 "-X" => fl.hex = false,
+                "+E" => fl.esc = true,
+                "-E" => fl.esc = false,
                 "" => {}
                 o => {
                     return Err(format!(
-                        "log-format flag '{o}' is not supported (supported: +Q, -Q, +X, -X)"
+                        "log-format flag '{o}' is not supported (supported: +Q, -Q, +X, -X, +E, -E)"
                     ))
                 }
             }
@@ -274,7 +308,7 @@ impl LogFormat {
             let name = match it {
                 // HAProxy 2.6 applies no quoting to %[...] in these strings.
                 Item::Expr(e) => {
-                    parts.push(Part::Expr(Box::new(e)));
+                    parts.push(Part::Expr(Box::new(e), f.esc));
                     continue;
                 }
                 // `%o`: the flags for the items after it.
@@ -284,7 +318,7 @@ impl LogFormat {
                 }
                 Item::Name(n) => match ssl_alias(n) {
                     Some(fetch) => {
-                        parts.push(Part::Expr(Box::new(Expr::parse(fetch, scope)?)));
+                        parts.push(Part::Expr(Box::new(Expr::parse(fetch, scope)?), f.esc));
                         continue;
                     }
                     None => n,
@@ -329,7 +363,7 @@ impl LogFormat {
     pub fn context_free(&self) -> bool {
         self.parts.iter().all(|p| match p {
             Part::Text(_) => true,
-            Part::Expr(e) => e.context_free(),
+            Part::Expr(e, _) => e.context_free(),
             Part::Alias { .. } => false,
         })
     }
@@ -341,7 +375,7 @@ impl LogFormat {
             .iter()
             .map(|p| match p {
                 Part::Text(_) => super::Layer::L4,
-                Part::Expr(e) => e.layer(),
+                Part::Expr(e, _) => e.layer(),
                 Part::Alias { a, .. } => match a {
                     Alias::Status
                     | Alias::Method
@@ -371,12 +405,15 @@ impl LogFormat {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.extend_from_slice(t),
-                Part::Expr(e) if self.http => {
+                Part::Expr(e, esc) if self.http => {
                     let start = out.len();
                     e.render(ctx, out);
                     http_encode(out, start);
+                    if *esc {
+                        esc_region(out, start, false, true);
+                    }
                 }
-                Part::Expr(e) => {
+                Part::Expr(e, esc) => {
                     // HAProxy copies the value as a C string
                     // (`lf_text_len`): it ends at its first NUL.
                     let start = out.len();
@@ -384,18 +421,25 @@ impl LogFormat {
                     if let Some(n) = out[start..].iter().position(|&c| c == 0) {
                         out.truncate(start + n);
                     }
+                    if *esc {
+                        esc_region(out, start, false, true);
+                    }
                 }
                 Part::Alias { a, f } => {
                     // HAProxy writes hexadecimal forms unquoted.
                     if f.hex && render_hex(*a, ctx, out) {
                         continue;
                     }
+                    let start = out.len();
                     if f.quote {
                         out.push(b'"');
                     }
                     render_alias(*a, ctx, out);
                     if f.quote {
                         out.push(b'"');
+                    }
+                    if f.esc {
+                        esc_region(out, start, f.quote, true);
                     }
                 }
             }

@@ -172,10 +172,13 @@ enum Part {
         quote: bool,
         /// `X`: addresses, ports, `%Ts`, `%ms` and `%pid` in hexadecimal.
         hex: bool,
+        /// `E`: `"`, `\` and `]` escaped with a `\`.
+        esc: bool,
     },
     Expr {
         e: Box<Expr>,
         quote: bool,
+        esc: bool,
     },
 }
 
@@ -245,6 +248,7 @@ impl LogLine {
                 super::logfmt::Item::Expr(e) => Part::Expr {
                     e: Box::new(e),
                     quote: fl.quote,
+                    esc: fl.esc,
                 },
                 // `%o`: the flags for the items after it.
                 super::logfmt::Item::Name("o") => {
@@ -255,11 +259,13 @@ impl LogLine {
                     Some(fetch) => Part::Expr {
                         e: Box::new(Expr::parse(fetch, Scope::Response)?),
                         quote: fl.quote,
+                        esc: fl.esc,
                     },
                     None => Part::Var {
                         v: var(n)?,
                         quote: fl.quote,
                         hex: fl.hex,
+                        esc: fl.esc,
                     },
                 },
             });
@@ -382,18 +388,44 @@ impl LogLine {
                     out.extend_from_slice(t);
                     last_space = false;
                 }
-                Part::Expr { e: x, quote } => {
+                Part::Expr { e: x, quote, esc } => {
                     let mut v = Vec::new();
                     let found = x.render(ctx, &mut v);
                     // Control bytes would split or forge a line in a file
                     // or on a terminal: escaped as '#XX'.
                     let v = escape(&v, |c| c < 0x20 || c == 0x7f);
+                    let start = out.len();
                     text(out, found.then_some(&v[..]), *quote);
+                    if *esc {
+                        super::logfmt::esc_region(out, start, *quote, true);
+                    }
                     last_space = false;
                 }
-                Part::Var { v, quote, hex } => {
+                Part::Var { v, quote, hex, esc } => {
+                    let start = out.len();
                     if (*hex && render_hex(*v, e, out)) || render_var(*v, *quote, e, &caps, out) {
                         last_space = false;
+                    }
+                    if *esc {
+                        // The fields HAProxy writes `#XX`-encoded have no
+                        // `"` of their own; the others may.
+                        let encoded = matches!(
+                            v,
+                            Var::CookieClient
+                                | Var::CookieServer
+                                | Var::HdrReq
+                                | Var::HdrRes
+                                | Var::HdrReqList
+                                | Var::HdrResList
+                                | Var::Request
+                                | Var::HttpMethod
+                                | Var::HttpUri
+                                | Var::HttpPath
+                                | Var::HttpPathOnly
+                                | Var::HttpQuery
+                                | Var::HttpVersion
+                        );
+                        super::logfmt::esc_region(out, start, *quote && !encoded, !encoded);
                     }
                 }
             }
@@ -1163,7 +1195,21 @@ mod tests {
             render("%{+Q,+X}ci %{+Q}o %ci %{-Q}ci", &e),
             "7F000001 \"127.0.0.1\" 127.0.0.1"
         );
-        assert!(LogLine::parse("%{+E}ci").is_err());
+        assert!(LogLine::parse("%{+Z}ci").is_err());
+    }
+
+    #[test]
+    fn escape_flag_as_haproxy_writes_it() {
+        // Beside HAProxy 2.6.12: `GET /p"a]\q?x HTTP/1.1` logged with
+        // `%{+E}r`, `%{+E}HU` and `%{+E,+Q}r`.
+        let e = entry(b"GET /p\"a]\\q?x HTTP/1.1", None);
+        assert_eq!(
+            render("%{+E}r %{+E}HU %{+E,+Q}r %{-E}HU %{+E}ci", &e),
+            "GET /p#22a\\]\\\\q?x HTTP/1.1 /p#22a\\]\\\\q?x \"GET /p#22a\\]\\\\q?x HTTP/1.1\" /p#22a]\\q?x 127.0.0.1"
+        );
+        let mut out = b"\"a\"]\"".to_vec();
+        super::super::logfmt::esc_region(&mut out, 0, true, true);
+        assert_eq!(out, b"\"a\\\"\\]\"".to_vec());
     }
 
     #[test]
@@ -1219,7 +1265,7 @@ mod tests {
         for (f, why) in [
             ("%zz", "unknown log-format variable"),
             ("%[path]", "set-var"),
-            ("%{+E}r", "not supported"),
+            ("%{+Z}r", "not supported"),
         ] {
             let e = LogLine::parse(f).unwrap_err();
             assert!(e.contains(why), "{f}: {e}");

@@ -381,7 +381,9 @@ fn errors_at_compile_time() {
     assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
     // HAProxy 2.6 takes `%b` there: the frontend's name.
     assert!(err("%bp", RQ).contains("not supported"));
-    assert!(err("%{+E}ci", RQ).contains("flag '+E'"));
+    assert!(err("%{+Z}ci", RQ).contains("flag '+Z'"));
+    // `+E`: a `\` before `"`, `\` and `]` (HAProxy's LOG_OPT_ESC).
+    assert_eq!(lf("%{+E}[str(a\\\"b\\\\c)]"), "a\\\"b\\\\c");
     // bool() takes HAProxy's four words only.
     assert_eq!(lf("%[bool(TRUE)] %[bool(0)] %[bool(false)]"), "1 0 0");
     assert!(err("%[bool(5)]", RQ).contains("expects 'true', 'false', '0' or '1'"));

@@ -463,9 +463,34 @@ impl Parser<'_> {
         {
             err(&mut errs, &loc, m);
         }
+        let mut rings = std::mem::take(&mut self.rings);
+        rings.extend(crate::config::ring::take_implicit());
+        let targets = self
+            .global
+            .log
+            .iter()
+            .chain(self.proxies.iter().flat_map(|p| {
+                p.log.iter().filter_map(|l| match l {
+                    ProxyLog::Target(t) => Some(t),
+                    ProxyLog::Global => None,
+                })
+            }));
+        for t in targets {
+            if let LogDest::Ring(name) = &t.dest {
+                // `buf0`: HAProxy's built-in ring (crate::ring).
+                if name != "buf0" && !rings.iter().any(|r| &r.name == name) {
+                    err(
+                        &mut errs,
+                        &t.loc,
+                        format!("log server uses unknown ring named '{name}'"),
+                    );
+                }
+            }
+        }
         self.errors.extend(errs);
         if self.errors.is_empty() {
             Ok(Config {
+                rings,
                 global: self.global,
                 proxies: self.proxies,
                 resolvers: self.resolvers,

@@ -328,12 +328,15 @@ impl Parser<'_> {
             }
             "master-worker" => match w.get(1).map(String::as_str) {
                 None => g.master_worker = true,
-                // HAProxy's `master-worker no-exit-on-failure`: a worker
-                // that dies is not followed by the others.
-                Some(o) => {
-                    return Err(format!(
-                        "'master-worker {o}' is not supported (only 'master-worker' alone)"
-                    ))
+                Some("no-exit-on-failure") if w.len() == 2 => {
+                    g.master_worker = true;
+                    g.no_exit_on_failure = true;
+                }
+                Some("no-exit-on-failure") => {
+                    return Err("'master-worker' cannot handle unexpected argument".into())
+                }
+                Some(_) => {
+                    return Err("'master-worker' only supports 'no-exit-on-failure' option".into())
                 }
             },
             "log" => {

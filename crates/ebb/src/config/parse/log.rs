@@ -76,6 +76,7 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
         );
     };
     let t = target.as_str();
+    let mut tcp_addr = None;
     let dest = if t == "stdout" || t == "fd@1" {
         LogDest::Stdout
     } else if t == "stderr" || t == "fd@2" {
@@ -101,9 +102,25 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
         LogDest::Udp(syslog_addr(a, Some(false))?)
     } else if let Some(a) = t.strip_prefix("udp6@").or_else(|| t.strip_prefix("ipv6@")) {
         LogDest::Udp(syslog_addr(a, Some(true))?)
-    } else if t.starts_with("ring@") || t.starts_with("tcp") || t.starts_with("fd@") {
+    } else if let Some(r) = t.strip_prefix("ring@") {
+        if r.is_empty() {
+            return Err("'ring@' expects a ring name".to_string());
+        }
+        LogDest::Ring(r.to_string())
+    } else if let Some((a, v6)) = t
+        .strip_prefix("tcp@")
+        .map(|a| (a, None))
+        .or_else(|| t.strip_prefix("tcp4@").map(|a| (a, Some(false))))
+        .or_else(|| t.strip_prefix("tcp6@").map(|a| (a, Some(true))))
+    {
+        // HAProxy 2.6 sends to a stream server through a ring of its own
+        // (`ring#N`, N counting such lines), finished once the line is
+        // read (its format is the ring's).
+        tcp_addr = Some(syslog_addr(a, v6)?);
+        LogDest::Ring(String::new())
+    } else if t.starts_with("fd@") {
         return Err(format!(
-            "log target '{t}' is not supported yet (ebb logs to stdout, stderr, UDP, a UNIX datagram socket or a file)"
+            "log target '{t}' is not supported yet (ebb logs to stdout, stderr, UDP, TCP, a ring, a UNIX datagram socket or a file)"
         ));
     } else if t.contains('@') {
         return Err(format!("log target '{t}': unknown address family"));
@@ -125,15 +142,9 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
     let format_given = w.get(i).map(String::as_str) == Some("format");
     if format_given {
         format = match w.get(i + 1).map(String::as_str) {
-            Some("local") => LogFormat::Local,
-            Some("rfc3164") => LogFormat::Rfc3164,
-            Some("rfc5424") => LogFormat::Rfc5424,
-            Some("priority") => LogFormat::Priority,
-            Some("short") => LogFormat::Short,
-            Some("timed") => LogFormat::Timed,
-            Some("iso") => LogFormat::Iso,
-            Some("raw") => LogFormat::Raw,
-            Some(f) => return Err(format!("unknown log format '{f}'")),
+            Some(f) => {
+                LogFormat::from_name(f).ok_or_else(|| format!("unknown log format '{f}'"))?
+            }
             None => return Err("'format' expects a log format".to_string()),
         };
         i += 2;
@@ -161,6 +172,10 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
     if levels.len() > 2 {
         return Err("too many log levels (at most LEVEL and MINLEVEL)".to_string());
     }
+    let dest = match tcp_addr {
+        Some(a) => LogDest::Ring(crate::config::ring::implicit(a, format, max_len, loc)),
+        None => dest,
+    };
     Ok(LogTarget {
         dest,
         facility,

@@ -91,6 +91,8 @@ enum Section {
     Program(usize),
     /// A `mailers` section (index in `Parser::mailers`).
     Mailers(usize),
+    /// A `ring` section (index in `Parser::rings`).
+    Ring(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -219,6 +221,8 @@ pub(crate) struct Parser<'e> {
     programs: Vec<Program>,
     /// `mailers` sections, resolved into the proxies at the end.
     mailers: Vec<super::mailers::MailersSection>,
+    /// `ring` sections.
+    rings: Vec<super::ring::RingSection>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -338,11 +342,12 @@ pub(super) fn log_level_num(s: &str) -> Option<u8> {
     log::log_level(s).map(|l| l as u8)
 }
 
-const UNSUPPORTED_SECTIONS: &[&str] = &["ring", "log-forward", "crt-store", "traces", "acme"];
+const UNSUPPORTED_SECTIONS: &[&str] = &["log-forward", "crt-store", "traces", "acme"];
 
 impl<'e> Parser<'e> {
     pub(crate) fn new(env: EnvLookup<'e>) -> Self {
         crate::environ::reset();
+        super::ring::reset();
         Parser {
             env,
             errors: Vec::new(),
@@ -368,6 +373,7 @@ impl<'e> Parser<'e> {
             fcgi_apps: Vec::new(),
             programs: Vec::new(),
             mailers: Vec::new(),
+            rings: Vec::new(),
         }
     }
 
@@ -424,6 +430,11 @@ impl<'e> Parser<'e> {
     }
 
     fn close_section(&mut self) {
+        if let Section::Ring(i) = self.section {
+            if let Some(r) = self.rings.get_mut(i) {
+                super::ring::close(r);
+            }
+        }
         if let Section::Defaults { name: Some(name) } = &self.section {
             let name = name.clone();
             let d = self.defaults.clone();
@@ -552,6 +563,12 @@ impl<'e> Parser<'e> {
                 self.opened(opened, loc, |p| &mut p.mailers, Section::Mailers);
                 return;
             }
+            "ring" => {
+                self.close_section();
+                let opened = super::ring::open(&self.rings, words, &loc);
+                self.opened(opened, loc, |p| &mut p.rings, Section::Ring);
+                return;
+            }
             "fcgi-app" => {
                 self.close_section();
                 let opened = super::fcgi::open(&self.fcgi_apps, words, &loc);
@@ -604,6 +621,10 @@ impl<'e> Parser<'e> {
             },
             Section::Mailers(i) => match self.mailers.get_mut(i) {
                 Some(m) => super::mailers::mailers_kw(m, words),
+                None => Ok(()),
+            },
+            Section::Ring(i) => match self.rings.get_mut(i) {
+                Some(r) => super::ring::ring_kw(r, words, &loc),
                 None => Ok(()),
             },
             Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {

@@ -145,6 +145,10 @@ pub struct Global {
     pub close_spread: Option<CloseSpread>,
     /// `master-worker` (as `-W`): a master process runs the workers.
     pub master_worker: bool,
+    /// `master-worker no-exit-on-failure`: a current worker or program
+    /// that fails does not stop the other processes; the master leaves
+    /// once none is left.
+    pub no_exit_on_failure: bool,
     /// `ssl-server-verify none|required`: the verification of servers
     /// whose line has no `verify` (HAProxy's default: required).
     pub ssl_server_verify: Option<Verify>,
@@ -219,6 +223,7 @@ impl Default for Global {
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
+            no_exit_on_failure: false,
             ssl_server_verify: None,
             spread_checks: None,
             max_spread_checks: None,

@@ -31,6 +31,10 @@ pub enum LogDest {
     /// `unix@PATH`, `/dev/log`: a syslog UNIX datagram socket, addressed by
     /// path on every message (inside a `chroot`, the path in the jail).
     Unix(PathBuf),
+    /// `ring@NAME`: a `ring` section's buffer; also the ring HAProxy makes
+    /// for a `tcp@HOST:PORT` target (named `ring#N`, see
+    /// [`crate::config::ring`]).
+    Ring(String),
 }
 
 /// The syslog header of a log target (`format` on a `log` line).
@@ -52,6 +56,23 @@ pub enum LogFormat {
     Iso,
     /// The message alone.
     Raw,
+}
+
+impl LogFormat {
+    /// The format a `format` word names (a `log` line's, a ring's).
+    pub fn from_name(s: &str) -> Option<LogFormat> {
+        Some(match s {
+            "local" => LogFormat::Local,
+            "rfc3164" => LogFormat::Rfc3164,
+            "rfc5424" => LogFormat::Rfc5424,
+            "priority" => LogFormat::Priority,
+            "short" => LogFormat::Short,
+            "timed" => LogFormat::Timed,
+            "iso" => LogFormat::Iso,
+            "raw" => LogFormat::Raw,
+            _ => return None,
+        })
+    }
 }
 
 /// `log TARGET [FACILITY [LEVEL [MINLEVEL]]]`.

@@ -71,6 +71,8 @@ pub struct Config {
     pub userlists: Vec<crate::sample::auth::Userlist>,
     /// `program` sections, in declaration order (master-worker mode only).
     pub programs: Vec<Program>,
+    /// `ring` sections, then the rings of `log tcp@` lines.
+    pub rings: Vec<crate::config::ring::RingSection>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
     /// The `disabled` backends and listens, each reduced to its name, mode
