@@ -52,6 +52,7 @@ pub mod statefile;
 pub mod stick;
 pub mod stream;
 pub(crate) mod sys;
+pub(crate) mod syslog;
 pub mod table;
 pub mod tcp;
 pub mod tls;

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::ring::{RingSection, RingServer, DEFAULT_SIZE};
 use crate::config::LogFormat;
-use crate::log::Ident;
+use crate::syslog::Ident;
 
 /// Bytes of HAProxy's varint encoding of `v` (`varint_bytes`).
 fn varint_bytes(mut v: u64) -> usize {
@@ -121,9 +121,9 @@ impl Ring {
         if self.format == LogFormat::Raw {
             return;
         }
-        crate::log::header(out, self.format, facility, level, id, SystemTime::now());
+        crate::syslog::header(out, self.format, facility, level, id, SystemTime::now());
         if self.format == LogFormat::Rfc5424 {
-            crate::log::structured_data(out, sd);
+            crate::syslog::structured_data(out, sd);
         }
     }
 
@@ -134,7 +134,7 @@ impl Ring {
         if st.dropped > 0 {
             let n = st.dropped;
             let mut m = Vec::new();
-            self.header(&mut m, facility, crate::log::LOG_NOTICE, id, None);
+            self.header(&mut m, facility, crate::syslog::LOG_NOTICE, id, None);
             m.extend_from_slice(
                 format!("{n} event{} dropped", if n > 1 { "s" } else { "" }).as_bytes(),
             );

@@ -477,7 +477,7 @@ impl Parser<'_> {
             }));
         for t in targets {
             if let LogDest::Ring(name) = &t.dest {
-                // `buf0`: HAProxy's built-in ring (crate::ring).
+                // `buf0`: HAProxy's built-in ring (the ring module).
                 if name != "buf0" && !rings.iter().any(|r| &r.name == name) {
                     err(
                         &mut errs,
