@@ -275,6 +275,44 @@ impl LogLine {
         &self.src
     }
 
+    /// Whether the line reads what only the session's end knows: HAProxy
+    /// 2.6's LW_BYTES items (the sizes, the timers but the dates, the
+    /// connection and queue counts, the retries, `%ts`, `%ID`). A tcp
+    /// session whose format reads none is logged at its connect.
+    pub fn waits_for_end(&self) -> bool {
+        use Var::*;
+        self.parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::Var {
+                    v: Bytes
+                        | BytesIn
+                        | UniqueId
+                        | Ta
+                        | Tc
+                        | Th
+                        | Ti
+                        | Tq
+                        | Tr
+                        | TR
+                        | Td
+                        | Tt
+                        | Tu
+                        | Tw
+                        | ActConn
+                        | FeConn
+                        | BeConn
+                        | SrvConn
+                        | Retries
+                        | SrvQueue
+                        | BeQueue
+                        | Term,
+                    ..
+                }
+            )
+        })
+    }
+
     /// What a tcp proxy cannot log with this format: HAProxy's variables
     /// reserved for HTTP mode (`%r`, `%HU`, `%TR`...), or a sample that
     /// reads HTTP; the message says which.
