@@ -95,6 +95,17 @@ impl Agent {
     }
 }
 
+/// ebb with an admin socket (its path) and `backend` (the lines of `be`).
+fn ebb(backend: &str, name: &str) -> (Ebb, PathBuf) {
+    let sock = scratch(name).join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind BIND\n    default_backend be\nbackend be\n{backend}",
+        sock.display()
+    ));
+    (e, sock)
+}
+
 /// haproxy 2.6 with an admin socket and the same backend.
 fn haproxy(backend: &str) -> Option<Hap> {
     haproxy_with(
@@ -193,13 +204,7 @@ fn a_python_agent_drives_drain_down_weight_and_up() {
         "    balance roundrobin\n    timeout check 10s\n    server a {} check inter 200 weight 10 agent-check agent-port {} agent-inter 100ms agent-send \"hello be/a\\n\"\n    server b {} weight 10\n",
         oa.addr, agent.port, ob.addr
     );
-    let d = scratch("agent-ebb");
-    let sock = d.join("admin.sock");
-    let e = Ebb::start(&format!(
-        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
-         frontend fe\n    bind BIND\n    default_backend be\nbackend be\n{backend}",
-        sock.display()
-    ));
+    let (e, sock) = ebb(&backend, "agent-ebb");
     let hap = haproxy(&backend);
     let h = hap.as_ref().map(|h| h.sock.as_path());
 
@@ -408,4 +413,60 @@ fn agent_configuration_errors_are_haproxys() {
     .unwrap();
     let (code, _, err) = run_ebb(&["-c", "-f", good.to_str().unwrap()], &d);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A listener whose accept queue is full (backlog 0, one connection
+/// queued, never accepted): the kernel drops the SYN of any further
+/// connect, which then neither succeeds nor fails. The listener and the
+/// queued connection must live as long as the port is used.
+fn unanswering_port() -> (socket2::Socket, Vec<std::net::TcpStream>, u16) {
+    use socket2::{Domain, Socket, Type};
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    l.listen(0).unwrap();
+    let addr = l.local_addr().unwrap().as_socket().unwrap();
+    let mut held = Vec::new();
+    // Connects until one is left unanswered (the queue is full).
+    for _ in 0..16 {
+        match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)) {
+            Ok(c) => held.push(c),
+            Err(_) => return (l, held, addr.port()),
+        }
+    }
+    panic!("the accept queue of {addr} never filled");
+}
+
+/// Under `timeout check`, an agent's connect is bounded as a health
+/// check's (HAProxy 2.6's tcpcheck_eval_connect): by `agent-inter`, or
+/// `timeout connect` when sooner, and only what follows by `timeout
+/// check`. An agent whose SYN is never answered is reported `L4TOUT`
+/// after `timeout connect` (500 ms), not after `timeout check` (60 s, as
+/// ebb did: this wait gave up first).
+#[test]
+fn an_agent_that_never_answers_the_syn_times_out_at_timeout_connect() {
+    let o = Origin::start("a", Mode::Ok);
+    let (_l, _held, port) = unanswering_port();
+    let backend = format!(
+        "    timeout connect 500ms\n    timeout check 60s\n    server a {} agent-check agent-port {port} agent-inter 2s\n",
+        o.addr
+    );
+    let (_e, sock) = ebb(&backend, "agent-syn");
+    let hap = haproxy(&backend);
+    let h = hap.as_ref().map(|h| h.sock.as_path());
+    let r = settle(&sock, h, &[("agent_status", "L4TOUT")]);
+    assert!(
+        r.contains(&("agent_desc".into(), "Layer4 timeout".into())),
+        "{r:?}"
+    );
+    let took: u64 = row(&sock, "a")
+        .get("agent_duration")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!((500..30_000).contains(&took), "agent_duration {took}");
 }

@@ -59,6 +59,7 @@ fn config(dir: &Path, origin: &Origin, echo: &Origin, slow: &Origin) -> String {
          \x20   http-request deny status 403 if {{ path /denied }}\n\
          \x20   http-request return status 200 content-type text/plain string \"fixed\" if {{ path /fixed }}\n\
          \x20   http-request redirect location /moved code 301 if {{ path /old }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%r|%HV|%HU|%HP|%HQ|%HM\" if {{ path /lf }}\n\
          \x20   use_backend files if {{ path_beg /hello }}\n\
          \x20   use_backend echo if {{ path_beg /echo }}\n\
          \x20   default_backend app\n\
@@ -119,6 +120,14 @@ fn prior_knowledge_runs_rules_files_stats_and_proxy() {
     assert_eq!(out, format!("2 301 http://{h2c}/moved"));
     let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/hello.txt")]);
     assert_eq!(out, "hello file\n");
+    // `lf-string`'s request-line aliases say HTTP/2.0 too, as HAProxy's
+    // (the stream's lane carries the request as HTTP/1.1).
+    let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/lf?q=1")]);
+    let u = url("/lf?q=1");
+    assert_eq!(
+        out,
+        format!("GET {u} HTTP/2.0|HTTP/2.0|{u}|{}|?q=1|GET", url("/lf"))
+    );
     let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/some/path")]);
     assert_eq!(out, "app /some/path");
     let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/stats;csv")]);

@@ -326,3 +326,75 @@ fn lbtot_counts_the_balancers_choices_only() {
         "haproxy (left), ebb (right)"
     );
 }
+
+fn broke_cfg(sock: &Path, bind: &str, servers: &[SocketAddr; 2]) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    server reset {}\n    server close {}\n",
+        sock.display(),
+        servers[0],
+        servers[1],
+    )
+}
+
+/// Four requests in round robin to a server that resets after the
+/// request and one that closes after it: each a 502; the servers' `eresp`.
+fn broke_counts(a: SocketAddr, sock: &Path) -> Vec<String> {
+    for i in 0..4 {
+        assert_eq!(get(a, &format!("/{i}")).status, 502);
+    }
+    ["reset", "close", "BACKEND"]
+        .iter()
+        .map(|s| {
+            let r = stat_row(sock, "b", s);
+            let v = |k: &str| r.get(k).cloned().unwrap_or_default();
+            format!(
+                "{s} eresp={} econ={} wretr={}",
+                v("eresp"),
+                v("econ"),
+                v("wretr")
+            )
+        })
+        .collect()
+}
+
+/// A server connection's error before the answer (a reset) counts 2 in
+/// `eresp`, a close 1: HAProxy 2.6's stream (process_stream, on the
+/// connection's error) and its HTTP analyser each count an error (ebb
+/// counted 1 for both).
+#[test]
+fn a_reset_counts_twice_in_eresp_a_close_once() {
+    let reset = common::origin::serve_each(|mut s| {
+        if common::origin::read_head(&mut s).is_some() {
+            let _ = socket2::SockRef::from(&s).set_linger(Some(std::time::Duration::ZERO));
+        }
+    });
+    let close = common::origin::serve_each(|mut s| {
+        if common::origin::read_head(&mut s).is_some() {
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            common::origin::drain(&mut s);
+        }
+    });
+    let servers = [reset, close];
+    let (e, sock) = ebb_with_admin("srvbroke", |s, b| broke_cfg(s, b, &servers));
+    let ours = broke_counts(e.addr(), &sock);
+    assert_eq!(
+        ours,
+        [
+            "reset eresp=4 econ=0 wretr=0",
+            "close eresp=2 econ=0 wretr=0",
+            "BACKEND eresp=6 econ=0 wretr=0",
+        ]
+    );
+    drop(e);
+    let Some((h, hap)) = haproxy_beside("srvbroke", |s, b| broke_cfg(s, b, &servers)) else {
+        return;
+    };
+    assert_eq!(
+        broke_counts(hap, &h.sock),
+        ours,
+        "haproxy (left), ebb (right)"
+    );
+}

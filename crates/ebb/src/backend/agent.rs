@@ -234,12 +234,35 @@ pub enum Outcome {
 }
 
 /// One agent check, blocking: connect, send `send`, read a line, within
-/// `timeout`.
-pub fn run_agent(addr: SocketAddr, timeout: Duration, send: &[u8]) -> Outcome {
-    let start = Instant::now();
-    let mut s = match open(addr, start, timeout, None, &[], false, None) {
+/// `timeout`; with `connect_budget` (under `timeout check`, as HAProxy
+/// 2.6's tcpcheck_eval_connect bounds an agent's connect as a health
+/// check's: `agent-inter`, or `timeout connect` when sooner), the connect
+/// within that budget, and `timeout` from the moment it is up.
+pub fn run_agent(
+    addr: SocketAddr,
+    timeout: Duration,
+    connect_budget: Option<Duration>,
+    send: &[u8],
+) -> Outcome {
+    let t0 = Instant::now();
+    let mut s = match open(
+        addr,
+        t0,
+        connect_budget.unwrap_or(timeout),
+        None,
+        &[],
+        false,
+        None,
+    ) {
         Ok(s) => s,
         Err(v) => return Outcome::Failed(v),
+    };
+    let start = match connect_budget {
+        Some(_) => {
+            s.io_timeout(timeout);
+            Instant::now()
+        }
+        None => t0,
     };
     if !send.is_empty() {
         if let Err(e) = s.write_all(send).and_then(|()| s.flush()) {
@@ -416,6 +439,8 @@ struct AgentTask {
     srv: Weak<ServerRt>,
     farm: Weak<Farm>,
     timeout: Option<Duration>,
+    /// `timeout connect`, when `timeout check` is set too.
+    connect_cap: Option<Duration>,
     pool: crate::blocking::Submitter,
     handle: sched::RuntimeHandle,
     result: Arc<Mutex<Option<(Outcome, Duration)>>>,
@@ -445,6 +470,12 @@ impl AgentTask {
         }
         let inter = super::check::agent_inter(&s);
         let timeout = self.timeout.unwrap_or(inter).max(Duration::from_millis(10));
+        // HAProxy: `agent-inter`, or `timeout connect` when sooner (both
+        // only with `timeout check`).
+        let budget = self.timeout.map(|_| {
+            let inter = inter.max(Duration::from_millis(10));
+            self.connect_cap.map_or(inter, |c| c.min(inter))
+        });
         if self.in_flight {
             let r = self.result.lock().ok().and_then(|mut g| g.take());
             let Some((out, took)) = r else {
@@ -502,7 +533,7 @@ impl AgentTask {
                 let handle = self.handle.clone();
                 let job = move || {
                     let t0 = Instant::now();
-                    let r = run_agent(addr, timeout, &send);
+                    let r = run_agent(addr, timeout, budget, &send);
                     if let Ok(mut g) = result.lock() {
                         *g = Some((r, t0.elapsed()));
                     }
@@ -516,7 +547,7 @@ impl AgentTask {
                     if let Ok(mut v) = s.agent.verdict.lock() {
                         v.desc.clear();
                     }
-                    let guard = timeout + Duration::from_millis(100);
+                    let guard = timeout + budget.unwrap_or_default() + Duration::from_millis(100);
                     ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
                     return Status::Continue;
                 }
@@ -546,6 +577,7 @@ pub fn start_server(
         srv: Arc::downgrade(s),
         farm: Arc::downgrade(farm),
         timeout: cx.timeout,
+        connect_cap: cx.connect_cap,
         pool: cx.pool.clone(),
         handle: cx.handle.clone(),
         result: Arc::new(Mutex::new(None)),
@@ -616,13 +648,16 @@ mod tests {
             }
         });
         let t = Duration::from_secs(5);
-        match run_agent(addr, t, b"hi\n") {
+        match run_agent(addr, t, None, b"hi\n") {
             Outcome::Line(l) => assert_eq!(l, b"up 50%"),
             o => panic!("{o:?}"),
         }
-        assert!(matches!(run_agent(addr, t, b"hi\n"), Outcome::Incomplete));
+        assert!(matches!(
+            run_agent(addr, t, None, b"hi\n"),
+            Outcome::Incomplete
+        ));
         // A reset after the data: the data is judged (HAProxy's rule).
-        let o = run_agent(addr, t, b"hi\n");
+        let o = run_agent(addr, t, None, b"hi\n");
         assert!(matches!(o, Outcome::Incomplete), "{o:?}");
     }
 }

@@ -108,6 +108,21 @@ impl FrontendRt {
         }
     }
 
+    /// Whether a tcp session is logged as soon as its server connection
+    /// is up (HAProxy 2.6's stream.c, for a stream that is not HTTP): under
+    /// `option logasap`, or with a `log-format` (and `log-format-sd`)
+    /// that reads nothing of the session's end (no LW_BYTES item).
+    pub fn tcp_logs_at_connect(&self) -> bool {
+        self.l4.logasap
+            || self.log_format.as_ref().is_some_and(|f| {
+                !f.waits_for_end()
+                    && !self
+                        .log_format_sd
+                        .as_ref()
+                        .is_some_and(|sd| sd.waits_for_end())
+            })
+    }
+
     /// The RFC 5424 structured data of line `e` (`log-format-sd`), `None`
     /// without one (the `-` of HAProxy's default).
     pub fn log_sd(&self, e: &crate::log::Entry<'_>) -> Option<Vec<u8>> {

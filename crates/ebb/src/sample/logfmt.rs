@@ -581,8 +581,13 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
 /// (`txn->uri`), not the request the rules rewrote, and an absolute
 /// target stays whole (`%HU` `http://h/p?q`, `%HP` `http://h/p`). Without
 /// the exchange's store (no connection), the current request's line.
+/// An HTTP/2 stream's line ends in `HTTP/2.0`, as HAProxy's start line
+/// says (its lane here carries it as HTTP/1.1).
 fn received_line(ctx: &Ctx<'_>, f: impl FnOnce(&[u8])) {
     if let Some(v) = ctx.vars.and_then(|v| v.try_borrow().ok()) {
+        if v.h2 && !v.req_line.is_empty() {
+            return f(&super::logline::h2_line(&v.req_line));
+        }
         if !v.req_line.is_empty() {
             return f(&v.req_line);
         }

@@ -281,6 +281,44 @@ impl LogLine {
         &self.src
     }
 
+    /// Whether the line reads what only the session's end knows: HAProxy
+    /// 2.6's LW_BYTES items (the sizes, the timers but the dates, the
+    /// connection and queue counts, the retries, `%ts`, `%ID`). A tcp
+    /// session whose format reads none is logged at its connect.
+    pub fn waits_for_end(&self) -> bool {
+        use Var::*;
+        self.parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::Var {
+                    v: Bytes
+                        | BytesIn
+                        | UniqueId
+                        | Ta
+                        | Tc
+                        | Th
+                        | Ti
+                        | Tq
+                        | Tr
+                        | TR
+                        | Td
+                        | Tt
+                        | Tu
+                        | Tw
+                        | ActConn
+                        | FeConn
+                        | BeConn
+                        | SrvConn
+                        | Retries
+                        | SrvQueue
+                        | BeQueue
+                        | Term,
+                    ..
+                }
+            )
+        })
+    }
+
     /// What a tcp proxy cannot log with this format: HAProxy's variables
     /// reserved for HTTP mode (`%r`, `%HU`, `%TR`...), or a sample that
     /// reads HTTP; the message says which.
@@ -811,13 +849,7 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
             }
         }
         Var::Request if e.h2 && uri.is_some() => {
-            // `METHOD URI HTTP/2.0`, as HAProxy logs an HTTP/2 request.
-            let l = line.unwrap_or(b"");
-            let cut = l.len() - l.rsplit(|&c| c == b' ').next().map_or(0, <[u8]>::len);
-            let mut v = Vec::with_capacity(cut + 8);
-            v.extend_from_slice(&l[..cut]);
-            v.extend_from_slice(b"HTTP/2.0");
-            req_part(out, Some(&v), quote)
+            req_part(out, Some(&h2_line(line.unwrap_or(b""))), quote)
         }
         Var::Request => req_part(out, line, quote),
         Var::HttpMethod => req_part(out, m.filter(|_| uri.is_some()), quote),
@@ -857,6 +889,17 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         }
     }
     out.len() > at
+}
+
+/// Request line `l` (`METHOD URI HTTP/1.1`, as an HTTP/2 stream's lane
+/// carries it) with the version HAProxy writes for an HTTP/2 request:
+/// `METHOD URI HTTP/2.0`.
+pub(crate) fn h2_line(l: &[u8]) -> Vec<u8> {
+    let cut = l.len() - l.rsplit(|&c| c == b' ').next().map_or(0, <[u8]>::len);
+    let mut v = Vec::with_capacity(cut + 8);
+    v.extend_from_slice(&l[..cut]);
+    v.extend_from_slice(b"HTTP/2.0");
+    v
 }
 
 /// Request and response captures, when configured.

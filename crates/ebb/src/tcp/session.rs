@@ -916,9 +916,10 @@ impl Session {
                     if let Ok(mut v) = self.vars.try_borrow_mut() {
                         v.info.srv_tls = tls;
                     }
-                    if self.fe.l4.logasap {
-                        // `option logasap`: the line goes now, with the
-                        // bytes so far (none) and the time to the connect.
+                    if self.fe.tcp_logs_at_connect() {
+                        // `option logasap`, or a format that reads nothing
+                        // of the end: the line goes now, with the bytes so
+                        // far (none) and the time to the connect.
                         let sent = self.pipe.borrow().srv.bytes_read;
                         self.log(ctx, 0, sent, true);
                         self.logged = true;
@@ -1144,12 +1145,17 @@ impl Session {
         // The trackers count the session's bytes, then let go.
         self.stk.end(ctx.now(), false, false, d_in, d_out);
         self.note_times(ctx.now());
+        // The server's slot goes back before the line is written: HAProxy
+        // 2.6 releases it when the server side closes and takes the stream
+        // off the backend's count before its final log (process_stream), so
+        // a lone session logs `1/1/0/0/0`. (The name stays for the line.)
+        if let (Some(s), Some(farm)) = (self.server.as_ref(), self.farm.as_ref()) {
+            farm.release(s);
+        }
         if !self.silent && !self.logged {
             self.log(ctx, bytes_in, bytes_out, false);
         }
-        if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
-            farm.release(&s);
-        }
+        self.server = None;
         if self.silent {
             let cli = self.pipe.borrow_mut().cli.tr.take();
             if let Some(t) = cli {

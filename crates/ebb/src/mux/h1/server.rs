@@ -66,6 +66,10 @@ pub(crate) struct ServerSide {
     pub(crate) eof: bool,
     /// A write failed: the client side decides between replay and 502.
     pub(crate) broken: bool,
+    /// A read failed (a reset, a TLS alert), not an end of stream: HAProxy
+    /// 2.6 counts such an error twice in the server's `eresp` (its stream
+    /// and its HTTP analyser each count it).
+    pub(crate) errored: bool,
     /// The client side holds more to send (request body, tunnel bytes)
     /// and waits for room in `obuf` or for the connect.
     pub(crate) want_room: bool,
@@ -121,6 +125,7 @@ impl ServerSide {
             hup,
             eof,
             broken,
+            errored,
             want_room,
             obuf,
             opos,
@@ -137,7 +142,7 @@ impl ServerSide {
         sock.is_none()
             && local.is_none()
             && !(*connecting || *connect_failed || *handshaking || *rd || *wr || *hup || *eof)
-            && !(*broken || *want_room || *idle_event)
+            && !(*broken || *errored || *want_room || *idle_event)
             && t_conn.is_none()
             && obuf.capacity() == 0
             && ibuf.capacity() == 0
@@ -192,6 +197,7 @@ impl ServerSide {
         self.hup = false;
         self.eof = false;
         self.broken = false;
+        self.errored = false;
         self.istart = 0;
         self.iend = 0;
     }
@@ -223,6 +229,7 @@ impl ServerSide {
         self.hup = false;
         self.eof = false;
         self.broken = false;
+        self.errored = false;
         self.istart = 0;
         self.iend = 0;
         self.used = None;
@@ -541,6 +548,7 @@ impl ServerSide {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
                     self.eof = true;
+                    self.errored = true;
                     return false;
                 }
             }

@@ -128,6 +128,16 @@ pub(crate) struct Pipe {
     /// What the `ssl_s_*` and `ssl_bc*` fetches read of the connection's
     /// TLS, once its handshake ended (when something reads them).
     pub(crate) tls: Option<std::sync::Arc<crate::clientcert::ServerTls>>,
+    /// The server's TLS refused a `proto h2` connection once the client's
+    /// side of the handshake was over (TLS 1.3: its alert, refusing the
+    /// client certificate, follows our Finished), before any HTTP/2 byte
+    /// from it. HAProxy 2.6's HTTP/2 mux, there from the connect, reads
+    /// that alert before its stream takes the connection as established:
+    /// a failed connect (retried, then 503 `SC`), not a broken answer.
+    pub(crate) refused_late: bool,
+    /// The connection ended on an error (a reset, a TLS alert, a failed
+    /// write), not a close: see `ServerSide::errored`.
+    pub(crate) conn_error: bool,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -267,8 +277,16 @@ pub(crate) struct SrvConn {
     connected: bool,
     /// HTTP/2 is spoken (after the connect, and the ALPN choice if any).
     ready: bool,
+    /// Some HTTP/2 byte came from the server.
+    heard: bool,
+    /// See [`Pipe::refused_late`].
+    refused_late: bool,
+    /// See [`Pipe::conn_error`].
+    conn_error: bool,
     /// Waiting for the TLS handshake's ALPN choice.
     negotiating: bool,
+    /// HTTP/2 by the ALPN choice (`alpn h2`), not by `proto h2`.
+    negotiated: bool,
     /// `http-reuse never`.
     never: bool,
     dead: bool,
@@ -422,9 +440,13 @@ fn new_conn(
         rlen: 0,
         connected: false,
         ready: false,
+        heard: false,
+        refused_late: false,
+        conn_error: false,
         local: None,
         tls: None,
         negotiating: t.negotiate,
+        negotiated: t.negotiate,
         never: reuse == Reuse::Never,
         dead: false,
         io: super::super::Ready::default(),
@@ -590,7 +612,30 @@ impl SrvConn {
     }
 
     fn read_in(&mut self) -> io::Result<bool> {
-        super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io)
+        let r = super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io);
+        match &r {
+            Ok(m) => self.heard |= *m || self.rlen > 0,
+            Err(_) => {
+                self.conn_error = true;
+                self.ended_unheard();
+            }
+        }
+        if self.io.eof {
+            self.ended_unheard();
+        }
+        r
+    }
+
+    /// The connection failed (the server's alert, a reset, a close, or a
+    /// write that found it gone): before any HTTP/2 byte from a TLS
+    /// server, the server refused it once the client's side of the
+    /// handshake was over (see [`Pipe::refused_late`]). Not after an ALPN
+    /// choice: HAProxy 2.6 then installs its HTTP/2 mux at the
+    /// handshake's end, its stream takes the connection as established
+    /// first, and the refusal is a 502 `SH` (6 runs in 6 beside it).
+    fn ended_unheard(&mut self) {
+        self.refused_late |=
+            self.ready && !self.negotiated && !self.heard && self.rlen == 0 && self.tr.is_tls();
     }
 
     fn flush(&mut self) -> io::Result<bool> {
@@ -1006,6 +1051,8 @@ impl SrvConn {
                 p.failed = true;
                 p.sni_mismatch = sni_mismatch;
             }
+            p.refused_late = self.refused_late;
+            p.conn_error = self.conn_error;
             p.end = true;
             drop(p);
             wake(ctx, s.side);
@@ -1082,7 +1129,11 @@ impl SrvConn {
             if self.has_output() && self.io.wr {
                 match self.flush() {
                     Ok(m) => moved |= m,
-                    Err(_) => return self.close(ctx),
+                    Err(_) => {
+                        self.conn_error = true;
+                        self.ended_unheard();
+                        return self.close(ctx);
+                    }
                 }
             }
             if !moved {

@@ -222,7 +222,22 @@ impl Stream {
         // REFUSED_STREAM) is not the race of a reused connection the
         // server closed as idle: 502, as HAProxy 2.6.
         let server_fault = sd.h2.as_ref().is_some_and(|p| p.borrow().no_replay);
+        let refused_late = sd.h2.as_ref().is_some_and(|p| p.borrow().refused_late);
+        let errored =
+            sd.errored || sd.broken || sd.h2.as_ref().is_some_and(|p| p.borrow().conn_error);
         drop(sd);
+        if refused_late && nothing_back && !up.body_sent {
+            // An HTTP/2 server's TLS refused the connection after our
+            // side of the handshake (TLS 1.3's alert refusing the client
+            // certificate): a failed connect, as HAProxy 2.6 takes it
+            // (retried, redispatched, 503 `SC` with no connect time).
+            let mut up = up;
+            up.state = UpState::Connecting;
+            up.t_conn = None;
+            self.up = Some(up);
+            self.connect_failed(c, ctx, false);
+            return true;
+        }
         let replayable = up.method.is_idempotent() && !up.body_sent && !server_fault;
         let e = ExchangeError::closed_before_head(up.reused && nothing_back && replayable);
         if e.retryable {
@@ -240,7 +255,11 @@ impl Stream {
             return true;
         }
         if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
-            s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+            // An error (not a close) is counted twice, as HAProxy 2.6's
+            // process_stream and http_wait_for_response each count it
+            // (measured: `eresp` 2 for one 502 `SH` on a TLS alert).
+            let n = if errored { 2 } else { 1 };
+            s.counters.resp_errors.fetch_add(n, Ordering::Relaxed);
             observe(s, Seen::BrokenPipe);
         }
         self.fail(c, ctx, e);
