@@ -621,6 +621,37 @@ fn protocol_checks_report_as_haproxy() {
         }
         assert_eq!(seen[0], h, "ebb (left) and HAProxy (right)");
     }
+    // Protocols of the other kind of check, and unknown ones, are
+    // refused as HAProxy refuses them.
+    for (rule, what) in [
+        (
+            "option tcp-check\n    tcp-check connect proto h2",
+            "invalid MUX protocol 'h2' for tcp-check",
+        ),
+        (
+            "option httpchk\n    http-check connect proto none",
+            "invalid MUX protocol 'none' for http-check",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect proto h3",
+            "unknown MUX protocol 'h3'",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect alpn",
+            "'tcp-check connect alpn' expects",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect sni",
+            "'tcp-check connect sni' expects",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect tls",
+            "but got 'tls' as argument",
+        ),
+    ] {
+        let text = format!("{DEFAULTS}backend b\n    {rule}\n    server s 127.0.0.1:1 check\n");
+        assert_refused(&dir, "bad.cfg", &text, what, true);
+    }
 }
 
 /// `tcp-check expect` options: `ok-status`, `error-status`,
@@ -949,4 +980,186 @@ fn http_request_silent_drop_resets() {
         "{l}"
     );
     assert_eq!(get(e.addr(), "/ok").status, 200);
+}
+
+/// A TLS server (certificate for `origin.test`, written as `dir/ca.pem`)
+/// that answers each connection, once a request came, with an HTTP/1.0
+/// response whose body tells the SNI and ALPN protocol the client gave
+/// (`sni=NAME alpn=PROTO`, `-` for none). It accepts the protocols `foo`
+/// and `http/1.1`.
+fn tls_echo_server(dir: &Path) -> SocketAddr {
+    use std::sync::Arc;
+    let ck = rcgen::generate_simple_self_signed(vec!["origin.test".to_string()]).unwrap();
+    std::fs::write(dir.join("ca.pem"), ck.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![ck.cert.der().clone()], key)
+    .unwrap();
+    config.alpn_protocols = vec![b"foo".to_vec(), b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut t = rustls::StreamOwned::new(conn, s);
+                let mut b = [0u8; 4096];
+                if !matches!(t.read(&mut b), Ok(n) if n > 0) {
+                    return;
+                }
+                let sni = t.conn.server_name().unwrap_or("-").to_string();
+                let alpn = t
+                    .conn
+                    .alpn_protocol()
+                    .map_or("-".to_string(), |p| String::from_utf8_lossy(p).into_owned());
+                let body = format!("sni={sni} alpn={alpn}");
+                let _ = t.write_all(
+                    format!(
+                        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+                let _ = t.flush();
+                t.conn.send_close_notify();
+                let _ = t.flush();
+                let mut sink = Vec::new();
+                let _ = t.read_to_end(&mut sink);
+            });
+        }
+    });
+    addr
+}
+
+/// `tcp-check connect` and `http-check connect` with `ssl`, `sni`,
+/// `alpn` and `proto` (HAProxy 2.6's meaning): TLS with the server's
+/// settings although the server has no `ssl`, the name and protocols
+/// sent, the protocol spoken on the connection, and the reports
+/// (`check_status`, `last_chk`) side by side with haproxy.
+#[test]
+fn check_connect_ssl_sni_alpn_proto_as_haproxy() {
+    let dir = scratch("check-connect-ssl");
+    let t = tls_echo_server(&dir);
+    let ca = dir.join("ca.pem");
+    // An HTTP origin over TLS that speaks h2 and HTTP/1.1.
+    let pem = dir.join("h2.pem");
+    self_signed_pem(&pem, "localhost");
+    let h2 = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend o\n    bind BIND ssl crt {} alpn h2,http/1.1\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"ver=%[req.ver]\"\n",
+        pem.display()
+    ));
+    let h2 = h2.addrs[0];
+    let srv = |a: SocketAddr, extra: &str| {
+        format!("    server s {a} check inter 300ms fall 1 rise 1 {extra}\n")
+    };
+    let none = "verify none";
+    let cp = closed_port();
+    let req = "    tcp-check send \"GET / HTTP/1.0\\r\\n\\r\\n\"\n";
+    let cases: Vec<(&str, String, (&str, &str))> = vec![
+        (
+            "sni_alpn",
+            format!("    option tcp-check\n    tcp-check connect ssl sni chk.test alpn bar,foo\n{req}    tcp-check expect string \"sni=chk.test alpn=foo\"\n{}", srv(t, none)),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "bare",
+            format!("    option tcp-check\n    tcp-check connect ssl\n{req}    tcp-check expect string \"sni=- alpn=-\"\n{}", srv(t, none)),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "srv_alpn",
+            format!("    option tcp-check\n    tcp-check connect ssl port {}\n{req}    tcp-check expect string \"alpn=foo\"\n{}", t.port(), srv(cp.addr, &format!("{none} alpn foo"))),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "only",
+            format!("    option tcp-check\n    tcp-check connect ssl\n{}", srv(t, none)),
+            ("L6OK", "(tcp-check)"),
+        ),
+        (
+            "plain",
+            format!("    option tcp-check\n    tcp-check connect proto none\n{req}    tcp-check expect string \"sni=\"\n{}", srv(t, none)),
+            ("L7RSP", "TCPCHK did not match content 'sni=' at step 3"),
+        ),
+        (
+            "verified",
+            format!("    option tcp-check\n    tcp-check connect ssl sni origin.test\n{req}    tcp-check expect string sni=origin.test\n{}", srv(t, &format!("verify required ca-file {}", ca.display()))),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "wrong_name",
+            format!("    option tcp-check\n    tcp-check connect ssl sni wrong.test\n{req}    tcp-check expect string sni=\n{}", srv(t, &format!("verify required ca-file {}", ca.display()))),
+            ("L6RSP", "Server presented an SSL certificate different from the expected one at step 1 of tcp-check (connect)"),
+        ),
+        (
+            "http_sni",
+            format!("    option httpchk\n    http-check connect ssl sni chk.test alpn http/1.1\n    http-check send meth GET uri /\n    http-check expect string \"sni=chk.test alpn=http/1.1\"\n{}", srv(t, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h2_alpn",
+            format!("    option httpchk\n    http-check connect ssl alpn h2\n    http-check send meth GET uri /\n    http-check expect string ver=2.0\n{}", srv(h2, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h2_proto",
+            format!("    option httpchk\n    http-check connect ssl proto h2\n    http-check send meth GET uri /\n    http-check expect string ver=2.0\n{}", srv(h2, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h1_proto",
+            format!("    option httpchk\n    http-check connect ssl alpn http/1.1,h2 proto h1\n    http-check send meth GET uri /\n    http-check expect string ver=1.1\n{}", srv(h2, none)),
+            ("L7RSP", "no status line"),
+        ),
+    ];
+    let mut body = "frontend f\n    bind BIND\n    default_backend sni_alpn\n".to_string();
+    for (be, rules, _) in &cases {
+        body.push_str(&format!("backend {be}\n{rules}"));
+    }
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let rows: Vec<(String, String)> = cases
+            .iter()
+            .map(|(be, _, _)| {
+                let r = checked_row(sock, be);
+                let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+                (f("check_status"), f("last_chk"))
+            })
+            .collect();
+        seen.push(rows);
+    }
+    let want: Vec<(String, String)> = cases
+        .iter()
+        .map(|(_, _, (a, b))| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(seen[0], want, "ebb");
+    if let Some(h) = seen.get(1) {
+        let mut h = h.clone();
+        let at = |n: &str| cases.iter().position(|c| c.0 == n).unwrap();
+        // An answer that is not HTTP/1: HAProxy's report has no text,
+        // ebb's says why (as for the default connection).
+        let i = at("http_h1_proto");
+        assert_eq!(h[i], ("L7RSP".to_string(), String::new()), "haproxy");
+        h[i] = seen[0][i].clone();
+        // `proto h2` without ALPN on a `connect ssl` connection: Debian's
+        // HAProxy 2.6.12 reports L7TOUT (its connect bound, `inter`,
+        // passes), where the same request with `alpn h2` passes; ebb
+        // speaks HTTP/2 as asked and reads it.
+        let i = at("http_h2_proto");
+        h[i] = seen[0][i].clone();
+        assert_eq!(seen[0], h, "ebb (left) and HAProxy (right)");
+    }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::check::{connect_step, timed_out, CheckTls, Verdict, Wire};
+use super::check::{connect_step, step_is_tls, timed_out, CheckTls, Verdict, Wire};
 use crate::config::{
     CheckConnect, CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep,
 };
@@ -101,7 +101,7 @@ impl TcpProbe {
         let ssl3 = matches!(&c.builtin, Some((n, _)) if *n == "ssl-hello-chk");
         let mut steps = Vec::new();
         let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
-        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
+        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect(_))) {
             steps.push(TcpStep {
                 id: 0,
                 kind: StepKind::Connect(CheckConnect {
@@ -114,21 +114,7 @@ impl TcpProbe {
         for (i, r) in rules.iter().enumerate() {
             let kind = match &r.step {
                 TcpCheckStep::Comment => StepKind::Comment,
-                TcpCheckStep::Connect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                    linger,
-                    via_socks4,
-                } => StepKind::Connect(CheckConnect {
-                    default: *default,
-                    port: *port,
-                    addr: *addr,
-                    send_proxy: *send_proxy,
-                    linger: *linger,
-                    via_socks4: *via_socks4,
-                }),
+                TcpCheckStep::Connect(cc) => StepKind::Connect(cc.clone()),
                 TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
                 TcpCheckStep::Expect {
                     kind,
@@ -163,6 +149,13 @@ impl TcpProbe {
             });
         }
         Ok(TcpProbe { steps, proto, ssl3 })
+    }
+
+    /// A connect step has `ssl`.
+    pub fn connects_ssl(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(&s.kind, StepKind::Connect(c) if c.ssl))
     }
 }
 
@@ -211,7 +204,7 @@ pub fn run_tcp_check(
 ) -> Verdict {
     let start = std::cell::Cell::new(Instant::now());
     run_steps(probe, &start, timeout, tls.is_some(), &mut |cc| {
-        connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)
+        connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)
     })
 }
 
@@ -233,6 +226,9 @@ pub(in crate::backend) fn run_steps(
     let mut last: Option<&TcpStep> = None;
     let mut custom_ok: Option<Verdict> = None;
     let proto = probe.proto;
+    // The last connection is TLS (a sequence that ends on it passes at
+    // layer 6, HAProxy's `ssl_sock_is_ssl`).
+    let mut conn_tls = false;
     // The ` at step N of tcp-check (...)` part of a report.
     let at = |st: &TcpStep, what: &str| -> String {
         if proto {
@@ -257,6 +253,7 @@ pub(in crate::backend) fn run_steps(
             StepKind::Comment => continue,
             StepKind::Connect(cc) => {
                 drop(conn.take());
+                conn_tls = step_is_tls(cc, tls);
                 let what = match cc.port {
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
@@ -389,7 +386,7 @@ pub(in crate::backend) fn run_steps(
             Verdict::new(CheckStatus::L4Ok, "")
         }
         Some(StepKind::Connect(_)) => {
-            let st = if tls {
+            let st = if conn_tls {
                 CheckStatus::L6Ok
             } else {
                 CheckStatus::L4Ok

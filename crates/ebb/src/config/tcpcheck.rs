@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use super::Loc;
+use crate::config::types::{CheckConnect, ConnectProto};
 
 /// The `tcp-check` rules of a backend and whether `option tcp-check` is
 /// set (the last of `option httpchk` / `option tcp-check` / a protocol
@@ -163,19 +164,8 @@ pub enum TcpCheckStep {
     /// `tcp-check comment <msg>`.
     Comment,
     /// `tcp-check connect [default] [port N] [addr IP] [send-proxy]
-    /// [linger]`.
-    Connect {
-        /// `default`: the server's check settings (its PROXY header and
-        /// TLS) unless overridden.
-        default: bool,
-        port: Option<u16>,
-        addr: Option<IpAddr>,
-        send_proxy: bool,
-        /// `linger`: close with a reset rather than a FIN.
-        linger: bool,
-        /// `via-socks4`: through the server's `socks4` proxy.
-        via_socks4: bool,
-    },
+    /// [via-socks4] [linger] [ssl] [sni NAME] [alpn LIST] [proto none]`.
+    Connect(CheckConnect),
     /// `send <string>` or `send-binary <hex>` (and their `-lf` forms when
     /// the format is plain text).
     Send(Vec<u8>),
@@ -302,6 +292,25 @@ impl Info {
     }
 }
 
+impl super::Proxy {
+    /// Whether the section's check rules have a `connect ssl` step
+    /// (HAProxy's `PR_O_TCPCHK_SSL`, set by any such rule, whichever
+    /// check runs): its servers' TLS settings are then in use.
+    pub fn checks_connect_ssl(&self) -> bool {
+        let tcp = self
+            .tcp_check
+            .rules
+            .iter()
+            .any(|r| matches!(&r.step, TcpCheckStep::Connect(c) if c.ssl));
+        let http = self
+            .http_check
+            .rules
+            .iter()
+            .any(|r| matches!(&r.step, super::HttpCheckStep::Connect(c) if c.ssl));
+        tcp || http
+    }
+}
+
 /// A hex string (`send-binary`, `expect binary`).
 pub(super) fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
@@ -385,58 +394,8 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
             (TcpCheckStep::Comment, Some(c.clone()))
         }
         "connect" => {
-            let comment = take_comment(&mut args)?;
-            let (mut default, mut port, mut addr, mut send_proxy, mut linger) =
-                (false, None, None, false, false);
-            let mut via_socks4 = false;
-            // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
-            // order).
-            let mut addr_port = None;
-            let mut it = args.iter();
-            while let Some(a) = it.next() {
-                match a.as_str() {
-                    "default" => default = true,
-                    "send-proxy" => send_proxy = true,
-                    "linger" => linger = true,
-                    "via-socks4" => via_socks4 = true,
-                    "port" => {
-                        let v = it.next().ok_or("'tcp-check connect port' expects a port")?;
-                        port = Some(
-                            v.parse::<u16>()
-                                .ok()
-                                .filter(|p| *p > 0)
-                                .ok_or_else(|| format!("'tcp-check connect port': invalid port '{v}' (ebb takes a number)"))?,
-                        );
-                    }
-                    "addr" => {
-                        let v = it.next().ok_or("'tcp-check connect addr' expects an address")?;
-                        let bad = || format!("'tcp-check connect addr': invalid address '{v}'");
-                        match v.parse::<IpAddr>() {
-                            Ok(ip) => addr = Some(ip),
-                            Err(_) => {
-                                let sa = v.parse::<std::net::SocketAddr>().map_err(|_| bad())?;
-                                addr = Some(sa.ip());
-                                addr_port = Some(sa.port()).filter(|p| *p > 0);
-                            }
-                        }
-                    }
-                    o => {
-                        return Err(format!(
-                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, via-socks4, linger, comment)"
-                        ))
-                    }
-                }
-            }
-            let port = port.or(addr_port);
-            let step = TcpCheckStep::Connect {
-                default,
-                port,
-                addr,
-                send_proxy,
-                linger,
-                via_socks4,
-            };
-            (step, comment)
+            let (cc, comment) = parse_connect(&args, false)?;
+            (TcpCheckStep::Connect(cc), comment)
         }
         "send" | "send-binary" | "send-lf" | "send-binary-lf" => {
             let comment = take_comment(&mut args)?;
@@ -471,6 +430,100 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
         loc: loc.clone(),
     });
     Ok(())
+}
+
+/// The words after `tcp-check connect` (`http`: after `http-check
+/// connect`, whose `proto` names an HTTP protocol): the step and its
+/// comment.
+pub(super) fn parse_connect(
+    args: &[String],
+    http: bool,
+) -> Result<(CheckConnect, Option<String>), String> {
+    let kw = if http { "http-check" } else { "tcp-check" };
+    let mut cc = CheckConnect::default();
+    let mut comment = None;
+    // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
+    // order).
+    let mut addr_port = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |what: &str| {
+            it.next()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("'{kw} connect {a}' expects {what}"))
+        };
+        match a.as_str() {
+            "default" => cc.default = true,
+            "send-proxy" => cc.send_proxy = true,
+            "linger" => cc.linger = true,
+            "via-socks4" => cc.via_socks4 = true,
+            "ssl" => cc.ssl = true,
+            "comment" => comment = Some(val("a string")?.clone()),
+            "port" => {
+                let v = val("a port")?;
+                cc.port = Some(
+                    v.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| format!("'{kw} connect port': invalid port '{v}' (ebb takes a number)"))?,
+                );
+            }
+            "addr" => {
+                let v = val("an address")?;
+                let bad = || format!("'{kw} connect addr': invalid address '{v}'");
+                match v.parse::<IpAddr>() {
+                    Ok(ip) => cc.addr = Some(ip),
+                    Err(_) => {
+                        let sa = v.parse::<std::net::SocketAddr>().map_err(|_| bad())?;
+                        cc.addr = Some(sa.ip());
+                        addr_port = Some(sa.port()).filter(|p| *p > 0);
+                    }
+                }
+            }
+            "sni" => {
+                let v = val("a string")?;
+                // rustls sends a DNS name, or none for an address: any
+                // other text could not be sent as written.
+                rustls::pki_types::ServerName::try_from(v.as_str()).map_err(|_| {
+                    format!("'{kw} connect sni': ebb sends a DNS name or an address, not '{v}'")
+                })?;
+                cc.sni = Some(v.clone());
+            }
+            "alpn" => {
+                let v = val("a protocol list")?;
+                cc.alpn = Some(
+                    super::values::alpn_list(v)
+                        .map_err(|e| format!("'{kw} connect alpn' : {e}"))?,
+                );
+            }
+            "proto" => {
+                let v = val("a MUX protocol")?;
+                let p = match v.as_str() {
+                    "none" => ConnectProto::None,
+                    "h1" => ConnectProto::H1,
+                    "h2" => ConnectProto::H2,
+                    "fcgi" if http => {
+                        return Err(format!(
+                            "'{kw} connect proto fcgi' is not supported by ebb (it has no FastCGI client)"
+                        ))
+                    }
+                    "fcgi" => ConnectProto::H1,
+                    o => return Err(format!("'proto' : unknown MUX protocol '{o}'.")),
+                };
+                if http == (p == ConnectProto::None) {
+                    return Err(format!("'proto' : invalid MUX protocol '{v}' for {kw}"));
+                }
+                cc.proto = Some(p);
+            }
+            o => {
+                return Err(format!(
+                    "'{kw} connect' expects 'comment', 'port', 'addr', 'send-proxy', 'ssl', 'sni', 'alpn' or 'via-socks4', 'linger', 'default' but got '{o}' as argument."
+                ))
+            }
+        }
+    }
+    cc.port = cc.port.or(addr_port);
+    Ok((cc, comment))
 }
 
 /// `tcp-check expect` and its options, in any order around the match.
@@ -993,7 +1046,8 @@ mod tests {
             ("expect string-lf x", "not supported"),
             ("expect rstring (", "invalid regex"),
             ("send-binary 0g", "hex"),
-            ("connect ssl", "not supported"),
+            ("connect tls", "but got 'tls'"),
+            ("connect proto h2", "invalid MUX protocol"),
             ("expect custom x", "not supported"),
             ("expect string", "expects a pattern"),
         ] {

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::{connect_step, os_text, timed_out, CheckHow, CheckMux, CheckTls, Verdict, Wire};
+use super::{
+    connect_step, os_text, step_is_tls, timed_out, CheckHow, CheckMux, CheckTls, Verdict, Wire,
+};
 use crate::backend::{Farm, ServerRt};
 use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 
@@ -735,9 +737,9 @@ pub(super) fn run_http(
         nolb_404,
         &mut |cc| {
             // The server's protocol applies to a default connect.
-            match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)? {
-                c if cc.default && h2_for(how.mux, c.alpn()) => {
-                    let tls = cc.default && tls.is_some();
+            match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)? {
+                c if h2_for(how.mux_for(cc), c.alpn()) => {
+                    let tls = step_is_tls(cc, tls.is_some());
                     Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))
                 }
                 c => Ok(c),
@@ -771,10 +773,14 @@ pub(in crate::backend) fn run_steps(
     // closed).
     let mut have = false;
     let mut last: Option<Verdict> = None;
+    // The last connection is TLS (a sequence that ends on it passes at
+    // layer 6).
+    let mut conn_tls = false;
     for st in &p.steps {
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
+                conn_tls = step_is_tls(cc, tls);
                 match connect(cc) {
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
@@ -841,7 +847,7 @@ pub(in crate::backend) fn run_steps(
         }
     }
     last.unwrap_or_else(|| {
-        if tls {
+        if conn_tls {
             Verdict::new(CheckStatus::L6Ok, "")
         } else {
             Verdict::new(CheckStatus::L4Ok, "")

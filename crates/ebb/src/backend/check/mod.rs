@@ -36,7 +36,7 @@ mod tests;
 
 use conn::l4_probe;
 pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
-pub(super) use conn::{connect_step, open, os_text, timed_out, Connector, Wire};
+pub(super) use conn::{connect_step, open, os_text, step_is_tls, timed_out, Connector, Wire};
 pub use ext::{run_ext, ExtProbe, ExtServer};
 use http::run_http;
 pub use http::{server_state_header, HttpProbe};
@@ -55,6 +55,21 @@ pub enum Probe {
     Http(HttpProbe),
     Tcp(Arc<TcpProbe>),
     Ext(Arc<ExtProbe>),
+}
+
+impl Probe {
+    /// A connect step has `ssl`: the servers' TLS settings are needed
+    /// (see [`CheckHow::ssl_ctx`]).
+    pub fn connects_ssl(&self) -> bool {
+        match self {
+            Probe::Http(p) => p
+                .steps
+                .iter()
+                .any(|s| matches!(s, http::HttpStep::Connect(c) if c.ssl)),
+            Probe::Tcp(t) => t.connects_ssl(),
+            Probe::Ext(_) => false,
+        }
+    }
 }
 
 /// A check's report, as HAProxy keeps it: the status, the code (HTTP,

@@ -27,39 +27,9 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
         }
         Some("connect") => {
             // The words of `tcp-check connect`, with its meaning.
-            let mut tc = crate::config::tcpcheck::TcpCheck::default();
-            let mut words = vec!["connect".to_string()];
-            words.extend_from_slice(&w[2..]);
-            crate::config::tcpcheck::parse(&mut tc, &words, loc)
-                .map_err(|e| e.replace("tcp-check", "http-check"))?;
-            let Some(r) = tc.rules.pop() else {
-                return Err("'http-check connect': nothing parsed".into());
-            };
-            let crate::config::tcpcheck::TcpCheckStep::Connect {
-                default,
-                port,
-                addr,
-                send_proxy,
-                linger,
-                via_socks4,
-            } = r.step
-            else {
-                return Err("'http-check connect': nothing parsed".into());
-            };
+            let (cc, comment) = crate::config::tcpcheck::parse_connect(&w[2..], true)?;
             px.http_check.own_rules();
-            push_http_rule(
-                &mut px.http_check,
-                HttpCheckStep::Connect(CheckConnect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                    linger,
-                    via_socks4,
-                }),
-                r.comment,
-                loc,
-            )?;
+            push_http_rule(&mut px.http_check, HttpCheckStep::Connect(cc), comment, loc)?;
         }
         Some("comment") => {
             let [c] = &w[2..] else {

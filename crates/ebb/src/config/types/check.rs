@@ -63,6 +63,26 @@ pub struct CheckConnect {
     pub linger: bool,
     /// `via-socks4`: through the server's `socks4` proxy, if it has one.
     pub via_socks4: bool,
+    /// `ssl`: TLS with the server's TLS settings (its `verify`,
+    /// `ca-file`, `crt`, versions, ciphers, `alpn`), whether or not the
+    /// server has `ssl`.
+    pub ssl: bool,
+    /// `sni NAME`: the name sent in the TLS handshake (and checked
+    /// against the certificate with `verify required`).
+    pub sni: Option<String>,
+    /// `alpn LIST`: the protocols offered in the TLS handshake.
+    pub alpn: Option<Vec<String>>,
+    /// `proto NAME`: the protocol spoken on the connection.
+    pub proto: Option<ConnectProto>,
+}
+
+/// A connect step's `proto`: `none` (tcp-check: raw bytes), `h1`, `h2`
+/// (http-check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectProto {
+    None,
+    H1,
+    H2,
 }
 
 /// One step of an HTTP check's sequence.
