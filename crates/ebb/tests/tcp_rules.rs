@@ -1163,3 +1163,71 @@ fn check_connect_ssl_sni_alpn_proto_as_haproxy() {
         assert_eq!(seen[0], h, "ebb (left) and HAProxy (right)");
     }
 }
+
+/// `ok-status L7OKC` and `error-status L7OKC` (in any case, as HAProxy
+/// reads them) on `tcp-check` and `http-check` expects: a conditional
+/// pass that takes the server out of load balancing (NOLB); a failed
+/// expect reported L7OKC still ends the sequence. Side by side with
+/// haproxy.
+#[test]
+fn l7okc_statuses_as_haproxy() {
+    let hello = scripted(&[(0, b"hello\n")], false);
+    let bye = scripted(&[(0, b"hello\n")], true);
+    let http = scripted(
+        &[(0, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+        true,
+    );
+    let srv = |a: SocketAddr| format!("    server s {a} check inter 300ms fall 1 rise 1\n");
+    let cases: Vec<(&str, String, (&str, &str, &str))> = vec![
+        (
+            "tcp_ok",
+            format!("    option tcp-check\n    tcp-check expect string hello ok-status l7okc\n{}", srv(hello)),
+            ("L7OKC", "(tcp-check)", "NOLB"),
+        ),
+        (
+            "tcp_err",
+            format!("    option tcp-check\n    tcp-check expect string bye error-status L7OKC\n{}", srv(bye)),
+            ("L7OKC", "TCPCHK did not match content 'bye' at step 1", "NOLB"),
+        ),
+        (
+            "http_ok",
+            format!("    option httpchk\n    http-check expect status 200 ok-status L7OKC\n{}", srv(http)),
+            ("L7OKC", "", "NOLB"),
+        ),
+        (
+            "http_err",
+            format!("    option httpchk\n    http-check expect status 500 error-status L7OKC\n    http-check expect string nope\n{}", srv(http)),
+            ("L7OKC", "OK", "NOLB"),
+        ),
+    ];
+    let mut body = "frontend f\n    bind BIND\n    default_backend tcp_ok\n".to_string();
+    for (be, rules, _) in &cases {
+        body.push_str(&format!("backend {be}\n{rules}"));
+    }
+    let dir = scratch("l7okc");
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let rows: Vec<(String, String, String)> = cases
+            .iter()
+            .map(|(be, _, _)| {
+                let mut r = checked_row(sock, be);
+                wait_until(&format!("{be} NOLB"), || {
+                    r = stat_row(sock, be, "s");
+                    r.get("status").is_some_and(|s| s != "UP")
+                });
+                let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+                (f("check_status"), f("last_chk"), f("status"))
+            })
+            .collect();
+        seen.push(rows);
+    }
+    let want: Vec<(String, String, String)> = cases
+        .iter()
+        .map(|(_, _, (a, b, c))| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(seen[0], want, "ebb");
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}

@@ -59,7 +59,7 @@ use std::sync::Arc;
 
 pub use tcpcheck::{
     CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
-    TcpCheckStep, SSL3_HELLO_TIME_AT,
+    TcpCheckStep, ERROR_STATUSES, OK_STATUSES, SSL3_HELLO_TIME_AT,
 };
 pub use types::*;
 

@@ -147,11 +147,17 @@ impl CheckStatus {
         self >= CheckStatus::L7Ok
     }
 
-    fn parse(s: &str, allowed: &[CheckStatus], what: &str) -> Result<CheckStatus, String> {
+    /// One of `allowed` by its short name, in any case (HAProxy's
+    /// `ok-status`, `error-status`, `tout-status` values).
+    pub(crate) fn parse(
+        s: &str,
+        allowed: &[CheckStatus],
+        what: &str,
+    ) -> Result<CheckStatus, String> {
         allowed
             .iter()
             .copied()
-            .find(|c| c.short() == s)
+            .find(|c| c.short().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
                 format!("'{what}' expects one of {} (got '{s}')", names.join(", "))
@@ -232,6 +238,23 @@ impl Default for ExpectOpts {
         }
     }
 }
+
+/// The values of an expect's `ok-status`.
+pub const OK_STATUSES: &[CheckStatus] = &[
+    CheckStatus::L7Ok,
+    CheckStatus::L7OkC,
+    CheckStatus::L6Ok,
+    CheckStatus::L4Ok,
+];
+
+/// The values of an expect's `error-status`.
+pub const ERROR_STATUSES: &[CheckStatus] = &[
+    CheckStatus::L7Rsp,
+    CheckStatus::L7Sts,
+    CheckStatus::L7OkC,
+    CheckStatus::L6Rsp,
+    CheckStatus::L4Con,
+];
 
 /// The message of an expect: a plain log-format string, or the answer's
 /// bytes from an offset as the protocol checks take them
@@ -548,11 +571,10 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
                 min_recv = usize::try_from(n).ok();
             }
             "comment" => comment = Some(val(a)?.to_string()),
-            // L7OKC (HAProxy: the server goes NOLB) is not supported.
-            "ok-status" => opts.ok_status = CheckStatus::parse(val(a)?, &[L7Ok, L6Ok, L4Ok], a)?,
-            "error-status" => {
-                opts.error_status = CheckStatus::parse(val(a)?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?
-            }
+            // L7OKC: a conditional pass (the server goes NOLB), also
+            // as the status of a failed expect (HAProxy's).
+            "ok-status" => opts.ok_status = CheckStatus::parse(val(a)?, OK_STATUSES, a)?,
+            "error-status" => opts.error_status = CheckStatus::parse(val(a)?, ERROR_STATUSES, a)?,
             "tout-status" => {
                 opts.tout_status = CheckStatus::parse(val(a)?, &[L7Tout, L6Tout, L4Tout], a)?
             }
@@ -1043,6 +1065,7 @@ mod tests {
             ("expect string x on-error %[res.payload(0,0)]", "plain text"),
             ("expect string x status-code res.len", "res.payload"),
             ("expect string x ok-status L7STS", "ok-status"),
+            ("expect string x error-status L7OK", "error-status"),
             ("expect string-lf x", "not supported"),
             ("expect rstring (", "invalid regex"),
             ("send-binary 0g", "hex"),

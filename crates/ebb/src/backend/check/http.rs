@@ -477,19 +477,20 @@ fn header_matches(r: &Resp<'_>, full: bool, name: &NameMatch, value: Option<&Nam
 /// Judges an HTTP check response (status line, and body for strings).
 #[cfg(test)]
 pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
-    judge_rule(resp, &HttpRule::plain(expect.clone()), &|_| Vec::new())
+    judge_rule(resp, &HttpRule::plain(expect.clone()), &|_| Vec::new()).1
 }
 
 /// Judges a response against one expect rule and its options; `render`
-/// evaluates the rule's log-format patterns.
+/// evaluates the rule's log-format patterns. Whether the rule held, and
+/// the report (a failure's status may be `L7OKC`, `error-status`).
 fn judge_rule(
     resp: &[u8],
     rule: &HttpRule,
     render: &dyn Fn(&crate::sample::LogFormat) -> Vec<u8>,
-) -> Verdict {
+) -> (bool, Verdict) {
     let r = match parse_resp(resp) {
         Ok(r) => r,
-        Err(v) => return v,
+        Err(v) => return (false, v),
     };
     // A status or header rule fails with L7STS and the reason phrase; a
     // content rule with L7RSP and HAProxy's text.
@@ -520,11 +521,11 @@ fn judge_rule(
             };
             let name = match name.resolve(render) {
                 Ok(n) => n,
-                Err(v) => return failed(v),
+                Err(v) => return (false, failed(v)),
             };
             let value = match value.as_ref().map(|v| v.resolve(render)).transpose() {
                 Ok(v) => v,
-                Err(v) => return failed(v),
+                Err(v) => return (false, failed(v)),
             };
             (
                 header_matches(&r, *full || value.is_none(), &name, value.as_ref()) != *neg,
@@ -559,7 +560,7 @@ fn judge_rule(
         }
     }
     v.code = i64::from(r.code);
-    v
+    (ok, v)
 }
 
 /// Whether `buf` holds a whole response: its head, and its body by
@@ -834,8 +835,8 @@ pub(in crate::backend) fn run_steps(
                     check_sample(who, &vars, Some(&buf), |cx| f.render(cx, &mut out));
                     out
                 };
-                let v = judge_rule(&buf, rule, &render);
-                if !v.passed() {
+                let (ok, v) = judge_rule(&buf, rule, &render);
+                if !ok {
                     return v;
                 }
                 last = Some(v);

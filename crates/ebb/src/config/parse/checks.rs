@@ -262,16 +262,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
     };
     let (mut comment, mut kind) = (None, None);
     let mut i = 0;
-    let pick = |v: &str, allowed: &[crate::config::CheckStatus], what: &str| {
-        allowed
-            .iter()
-            .copied()
-            .find(|c| c.short() == v)
-            .ok_or_else(|| {
-                let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
-                format!("'{what}' expects one of {} (got '{v}')", names.join(", "))
-            })
-    };
+    let pick = crate::config::CheckStatus::parse;
     while let Some(a) = w.get(i).map(String::as_str) {
         let val = || arg(w, i + 1, a).map_err(|_| format!("'{a}' expects a value"));
         match a {
@@ -283,10 +274,11 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                 e.min_recv = usize::try_from(n).ok();
             }
             "comment" => comment = Some(val()?.to_string()),
-            // L7OKC (HAProxy: the server goes NOLB) is not supported.
-            "ok-status" => e.ok_status = pick(val()?, &[L7Ok, L6Ok, L4Ok], a)?,
+            // L7OKC: a conditional pass (the server goes NOLB), also
+            // as the status of a failed expect (HAProxy's).
+            "ok-status" => e.ok_status = pick(val()?, crate::config::OK_STATUSES, a)?,
             "error-status" => {
-                e.error_status = Some(pick(val()?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?)
+                e.error_status = Some(pick(val()?, crate::config::ERROR_STATUSES, a)?)
             }
             "tout-status" => e.tout_status = pick(val()?, &[L7Tout, L6Tout, L4Tout], a)?,
             "on-success" | "on-error" | "status-code" => {
