@@ -654,6 +654,26 @@ fn protocol_checks_report_as_haproxy() {
     }
 }
 
+/// Runs `body` in ebb (and haproxy beside it when installed) and reads
+/// the check report of server `s` of each backend in `bes`: its
+/// `check_status`, `check_code` and `last_chk`, one list per process.
+type Report = (String, String, String);
+fn check_reports(name: &str, body: &str, bes: &[&str]) -> Vec<Vec<Report>> {
+    let dir = scratch(name);
+    let (_e, _h, targets) = side_by_side(&dir, body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let mut rows = Vec::new();
+        for be in bes {
+            let r = checked_row(sock, be);
+            let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+            rows.push((f("check_status"), f("check_code"), f("last_chk")));
+        }
+        seen.push(rows);
+    }
+    seen
+}
+
 /// `tcp-check expect` options: `ok-status`, `error-status`,
 /// `on-success`, `on-error`, `status-code`, and `send-lf` with a plain
 /// format, as HAProxy reports them.
@@ -665,18 +685,7 @@ fn tcp_check_expect_options_as_haproxy() {
     let body = format!(
         "frontend f\n    bind BIND\n    default_backend up\nbackend up\n{rules}    server s {up} check inter 300ms fall 1 rise 1\nbackend down\n{rules}    server s {down} check inter 300ms fall 1 rise 1\n"
     );
-    let dir = scratch("tcp-check-opts");
-    let (_e, _h, targets) = side_by_side(&dir, &body);
-    let mut seen = Vec::new();
-    for (_, sock) in &targets {
-        let mut rows = Vec::new();
-        for be in ["up", "down"] {
-            let r = checked_row(sock, be);
-            let f = |k: &str| r.get(k).cloned().unwrap_or_default();
-            rows.push((f("check_status"), f("check_code"), f("last_chk")));
-        }
-        seen.push(rows);
-    }
+    let seen = check_reports("tcp-check-opts", &body, &["up", "down"]);
     let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
     assert_eq!(
         seen[0],
@@ -1227,6 +1236,55 @@ fn l7okc_statuses_as_haproxy() {
         .map(|(_, _, (a, b, c))| (a.to_string(), b.to_string(), c.to_string()))
         .collect();
     assert_eq!(seen[0], want, "ebb");
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}
+
+/// `tcp-check expect` and `http-check expect` `on-success`/`on-error`
+/// log-format strings and
+/// `status-code` sample expressions (HAProxy 2.6's): rendered with the
+/// answer (`res.payload`), the names and the check's code; compared with
+/// haproxy's `last_chk` and `check_code`.
+#[test]
+fn check_messages_are_log_formats_as_haproxy() {
+    let up = scripted(&[(5, b"204 fine\r\n")], false);
+    let down = scripted(&[(5, b"503 busy\r\n")], true);
+    let rules = "    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect rstring ^2 on-success \"code=%[res.payload(0,3)] in %[be_name]/%[srv_name]\" on-error \"got [%[res.payload(4,4)]] on %[srv_name]\" status-code \"res.payload(0,1),concat(9)\"\n";
+    let fixed = "    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect rstring ^2 on-success \"%%-sign\" status-code int(42) min-recv 4\n";
+    let h200 = scripted(
+        &[(
+            0,
+            b"HTTP/1.0 200 OK\r\nX-Code: 42\r\nContent-Length: 2\r\n\r\nok",
+        )],
+        true,
+    );
+    let h503 = scripted(
+        &[(
+            0,
+            b"HTTP/1.0 503 Busy\r\nX-Code: 7\r\nContent-Length: 4\r\n\r\nbusy",
+        )],
+        true,
+    );
+    let http = "    option httpchk\n    http-check expect status 200 on-success \"fine %[res.hdr(x-code)]\" on-error \"bad %[res.hdr(x-code)] on %[srv_name]\" status-code res.hdr(x-code) comment C\n";
+    let body = format!(
+        "frontend f\n    bind BIND\n    default_backend up\nbackend up\n{rules}    server s {up} check inter 300ms fall 1 rise 1\nbackend down\n{rules}    server s {down} check inter 300ms fall 1 rise 1\nbackend fixed\n{fixed}    server s {up} check inter 300ms fall 1 rise 1\n\
+         backend h_up\n{http}    server s {h200} check inter 300ms fall 1 rise 1\nbackend h_down\n{http}    server s {h503} check inter 300ms fall 1 rise 1\n"
+    );
+    let backends = ["up", "down", "fixed", "h_up", "h_down"];
+    let seen = check_reports("tcp-check-lf", &body, &backends);
+    let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(
+        seen[0],
+        vec![
+            s("L7OK", "29", "code=204 in up/s"),
+            // (L7RSP shows no code.)
+            s("L7RSP", "", "got [busy] on s"),
+            s("L7OK", "42", "%-sign"),
+            s("L7OK", "42", "fine 42"),
+            s("L7STS", "7", "bad 7 on s comment: C"),
+        ]
+    );
     if let Some(h) = seen.get(1) {
         assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
     }

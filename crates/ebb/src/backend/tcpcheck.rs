@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::check::{connect_step, step_is_tls, timed_out, CheckTls, Verdict, Wire};
+use super::check::{connect_step, leading_int, step_is_tls, timed_out, CheckTls, Verdict, Wire};
 use crate::config::{
     CheckConnect, CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep,
 };
@@ -46,7 +46,128 @@ enum StepKind {
         negate: bool,
         min_recv: Option<usize>,
         opts: ExpectOpts,
+        /// `on-success`, `on-error`, `status-code`, compiled.
+        say: Box<Say>,
     },
+}
+
+/// An expect's messages and code, ready to evaluate.
+#[derive(Default)]
+struct Say {
+    on_success: Option<Msg>,
+    on_error: Option<Msg>,
+    code: Option<Code>,
+}
+
+enum Msg {
+    Fixed(crate::config::Info),
+    Fmt(crate::sample::LogFormat),
+}
+
+enum Code {
+    Payload(crate::config::Payload),
+    Expr(crate::sample::Expr),
+}
+
+impl Say {
+    fn new(o: &ExpectOpts) -> Result<Say, String> {
+        use crate::config::{Info, StatusCode};
+        use crate::sample::Scope::Response;
+        let msg = |i: &Option<Info>| -> Result<Option<Msg>, String> {
+            Ok(match i {
+                Some(Info::Fmt(f)) => Some(Msg::Fmt(crate::sample::LogFormat::parse(f, Response)?)),
+                Some(i) => Some(Msg::Fixed(i.clone())),
+                None => None,
+            })
+        };
+        Ok(Say {
+            on_success: msg(&o.on_success)?,
+            on_error: msg(&o.on_error)?,
+            code: match &o.status_code {
+                Some(StatusCode::Payload(p)) => Some(Code::Payload(*p)),
+                Some(StatusCode::Expr(e)) => {
+                    Some(Code::Expr(crate::sample::Expr::parse(e, Response)?))
+                }
+                None => None,
+            },
+        })
+    }
+
+    /// The message for the answer `buf` (a C string: up to a NUL).
+    fn render(m: &Msg, env: &Env<'_>, buf: &[u8]) -> String {
+        match m {
+            Msg::Fixed(i) => cstr(i.render(buf).as_bytes()),
+            Msg::Fmt(f) => {
+                let mut out = Vec::new();
+                env.with(buf, |cx| f.render(cx, &mut out));
+                cstr(&out)
+            }
+        }
+    }
+
+    /// The code (`status-code`, read as an integer; 0 without one or
+    /// when it finds nothing).
+    fn code(&self, env: &Env<'_>, buf: &[u8]) -> i64 {
+        match &self.code {
+            Some(Code::Payload(p)) => payload_code(p, buf),
+            Some(Code::Expr(e)) => {
+                // HAProxy fetches it as a string, then casts that.
+                let mut out = Vec::new();
+                match env.with(buf, |cx| e.render(cx, &mut out)) {
+                    true => leading_int(&out),
+                    false => 0,
+                }
+            }
+            None => 0,
+        }
+    }
+}
+
+/// What the log-format strings and sample expressions of a tcp-check
+/// read: the backend's and the server's names, the check's variables
+/// (they live for one check), and the answer read so far (`res.payload`,
+/// `res.len`).
+pub(in crate::backend) struct Env<'a> {
+    who: (&'a str, &'a str),
+    vars: std::cell::RefCell<crate::sample::VarStore>,
+}
+
+impl<'a> Env<'a> {
+    fn new(who: (&'a str, &'a str)) -> Env<'a> {
+        Env {
+            who,
+            vars: std::cell::RefCell::new(crate::sample::VarStore::for_check()),
+        }
+    }
+
+    fn with<R>(&self, buf: &[u8], f: impl FnOnce(&crate::sample::Ctx<'_>) -> R) -> R {
+        let may_change = std::cell::Cell::new(false);
+        let dst = || None;
+        let ctx = crate::sample::Ctx {
+            src: SocketAddr::from(([0, 0, 0, 0], 0)),
+            dst: &dst,
+            fe: "",
+            be: Some(self.who.0),
+            srv: Some(self.who.1),
+            tls: false,
+            sni: None,
+            client_cert: None,
+            req: None,
+            res: None,
+            vars: Some(&self.vars),
+            stk: None,
+            payload: Some(crate::sample::Payload {
+                bytes: buf,
+                sni: None,
+                hello_partial: false,
+                partial: false,
+                may_change: &may_change,
+                response: true,
+            }),
+            res_body: None,
+        };
+        f(&ctx)
+    }
 }
 
 enum TcpMatch {
@@ -139,6 +260,7 @@ impl TcpProbe {
                         negate: *negate,
                         min_recv: *min_recv,
                         opts: (**opts).clone(),
+                        say: Box::new(Say::new(opts)?),
                     }
                 }
             };
@@ -176,21 +298,9 @@ fn cstr(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-/// `res.payload(...)` as an integer (HAProxy's string-to-integer cast:
-/// leading digits).
-fn code_of(opts: &ExpectOpts, buf: &[u8]) -> i64 {
-    opts.status_code
-        .and_then(|p| p.of(buf))
-        .and_then(|b| {
-            let s = String::from_utf8_lossy(b);
-            let t = s.trim_start();
-            let end = t
-                .char_indices()
-                .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+'))))
-                .map_or(t.len(), |(i, _)| i);
-            t[..end].parse().ok()
-        })
-        .unwrap_or(0)
+/// `res.payload(...)` as an integer.
+fn payload_code(p: &crate::config::Payload, buf: &[u8]) -> i64 {
+    p.of(buf).map_or(0, leading_int)
 }
 
 /// Runs a `tcp-check` sequence against `addr` within `timeout`.
@@ -200,10 +310,11 @@ pub fn run_tcp_check(
     probe: &TcpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    who: (&str, &str),
     how: super::check::CheckHow,
 ) -> Verdict {
     let start = std::cell::Cell::new(Instant::now());
-    run_steps(probe, &start, timeout, tls.is_some(), &mut |cc| {
+    run_steps(probe, &start, timeout, tls.is_some(), who, &mut |cc| {
         connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)
     })
 }
@@ -216,8 +327,10 @@ pub(in crate::backend) fn run_steps(
     start: &std::cell::Cell<Instant>,
     timeout: Duration,
     tls: bool,
+    who: (&str, &str),
     connect: &mut super::check::Connector<'_>,
 ) -> Verdict {
+    let env = Env::new(who);
     let mut conn: Option<Box<dyn Wire>> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut must_read = true;
@@ -306,6 +419,7 @@ pub(in crate::backend) fn run_steps(
                 negate,
                 min_recv,
                 opts,
+                say,
             } => {
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(
@@ -347,9 +461,15 @@ pub(in crate::backend) fn run_steps(
                         }
                     }
                     let last_read = closed || buf.len() >= CHECK_BUF;
-                    match expect(
-                        m, *negate, *min_recv, opts, st, &buf, last_read, is_last, proto,
-                    ) {
+                    let how = Judge {
+                        st,
+                        last_read,
+                        is_last,
+                        proto,
+                        env: &env,
+                        say,
+                    };
+                    match expect(m, *negate, *min_recv, opts, &buf, &how) {
                         Eval::Wait => must_read = true,
                         Eval::Stop(v) => return v,
                         Eval::Next(v) => {
@@ -371,14 +491,14 @@ pub(in crate::backend) fn run_steps(
         return v;
     }
     match last.map(|s| &s.kind) {
-        Some(StepKind::Expect { opts, .. }) => {
-            let desc = match &opts.on_success {
-                Some(i) => cstr(i.render(&buf).as_bytes()),
+        Some(StepKind::Expect { opts, say, .. }) => {
+            let desc = match &say.on_success {
+                Some(m) => Say::render(m, &env, &buf),
                 None if proto => String::new(),
                 None => "(tcp-check)".to_string(),
             };
             Verdict {
-                code: code_of(opts, &buf),
+                code: say.code(&env, &buf),
                 ..Verdict::new(opts.ok_status, desc)
             }
         }
@@ -397,19 +517,28 @@ pub(in crate::backend) fn run_steps(
     }
 }
 
+/// Where an expect step is judged: its step, whether the answer is
+/// whole (`last_read`), whether it is the last rule, whether the sequence
+/// is a protocol check's, and what its messages read.
+struct Judge<'a> {
+    st: &'a TcpStep,
+    last_read: bool,
+    is_last: bool,
+    proto: bool,
+    env: &'a Env<'a>,
+    say: &'a Say,
+}
+
 /// Evaluates one expect step on the bytes read so far.
-#[allow(clippy::too_many_arguments)]
 fn expect(
     m: &TcpMatch,
     negate: bool,
     min_recv: Option<usize>,
     opts: &ExpectOpts,
-    st: &TcpStep,
     buf: &[u8],
-    last_read: bool,
-    is_last: bool,
-    proto: bool,
+    j: &Judge<'_>,
 ) -> Eval {
+    let (st, last_read, is_last, proto) = (j.st, j.last_read, j.is_last, j.proto);
     if !last_read {
         let need = match m {
             TcpMatch::String(p) | TcpMatch::Binary(p) => p.len(),
@@ -433,8 +562,8 @@ fn expect(
     if found != negate {
         return Eval::Next(None);
     }
-    let mut desc = match &opts.on_error {
-        Some(i) => cstr(i.render(buf).as_bytes()),
+    let mut desc = match &j.say.on_error {
+        Some(msg) => Say::render(msg, j.env, buf),
         None if proto => String::new(),
         None => format!(
             "{}{} at step {}",
@@ -451,7 +580,7 @@ fn expect(
         desc.push_str(&format!(" comment: {cm}"));
     }
     Eval::Stop(Verdict {
-        code: code_of(opts, buf),
+        code: j.say.code(j.env, buf),
         ..Verdict::new(opts.error_status, desc)
     })
 }

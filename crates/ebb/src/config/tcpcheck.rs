@@ -223,7 +223,16 @@ pub struct ExpectOpts {
     pub tout_status: CheckStatus,
     pub on_success: Option<Info>,
     pub on_error: Option<Info>,
-    pub status_code: Option<Payload>,
+    pub status_code: Option<StatusCode>,
+}
+
+/// `status-code`: the check's code after the expect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatusCode {
+    /// A protocol check's (`res.payload(O,L)`).
+    Payload(Payload),
+    /// `status-code EXPR`: a sample expression, read as an integer.
+    Expr(String),
 }
 
 impl Default for ExpectOpts {
@@ -262,6 +271,10 @@ pub const ERROR_STATUSES: &[CheckStatus] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Info {
     Text(String),
+    /// `on-success FMT`, `on-error FMT`: a log-format string, rendered
+    /// with the answer (`res.payload`, `res.len`), the names and the
+    /// check's variables.
+    Fmt(String),
     Answer {
         from: usize,
         ltrim_space: bool,
@@ -293,7 +306,7 @@ impl Info {
     /// The message for the answer `buf`.
     pub fn render(&self, buf: &[u8]) -> String {
         match self {
-            Info::Text(t) => t.clone(),
+            Info::Text(t) | Info::Fmt(t) => t.clone(),
             Info::Answer {
                 from,
                 ltrim_space,
@@ -385,22 +398,6 @@ pub(super) fn plain_format(s: &str, what: &str) -> Result<String, String> {
         ));
     }
     Ok(t.replace('\u{0}', "%"))
-}
-
-/// `status-code res.payload(O,L)`: the sample expression ebb evaluates
-/// on a check's answer.
-fn payload_expr(s: &str) -> Result<Payload, String> {
-    let err =
-        || format!("'status-code': ebb supports only 'res.payload(OFFSET,LENGTH)' (got '{s}')");
-    let inner = s
-        .strip_prefix("res.payload(")
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(err)?;
-    let (o, l) = inner.split_once(',').ok_or_else(err)?;
-    Ok(Payload {
-        offset: o.trim().parse().map_err(|_| err())?,
-        len: l.trim().parse().map_err(|_| err())?,
-    })
 }
 
 /// Parses the words after `tcp-check`.
@@ -578,9 +575,23 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
             "tout-status" => {
                 opts.tout_status = CheckStatus::parse(val(a)?, &[L7Tout, L6Tout, L4Tout], a)?
             }
-            "on-success" => opts.on_success = Some(Info::Text(plain_format(val(a)?, a)?)),
-            "on-error" => opts.on_error = Some(Info::Text(plain_format(val(a)?, a)?)),
-            "status-code" => opts.status_code = Some(payload_expr(val(a)?)?),
+            "on-success" | "on-error" => {
+                let v = val(a)?;
+                crate::sample::LogFormat::parse(v, crate::sample::Scope::Response)
+                    .map_err(|e| format!("'{v}' invalid log-format string ({e})."))?;
+                let m = Some(Info::Fmt(v.to_string()));
+                match a {
+                    "on-success" => opts.on_success = m,
+                    _ => opts.on_error = m,
+                }
+            }
+            "status-code" => {
+                let v = val(a)?;
+                crate::sample::Expr::parse(v, crate::sample::Scope::Response).map_err(|e| {
+                    format!("error detected while parsing status-code expression : {e}")
+                })?;
+                opts.status_code = Some(StatusCode::Expr(v.to_string()));
+            }
             "!" => {
                 negate = true;
                 i += 1;
@@ -665,7 +676,7 @@ fn expect(
     if let TcpCheckStep::Expect { opts, .. } = &mut r.step {
         opts.on_error = on_error;
         opts.on_success = on_success;
-        opts.status_code = code;
+        opts.status_code = code.map(StatusCode::Payload);
     }
     r
 }
@@ -1041,8 +1052,11 @@ mod tests {
         assert_eq!(opts.ok_status, CheckStatus::L4Ok);
         assert_eq!(opts.error_status, CheckStatus::L7Sts);
         assert_eq!(opts.tout_status, CheckStatus::L4Tout);
-        assert_eq!(opts.on_success, Some(Info::Text("fine".into())));
-        assert_eq!(opts.status_code, Some(Payload { offset: 0, len: 3 }));
+        assert_eq!(opts.on_success, Some(Info::Fmt("fine".into())));
+        assert_eq!(
+            opts.status_code,
+            Some(StatusCode::Expr("res.payload(0,3)".into()))
+        );
         assert_eq!(tc.rules[7].comment.as_deref(), Some("c"));
         parse(&mut tc, &words("send-lf 100%%"), &loc).unwrap();
         assert_eq!(tc.rules[8].step, TcpCheckStep::Send(b"100%".to_vec()));
@@ -1062,8 +1076,11 @@ mod tests {
         assert_eq!(tc.rules[1].comment.as_deref(), Some("redis"));
         for (l, e) in [
             ("send-lf %[src]", "plain text"),
-            ("expect string x on-error %[res.payload(0,0)]", "plain text"),
-            ("expect string x status-code res.len", "res.payload"),
+            ("expect string x on-error %[nosuch]", "invalid log-format"),
+            (
+                "expect string x status-code nosuch",
+                "status-code expression",
+            ),
             ("expect string x ok-status L7STS", "ok-status"),
             ("expect string x error-status L7OK", "error-status"),
             ("expect string-lf x", "not supported"),

@@ -49,6 +49,33 @@ pub struct HttpRule {
     pub error_status: Option<CheckStatus>,
     pub tout_status: CheckStatus,
     pub comment: Option<String>,
+    /// `on-success`, `on-error`, and `status-code` (as `%[EXPR]`).
+    pub say: Option<std::sync::Arc<Say>>,
+}
+
+/// An expect's `on-success`, `on-error` and `status-code`, compiled.
+pub struct Say {
+    on_success: Option<crate::sample::LogFormat>,
+    on_error: Option<crate::sample::LogFormat>,
+    code: Option<crate::sample::LogFormat>,
+}
+
+impl Say {
+    fn new(e: &crate::config::HttpExpect) -> Result<Option<std::sync::Arc<Say>>, String> {
+        if e.on_success.is_none() && e.on_error.is_none() && e.status_code.is_none() {
+            return Ok(None);
+        }
+        let f = |t: &str| crate::sample::LogFormat::parse(t, crate::sample::Scope::Response);
+        Ok(Some(std::sync::Arc::new(Say {
+            on_success: e.on_success.as_deref().map(f).transpose()?,
+            on_error: e.on_error.as_deref().map(f).transpose()?,
+            code: e
+                .status_code
+                .as_deref()
+                .map(|x| f(&format!("%[{x}]")))
+                .transpose()?,
+        })))
+    }
 }
 
 impl HttpRule {
@@ -60,6 +87,7 @@ impl HttpRule {
             error_status: None,
             tout_status: CheckStatus::L7Tout,
             comment: None,
+            say: None,
         }
     }
 }
@@ -382,6 +410,7 @@ impl HttpProbe {
                         error_status: e.error_status,
                         tout_status: e.tout_status,
                         comment: note,
+                        say: Say::new(e)?,
                     }));
                 }
             }
@@ -554,13 +583,52 @@ fn judge_rule(
             "HTTP content check did not match",
         )
     };
+    let say = rule.say.as_deref();
+    let text = |f: &crate::sample::LogFormat| {
+        let b = render(f);
+        let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    };
+    // HAProxy's messages: `on-error` instead of the failure's text,
+    // `on-success` (the check's report if this rule is the last).
+    match (ok, say) {
+        (
+            false,
+            Some(Say {
+                on_error: Some(f), ..
+            }),
+        ) => v.desc = text(f),
+        (
+            true,
+            Some(Say {
+                on_success: Some(f),
+                ..
+            }),
+        ) => v.desc = text(f),
+        _ => {}
+    }
     if !ok {
         if let Some(c) = &rule.comment {
             v.desc.push_str(&format!(" comment: {c}"));
         }
     }
-    v.code = i64::from(r.code);
+    v.code = match say.and_then(|s| s.code.as_ref()) {
+        Some(f) => leading_int(&render(f)),
+        None => i64::from(r.code),
+    };
     (ok, v)
+}
+
+/// HAProxy's string-to-integer cast: the leading digits (after spaces and
+/// a sign); 0 when none.
+pub(in crate::backend) fn leading_int(b: &[u8]) -> i64 {
+    let s = String::from_utf8_lossy(b);
+    let t = s.trim_start();
+    let end = t
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+'))))
+        .map_or(t.len(), |(i, _)| i);
+    t[..end].parse().unwrap_or(0)
 }
 
 /// Whether `buf` holds a whole response: its head, and its body by

@@ -259,6 +259,9 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
         ok_status: L7Ok,
         error_status: None,
         tout_status: L7Tout,
+        on_success: None,
+        on_error: None,
+        status_code: None,
     };
     let (mut comment, mut kind) = (None, None);
     let mut i = 0;
@@ -281,10 +284,21 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                 e.error_status = Some(pick(val()?, crate::config::ERROR_STATUSES, a)?)
             }
             "tout-status" => e.tout_status = pick(val()?, &[L7Tout, L6Tout, L4Tout], a)?,
-            "on-success" | "on-error" | "status-code" => {
-                return Err(format!(
-                    "'http-check expect {a}' is not supported by ebb (log-format and sample expressions in checks)"
-                ))
+            "on-success" | "on-error" => {
+                let v = val()?;
+                crate::sample::LogFormat::parse(v, Scope::Response)
+                    .map_err(|x| format!("'{v}' invalid log-format string ({x})."))?;
+                match a {
+                    "on-success" => e.on_success = Some(v.to_string()),
+                    _ => e.on_error = Some(v.to_string()),
+                }
+            }
+            "status-code" => {
+                let v = val()?;
+                crate::sample::Expr::parse(v, Scope::Response).map_err(|x| {
+                    format!("error detected while parsing status-code expression : {x}")
+                })?;
+                e.status_code = Some(v.to_string());
             }
             "!" => {
                 e.negate = true;
@@ -302,7 +316,9 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                     }
                     None => m,
                 };
-                let pat = arg(w, i + 1, m).map_err(|_| format!("'http-check expect {m}' expects an argument (the pattern)"))?;
+                let pat = arg(w, i + 1, m).map_err(|_| {
+                    format!("'http-check expect {m}' expects an argument (the pattern)")
+                })?;
                 kind = Some(match m {
                     "status" => ExpectKind::Status(parse_status_list(pat)?),
                     "rstatus" => {

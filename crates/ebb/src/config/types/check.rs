@@ -49,6 +49,12 @@ pub struct HttpExpect {
     pub error_status: Option<crate::config::CheckStatus>,
     /// `tout-status`, L7TOUT by default.
     pub tout_status: crate::config::CheckStatus,
+    /// `on-success FMT`, `on-error FMT`: log-format strings, the
+    /// check's report when the rule is the last that passed, or fails.
+    pub on_success: Option<String>,
+    pub on_error: Option<String>,
+    /// `status-code EXPR`: the check's code instead of the HTTP status.
+    pub status_code: Option<String>,
 }
 
 /// A check's `connect` step (`tcp-check connect`, `http-check connect`).
