@@ -1289,3 +1289,51 @@ fn check_messages_are_log_formats_as_haproxy() {
         assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
     }
 }
+
+/// `tcp-check set-var`/`unset-var`, `send-lf`/`send-binary-lf` with
+/// fields and `expect string-lf`/`binary-lf` (HAProxy 2.6's): variables
+/// set before the connect are read by the steps after it, patterns are
+/// rendered at each check; an empty pattern is L7RSP with HAProxy's text.
+/// Side by side with haproxy.
+#[test]
+fn tcp_check_variables_and_log_format_steps_as_haproxy() {
+    let echo = scripted(&[(8, b"hello-back\n")], false);
+    let pong = scripted(&[(5, b"+PONG\r\n")], false);
+    let fine = scripted(&[(5, b"204 fine\r\n")], true);
+    let srv = |a: SocketAddr| format!("    server s {a} check inter 300ms fall 1 rise 1\n");
+    let body = format!(
+        "frontend f\n    bind BIND\n    default_backend vars\n\
+         backend vars\n    option tcp-check\n    tcp-check set-var(check.greet) str(hello)\n    tcp-check connect\n    tcp-check send-lf \"%[var(check.greet)] %[srv_name]\\n\"\n    tcp-check expect string-lf \"%[var(check.greet)]-back\"\n{}\
+         backend bin\n    option tcp-check\n    tcp-check set-var(check.h) str(50494E47)\n    tcp-check send-binary-lf \"%[var(check.h)]0A\"\n    tcp-check expect binary-lf \"2B%[str(504F4E47)]\"\n{}\
+         backend unset\n    option tcp-check\n    tcp-check set-var(check.x) str(zz)\n    tcp-check unset-var(check.x)\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"%[var(check.x)]\" comment C\n{}\
+         backend miss\n    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"x%[srv_name]\"\n{}",
+        srv(echo),
+        srv(pong),
+        srv(fine),
+        srv(fine)
+    );
+    let seen = check_reports("tcp-check-vars", &body, &["vars", "bin", "unset", "miss"]);
+    // (A code shows from L7OK on.)
+    let s = |a: &str, c: &str| {
+        let code = if a == "L7OK" { "0" } else { "" };
+        (a.to_string(), code.to_string(), c.to_string())
+    };
+    assert_eq!(
+        seen[0],
+        vec![
+            s("L7OK", "(tcp-check)"),
+            s("L7OK", "(tcp-check)"),
+            s(
+                "L7RSP",
+                "log-format string evaluated to an empty string comment: C"
+            ),
+            s(
+                "L7RSP",
+                "TCPCHK did not match content (log-format string) at step 2"
+            ),
+        ]
+    );
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}

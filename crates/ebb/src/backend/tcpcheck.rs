@@ -41,6 +41,9 @@ enum StepKind {
     /// `default`: the server's check settings (and the implicit connect).
     Connect(CheckConnect),
     Send(Vec<u8>),
+    /// `send-lf`, `send-binary-lf` with fields.
+    SendFmt(crate::sample::LogFormat, bool),
+    Var(crate::sample::VarAction),
     Expect {
         m: TcpMatch,
         negate: bool,
@@ -177,6 +180,8 @@ enum TcpMatch {
     /// A regex over the upper-case hex dump of the answer.
     RBinary(Regex),
     Custom(CustomExpect),
+    /// `string-lf`, `binary-lf` (`true`): rendered at each check.
+    Fmt(crate::sample::LogFormat, bool),
 }
 
 impl TcpMatch {
@@ -188,6 +193,8 @@ impl TcpMatch {
             TcpMatch::Regex(_) => " (expect regex)".into(),
             TcpMatch::RBinary(_) => " (expect binary regex)".into(),
             TcpMatch::Custom(_) => " (expect custom function)".into(),
+            TcpMatch::Fmt(_, false) => " (expect log-format string)".into(),
+            TcpMatch::Fmt(_, true) => " (expect log-format binary)".into(),
         }
     }
 
@@ -199,6 +206,8 @@ impl TcpMatch {
             TcpMatch::Regex(_) => " (regex)".into(),
             TcpMatch::RBinary(_) => " (binary regex)".into(),
             TcpMatch::Custom(_) => " (custom function)".into(),
+            TcpMatch::Fmt(_, false) => " (log-format string)".into(),
+            TcpMatch::Fmt(_, true) => " (log-format binary)".into(),
         }
     }
 }
@@ -221,7 +230,10 @@ impl TcpProbe {
         };
         let ssl3 = matches!(&c.builtin, Some((n, _)) if *n == "ssl-hello-chk");
         let mut steps = Vec::new();
-        let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
+        // (Variables and comments may come before the first connect.)
+        let first = rules
+            .iter()
+            .find(|r| !matches!(r.step, TcpCheckStep::Comment | TcpCheckStep::Var(_)));
         if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect(_))) {
             steps.push(TcpStep {
                 id: 0,
@@ -237,6 +249,11 @@ impl TcpProbe {
                 TcpCheckStep::Comment => StepKind::Comment,
                 TcpCheckStep::Connect(cc) => StepKind::Connect(cc.clone()),
                 TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
+                TcpCheckStep::SendFmt { fmt, binary } => StepKind::SendFmt(
+                    crate::sample::LogFormat::parse(fmt, crate::sample::Scope::Response)?,
+                    *binary,
+                ),
+                TcpCheckStep::Var(v) => StepKind::Var(v.clone()),
                 TcpCheckStep::Expect {
                     kind,
                     pattern,
@@ -254,6 +271,13 @@ impl TcpProbe {
                         ExpectMatch::RString => TcpMatch::Regex(re()?),
                         ExpectMatch::RBinary => TcpMatch::RBinary(re()?),
                         ExpectMatch::Custom(c) => TcpMatch::Custom(*c),
+                        ExpectMatch::StringLf | ExpectMatch::BinaryLf => TcpMatch::Fmt(
+                            crate::sample::LogFormat::parse(
+                                &String::from_utf8_lossy(pattern),
+                                crate::sample::Scope::Response,
+                            )?,
+                            *kind == ExpectMatch::BinaryLf,
+                        ),
                     };
                     StepKind::Expect {
                         m,
@@ -388,7 +412,36 @@ pub(in crate::backend) fn run_steps(
                 must_read = true;
                 closed = false;
             }
-            StepKind::Send(d) => {
+            StepKind::Var(a) => env.with(&buf, |cx| a.run(cx)),
+            StepKind::Send(_) | StepKind::SendFmt(..) => {
+                let rendered;
+                let d: &Vec<u8> = match &st.kind {
+                    StepKind::SendFmt(f, binary) => {
+                        let mut out = Vec::new();
+                        env.with(&buf, |cx| f.render(cx, &mut out));
+                        if out.is_empty() {
+                            // HAProxy sends nothing and goes on.
+                            last = Some(st);
+                            continue;
+                        }
+                        rendered = match binary {
+                            false => Some(out),
+                            true => crate::config::unhex_bytes(&out),
+                        };
+                        match &rendered {
+                            Some(d) => d,
+                            None => return Verdict::new(
+                                CheckStatus::L7Rsp,
+                                format!(
+                                    "tcp-check send : failed to build log-format string at step {}",
+                                    st.id
+                                ),
+                            ),
+                        }
+                    }
+                    StepKind::Send(d) => d,
+                    _ => continue,
+                };
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(
                         CheckStatus::SockErr,
@@ -539,9 +592,38 @@ fn expect(
     j: &Judge<'_>,
 ) -> Eval {
     let (st, last_read, is_last, proto) = (j.st, j.last_read, j.is_last, j.proto);
+    // A log-format pattern, rendered now (HAProxy's failures to render
+    // are L7RSP with their own text).
+    let lf = match m {
+        TcpMatch::Fmt(f, binary) => {
+            let mut out = Vec::new();
+            j.env.with(buf, |cx| f.render(cx, &mut out));
+            let p = match (out.is_empty(), binary) {
+                (true, _) => Err("log-format string evaluated to an empty string"),
+                (false, false) => Ok(out),
+                (false, true) => crate::config::unhex_bytes(&out)
+                    .ok_or("Failed to parse hexastring resulting of eval of a log-format string"),
+            };
+            match p {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let mut desc = e.to_string();
+                    if let Some(cm) = &st.comment {
+                        desc.push_str(&format!(" comment: {cm}"));
+                    }
+                    return Eval::Stop(Verdict {
+                        code: j.say.code(j.env, buf),
+                        ..Verdict::new(CheckStatus::L7Rsp, desc)
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
     if !last_read {
         let need = match m {
             TcpMatch::String(p) | TcpMatch::Binary(p) => p.len(),
+            TcpMatch::Fmt(..) => lf.as_ref().map_or(0, Vec::len),
             _ => 0,
         };
         if buf.len() < need || min_recv.is_some_and(|n| buf.len() < n) {
@@ -555,6 +637,9 @@ fn expect(
         TcpMatch::Regex(re) => re.is_match(buf),
         TcpMatch::RBinary(re) => re.is_match(hex(buf).as_bytes()),
         TcpMatch::Custom(c) => return custom(*c, opts, buf, last_read, is_last),
+        TcpMatch::Fmt(..) => lf
+            .as_deref()
+            .is_some_and(|p| buf.windows(p.len()).any(|w| w == p)),
     };
     if !found && !last_read && min_recv.is_none() {
         return Eval::Wait;

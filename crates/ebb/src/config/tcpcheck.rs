@@ -175,6 +175,12 @@ pub enum TcpCheckStep {
     /// `send <string>` or `send-binary <hex>` (and their `-lf` forms when
     /// the format is plain text).
     Send(Vec<u8>),
+    /// `send-lf FMT`, `send-binary-lf FMT` with fields: rendered at each
+    /// check (the hex string of `send-binary-lf` then decoded).
+    SendFmt { fmt: String, binary: bool },
+    /// `tcp-check set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`,
+    /// `unset-var(VAR)`: run when the sequence reaches them.
+    Var(crate::sample::VarAction),
     /// `expect [min-recv N] [!] string|rstring|binary|rbinary PATTERN`
     /// and its options.
     Expect {
@@ -198,6 +204,10 @@ pub enum ExpectMatch {
     RBinary,
     /// A protocol check's own parser (HAProxy's `expect custom`).
     Custom(CustomExpect),
+    /// `string-lf FMT`, `binary-lf FMT`: the pattern is a log-format
+    /// string rendered at each check (a hex string for `binary-lf`).
+    StringLf,
+    BinaryLf,
 }
 
 /// The answers the protocol checks parse themselves.
@@ -347,6 +357,12 @@ impl super::Proxy {
     }
 }
 
+/// A hex string rendered at run time (`send-binary-lf`,
+/// `expect binary-lf`), decoded; None when it is not one.
+pub fn unhex_bytes(b: &[u8]) -> Option<Vec<u8>> {
+    std::str::from_utf8(b).ok().and_then(|s| unhex(s).ok())
+}
+
 /// A hex string (`send-binary`, `expect binary`).
 pub(super) fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
@@ -423,7 +439,23 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                 return Err(format!("'tcp-check {verb}' expects one data argument"));
             };
             let d = if verb.ends_with("-lf") {
-                plain_format(d, &format!("tcp-check {verb}"))?
+                match plain_format(d, &format!("tcp-check {verb}")) {
+                    Ok(t) => t,
+                    Err(_) => {
+                        crate::sample::LogFormat::parse(d, crate::sample::Scope::Response)
+                            .map_err(|e| format!("'{d}' invalid log-format string ({e})."))?;
+                        let step = TcpCheckStep::SendFmt {
+                            fmt: d.clone(),
+                            binary: verb == "send-binary-lf",
+                        };
+                        tc.rules.push(TcpCheckRule {
+                            step,
+                            comment,
+                            loc: loc.clone(),
+                        });
+                        return Ok(());
+                    }
+                }
             } else {
                 d.clone()
             };
@@ -611,9 +643,11 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
                     "binary" => ExpectMatch::Binary,
                     "rstring" => ExpectMatch::RString,
                     "rbinary" => ExpectMatch::RBinary,
+                    "string-lf" => ExpectMatch::StringLf,
+                    "binary-lf" => ExpectMatch::BinaryLf,
                     o => {
                         return Err(format!(
-                            "'tcp-check expect {o}' is not supported by ebb (supported: string, rstring, binary, rbinary; options min-recv, comment, ok-status, error-status, tout-status, on-success, on-error, status-code, !)"
+                            "'tcp-check expect {o}' is not supported by ebb (supported: string, rstring, binary, rbinary, string-lf, binary-lf; options min-recv, comment, ok-status, error-status, tout-status, on-success, on-error, status-code, !)"
                         ))
                     }
                 };
@@ -632,6 +666,11 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
         ExpectMatch::String => pat.into_bytes(),
         ExpectMatch::Binary => {
             unhex(&pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?
+        }
+        ExpectMatch::StringLf | ExpectMatch::BinaryLf => {
+            crate::sample::LogFormat::parse(&pat, crate::sample::Scope::Response)
+                .map_err(|e| format!("'{pat}' invalid log-format string ({e})."))?;
+            pat.into_bytes()
         }
         _ => {
             regex::bytes::Regex::new(&pat)
@@ -1075,7 +1114,7 @@ mod tests {
         assert_eq!(tc.rules[5].comment.as_deref(), Some("pong"));
         assert_eq!(tc.rules[1].comment.as_deref(), Some("redis"));
         for (l, e) in [
-            ("send-lf %[src]", "plain text"),
+            ("send-lf %[nosuch]", "invalid log-format"),
             ("expect string x on-error %[nosuch]", "invalid log-format"),
             (
                 "expect string x status-code nosuch",
@@ -1083,7 +1122,7 @@ mod tests {
             ),
             ("expect string x ok-status L7STS", "ok-status"),
             ("expect string x error-status L7OK", "error-status"),
-            ("expect string-lf x", "not supported"),
+            ("expect string-lf %[nosuch]", "invalid log-format"),
             ("expect rstring (", "invalid regex"),
             ("send-binary 0g", "hex"),
             ("connect tls", "but got 'tls'"),

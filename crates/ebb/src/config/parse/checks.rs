@@ -112,16 +112,7 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
             // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
             // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
             // proc, sess, check.
-            let va = parse_var_action("http-check", a, &w[2..], Scope::Response)?;
-            let r = match &va {
-                VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
-            };
-            use crate::sample::vars::VarScope as V;
-            if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
-                return Err(format!(
-                    "'http-check {a}': the scopes allowed for http-check are proc, sess and check"
-                ));
-            }
+            let va = check_var_action("http-check", a, &w[2..])?;
             px.http_check.own_rules();
             push_http_rule(&mut px.http_check, HttpCheckStep::Var(va), None, loc)?;
         }
@@ -133,6 +124,23 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
         None => return Err("'http-check' expects comment, connect, disable-on-404, send, send-state, expect, set-var or unset-var".to_string()),
     }
     Ok(())
+}
+
+/// `KW set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)` of
+/// `http-check` and `tcp-check` (`a`: the action word), on the scopes
+/// HAProxy allows in checks: proc, sess, check.
+pub(super) fn check_var_action(kw: &str, a: &str, rest: &[String]) -> Result<VarAction, String> {
+    let va = parse_var_action(kw, a, rest, Scope::Response)?;
+    let r = match &va {
+        VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
+    };
+    use crate::sample::vars::VarScope as V;
+    if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
+        return Err(format!(
+            "'{kw} {a}': the scopes allowed for {kw} are proc, sess and check"
+        ));
+    }
+    Ok(va)
 }
 
 /// Adds an `http-check` rule: a `connect` must start the rules when there
