@@ -1291,7 +1291,8 @@ fn check_messages_are_log_formats_as_haproxy() {
 }
 
 /// `tcp-check set-var`/`unset-var`, `send-lf`/`send-binary-lf` with
-/// fields and `expect string-lf`/`binary-lf` (HAProxy 2.6's): variables
+/// fields and `expect string-lf`/`binary-lf`, `http-check expect
+/// string-lf` (HAProxy 2.6's): variables
 /// set before the connect are read by the steps after it, patterns are
 /// rendered at each check; an empty pattern is L7RSP with HAProxy's text.
 /// Side by side with haproxy.
@@ -1300,24 +1301,34 @@ fn tcp_check_variables_and_log_format_steps_as_haproxy() {
     let echo = scripted(&[(8, b"hello-back\n")], false);
     let pong = scripted(&[(5, b"+PONG\r\n")], false);
     let fine = scripted(&[(5, b"204 fine\r\n")], true);
+    let h200 = scripted(
+        &[(0, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+        true,
+    );
     let srv = |a: SocketAddr| format!("    server s {a} check inter 300ms fall 1 rise 1\n");
     let body = format!(
         "frontend f\n    bind BIND\n    default_backend vars\n\
          backend vars\n    option tcp-check\n    tcp-check set-var(check.greet) str(hello)\n    tcp-check connect\n    tcp-check send-lf \"%[var(check.greet)] %[srv_name]\\n\"\n    tcp-check expect string-lf \"%[var(check.greet)]-back\"\n{}\
          backend bin\n    option tcp-check\n    tcp-check set-var(check.h) str(50494E47)\n    tcp-check send-binary-lf \"%[var(check.h)]0A\"\n    tcp-check expect binary-lf \"2B%[str(504F4E47)]\"\n{}\
          backend unset\n    option tcp-check\n    tcp-check set-var(check.x) str(zz)\n    tcp-check unset-var(check.x)\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"%[var(check.x)]\" comment C\n{}\
-         backend miss\n    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"x%[srv_name]\"\n{}",
+         backend miss\n    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"x%[srv_name]\"\n{}\
+         backend h_lf\n    option httpchk\n    http-check set-var(check.w) str(ok)\n    http-check expect string-lf \"%[var(check.w)]\"\n{}\
+         backend h_empty\n    option httpchk\n    http-check expect string-lf \"%[var(check.none)]\"\n{}",
         srv(echo),
         srv(pong),
         srv(fine),
-        srv(fine)
+        srv(fine),
+        srv(h200),
+        srv(h200)
     );
-    let seen = check_reports("tcp-check-vars", &body, &["vars", "bin", "unset", "miss"]);
+    let bes = ["vars", "bin", "unset", "miss", "h_lf", "h_empty"];
+    let seen = check_reports("tcp-check-vars", &body, &bes);
     // (A code shows from L7OK on.)
     let s = |a: &str, c: &str| {
         let code = if a == "L7OK" { "0" } else { "" };
         (a.to_string(), code.to_string(), c.to_string())
     };
+    let h = |a: &str, code: &str, c: &str| (a.to_string(), code.to_string(), c.to_string());
     assert_eq!(
         seen[0],
         vec![
@@ -1330,6 +1341,12 @@ fn tcp_check_variables_and_log_format_steps_as_haproxy() {
             s(
                 "L7RSP",
                 "TCPCHK did not match content (log-format string) at step 2"
+            ),
+            h("L7OK", "200", ""),
+            h(
+                "L7RSP",
+                "",
+                "log-format string evaluated to an empty string"
             ),
         ]
     );

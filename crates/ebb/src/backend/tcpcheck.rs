@@ -430,13 +430,15 @@ pub(in crate::backend) fn run_steps(
                         };
                         match &rendered {
                             Some(d) => d,
-                            None => return Verdict::new(
-                                CheckStatus::L7Rsp,
-                                format!(
+                            None => {
+                                return Verdict::new(
+                                    CheckStatus::L7Rsp,
+                                    format!(
                                     "tcp-check send : failed to build log-format string at step {}",
                                     st.id
                                 ),
-                            ),
+                                )
+                            }
                         }
                     }
                     StepKind::Send(d) => d,

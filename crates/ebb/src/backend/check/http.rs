@@ -100,6 +100,8 @@ pub enum Expect {
     RStatus(Regex, bool),
     String(Vec<u8>, bool),
     RString(Regex, bool),
+    /// `string-lf`: the pattern rendered at each check.
+    StringLf(crate::sample::LogFormat, bool),
     /// `hdr` / `fhdr` (`full`), negated or not.
     Hdr {
         full: bool,
@@ -340,6 +342,10 @@ fn compile_expect(e: &crate::config::HttpExpect) -> Result<Expect, String> {
             e.negate,
         ),
         ExpectKind::String(s) => Expect::String(s.as_bytes().to_vec(), e.negate),
+        ExpectKind::StringLf(f) => Expect::StringLf(
+            crate::sample::LogFormat::parse(f, crate::sample::Scope::Response)?,
+            e.negate,
+        ),
         ExpectKind::RString(p) => Expect::RString(
             Regex::new(p).map_err(|x| format!("invalid rstring '{p}': {x}"))?,
             e.negate,
@@ -537,6 +543,24 @@ fn judge_rule(
             *neg,
         ),
         Expect::RString(re, neg) => (re.is_match(r.body) != *neg, true, *neg),
+        // No body: a failure whatever the negation (HAProxy's).
+        Expect::StringLf(_, neg) if r.body.is_empty() => (false, true, *neg),
+        Expect::StringLf(f, neg) => {
+            let p = render(f);
+            if p.is_empty() {
+                let mut v = Verdict::new(
+                    CheckStatus::L7Rsp,
+                    "log-format string evaluated to an empty string",
+                );
+                if let Some(c) = &rule.comment {
+                    v.desc.push_str(&format!(" comment: {c}"));
+                }
+                v.code = i64::from(r.code);
+                return (false, v);
+            }
+            let found = r.body.windows(p.len()).any(|w| w == p.as_slice());
+            (found != *neg, true, *neg)
+        }
         Expect::Hdr {
             full,
             name,

@@ -334,6 +334,11 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                         ExpectKind::RStatus(pat.to_string())
                     }
                     "string" => ExpectKind::String(pat.to_string()),
+                    "string-lf" => {
+                        crate::sample::LogFormat::parse(pat, Scope::Response)
+                            .map_err(|x| format!("'{pat}' invalid log-format string ({x})."))?;
+                        ExpectKind::StringLf(pat.to_string())
+                    }
                     "rstring" => {
                         regex::Regex::new(pat).map_err(|x| format!("invalid rstring '{pat}': {x}"))?;
                         ExpectKind::RString(pat.to_string())
@@ -346,7 +351,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                     }
                     o => {
                         return Err(format!(
-                            "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring, hdr, fhdr)"
+                            "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring, string-lf, hdr, fhdr)"
                         ))
                     }
                 });
@@ -354,7 +359,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
         }
         i += 2;
     }
-    e.kind = kind.ok_or("'http-check expect' expects a match (status, rstatus, string, rstring, hdr, fhdr) and a pattern")?;
+    e.kind = kind.ok_or("'http-check expect' expects a match (status, rstatus, string, rstring, string-lf, hdr, fhdr) and a pattern")?;
     Ok((e, comment))
 }
 

@@ -11,6 +11,8 @@ pub enum ExpectKind {
     RStatus(String),
     String(String),
     RString(String),
+    /// `string-lf FMT`: a log-format pattern rendered at each check.
+    StringLf(String),
     /// `hdr|fhdr name [-m M] NAME [value [-m M] VALUE]`: a header whose
     /// name matches (case-insensitively) and, if given, one of whose
     /// values matches (`hdr`: each comma-separated value; `fhdr`: the
