@@ -614,8 +614,7 @@ fn http2_checks_speak_http2_to_h2_servers_as_haproxy() {
 fn alpn_h2_checks_speak_http2_over_tls_as_haproxy() {
     let d = scratch("h2check-alpn");
     let pem = d.join("localhost.pem");
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    std::fs::write(&pem, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
+    self_signed_pem(&pem, "localhost");
     // An origin offering h2 and http/1.1 over TLS: 503 on /bad.
     let origin = Ebb::start(&format!(
         "defaults\n    mode http\n    timeout client 10s\n\

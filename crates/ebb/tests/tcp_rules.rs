@@ -621,6 +621,57 @@ fn protocol_checks_report_as_haproxy() {
         }
         assert_eq!(seen[0], h, "ebb (left) and HAProxy (right)");
     }
+    // Protocols of the other kind of check, and unknown ones, are
+    // refused as HAProxy refuses them.
+    for (rule, what) in [
+        (
+            "option tcp-check\n    tcp-check connect proto h2",
+            "invalid MUX protocol 'h2' for tcp-check",
+        ),
+        (
+            "option httpchk\n    http-check connect proto none",
+            "invalid MUX protocol 'none' for http-check",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect proto h3",
+            "unknown MUX protocol 'h3'",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect alpn",
+            "'tcp-check connect alpn' expects",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect sni",
+            "'tcp-check connect sni' expects",
+        ),
+        (
+            "option tcp-check\n    tcp-check connect tls",
+            "but got 'tls' as argument",
+        ),
+    ] {
+        let text = format!("{DEFAULTS}backend b\n    {rule}\n    server s 127.0.0.1:1 check\n");
+        assert_refused(&dir, "bad.cfg", &text, what, true);
+    }
+}
+
+/// Runs `body` in ebb (and haproxy beside it when installed) and reads
+/// the check report of server `s` of each backend in `bes`: its
+/// `check_status`, `check_code` and `last_chk`, one list per process.
+type Report = (String, String, String);
+fn check_reports(name: &str, body: &str, bes: &[&str]) -> Vec<Vec<Report>> {
+    let dir = scratch(name);
+    let (_e, _h, targets) = side_by_side(&dir, body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let mut rows = Vec::new();
+        for be in bes {
+            let r = checked_row(sock, be);
+            let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+            rows.push((f("check_status"), f("check_code"), f("last_chk")));
+        }
+        seen.push(rows);
+    }
+    seen
 }
 
 /// `tcp-check expect` options: `ok-status`, `error-status`,
@@ -634,18 +685,7 @@ fn tcp_check_expect_options_as_haproxy() {
     let body = format!(
         "frontend f\n    bind BIND\n    default_backend up\nbackend up\n{rules}    server s {up} check inter 300ms fall 1 rise 1\nbackend down\n{rules}    server s {down} check inter 300ms fall 1 rise 1\n"
     );
-    let dir = scratch("tcp-check-opts");
-    let (_e, _h, targets) = side_by_side(&dir, &body);
-    let mut seen = Vec::new();
-    for (_, sock) in &targets {
-        let mut rows = Vec::new();
-        for be in ["up", "down"] {
-            let r = checked_row(sock, be);
-            let f = |k: &str| r.get(k).cloned().unwrap_or_default();
-            rows.push((f("check_status"), f("check_code"), f("last_chk")));
-        }
-        seen.push(rows);
-    }
+    let seen = check_reports("tcp-check-opts", &body, &["up", "down"]);
     let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
     assert_eq!(
         seen[0],
@@ -949,4 +989,368 @@ fn http_request_silent_drop_resets() {
         "{l}"
     );
     assert_eq!(get(e.addr(), "/ok").status, 200);
+}
+
+/// A TLS server (certificate for `origin.test`, written as `dir/ca.pem`)
+/// that answers each connection, once a request came, with an HTTP/1.0
+/// response whose body tells the SNI and ALPN protocol the client gave
+/// (`sni=NAME alpn=PROTO`, `-` for none). It accepts the protocols `foo`
+/// and `http/1.1`.
+fn tls_echo_server(dir: &Path) -> SocketAddr {
+    use std::sync::Arc;
+    let ck = rcgen::generate_simple_self_signed(vec!["origin.test".to_string()]).unwrap();
+    std::fs::write(dir.join("ca.pem"), ck.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![ck.cert.der().clone()], key)
+    .unwrap();
+    config.alpn_protocols = vec![b"foo".to_vec(), b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut t = rustls::StreamOwned::new(conn, s);
+                let mut b = [0u8; 4096];
+                if !matches!(t.read(&mut b), Ok(n) if n > 0) {
+                    return;
+                }
+                let sni = t.conn.server_name().unwrap_or("-").to_string();
+                let alpn = t
+                    .conn
+                    .alpn_protocol()
+                    .map_or("-".to_string(), |p| String::from_utf8_lossy(p).into_owned());
+                let body = format!("sni={sni} alpn={alpn}");
+                let _ = t.write_all(
+                    format!(
+                        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+                let _ = t.flush();
+                t.conn.send_close_notify();
+                let _ = t.flush();
+                let mut sink = Vec::new();
+                let _ = t.read_to_end(&mut sink);
+            });
+        }
+    });
+    addr
+}
+
+/// `tcp-check connect` and `http-check connect` with `ssl`, `sni`,
+/// `alpn` and `proto` (HAProxy 2.6's meaning): TLS with the server's
+/// settings although the server has no `ssl`, the name and protocols
+/// sent, the protocol spoken on the connection, and the reports
+/// (`check_status`, `last_chk`) side by side with haproxy.
+#[test]
+fn check_connect_ssl_sni_alpn_proto_as_haproxy() {
+    let dir = scratch("check-connect-ssl");
+    let t = tls_echo_server(&dir);
+    let ca = dir.join("ca.pem");
+    // An HTTP origin over TLS that speaks h2 and HTTP/1.1.
+    let pem = dir.join("h2.pem");
+    self_signed_pem(&pem, "localhost");
+    let h2 = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend o\n    bind BIND ssl crt {} alpn h2,http/1.1\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"ver=%[req.ver]\"\n",
+        pem.display()
+    ));
+    let h2 = h2.addrs[0];
+    let srv = |a: SocketAddr, extra: &str| {
+        format!("    server s {a} check inter 300ms fall 1 rise 1 {extra}\n")
+    };
+    let none = "verify none";
+    let cp = closed_port();
+    let req = "    tcp-check send \"GET / HTTP/1.0\\r\\n\\r\\n\"\n";
+    let cases: Vec<(&str, String, (&str, &str))> = vec![
+        (
+            "sni_alpn",
+            format!("    option tcp-check\n    tcp-check connect ssl sni chk.test alpn bar,foo\n{req}    tcp-check expect string \"sni=chk.test alpn=foo\"\n{}", srv(t, none)),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "bare",
+            format!("    option tcp-check\n    tcp-check connect ssl\n{req}    tcp-check expect string \"sni=- alpn=-\"\n{}", srv(t, none)),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "srv_alpn",
+            format!("    option tcp-check\n    tcp-check connect ssl port {}\n{req}    tcp-check expect string \"alpn=foo\"\n{}", t.port(), srv(cp.addr, &format!("{none} alpn foo"))),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "only",
+            format!("    option tcp-check\n    tcp-check connect ssl\n{}", srv(t, none)),
+            ("L6OK", "(tcp-check)"),
+        ),
+        (
+            "plain",
+            format!("    option tcp-check\n    tcp-check connect proto none\n{req}    tcp-check expect string \"sni=\"\n{}", srv(t, none)),
+            ("L7RSP", "TCPCHK did not match content 'sni=' at step 3"),
+        ),
+        (
+            "verified",
+            format!("    option tcp-check\n    tcp-check connect ssl sni origin.test\n{req}    tcp-check expect string sni=origin.test\n{}", srv(t, &format!("verify required ca-file {}", ca.display()))),
+            ("L7OK", "(tcp-check)"),
+        ),
+        (
+            "wrong_name",
+            format!("    option tcp-check\n    tcp-check connect ssl sni wrong.test\n{req}    tcp-check expect string sni=\n{}", srv(t, &format!("verify required ca-file {}", ca.display()))),
+            ("L6RSP", "Server presented an SSL certificate different from the expected one at step 1 of tcp-check (connect)"),
+        ),
+        (
+            "http_sni",
+            format!("    option httpchk\n    http-check connect ssl sni chk.test alpn http/1.1\n    http-check send meth GET uri /\n    http-check expect string \"sni=chk.test alpn=http/1.1\"\n{}", srv(t, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h2_alpn",
+            format!("    option httpchk\n    http-check connect ssl alpn h2\n    http-check send meth GET uri /\n    http-check expect string ver=2.0\n{}", srv(h2, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h2_proto",
+            format!("    option httpchk\n    http-check connect ssl proto h2\n    http-check send meth GET uri /\n    http-check expect string ver=2.0\n{}", srv(h2, none)),
+            ("L7OK", ""),
+        ),
+        (
+            "http_h1_proto",
+            format!("    option httpchk\n    http-check connect ssl alpn http/1.1,h2 proto h1\n    http-check send meth GET uri /\n    http-check expect string ver=1.1\n{}", srv(h2, none)),
+            ("L7RSP", "no status line"),
+        ),
+    ];
+    let mut body = "frontend f\n    bind BIND\n    default_backend sni_alpn\n".to_string();
+    for (be, rules, _) in &cases {
+        body.push_str(&format!("backend {be}\n{rules}"));
+    }
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let rows: Vec<(String, String)> = cases
+            .iter()
+            .map(|(be, _, _)| {
+                let r = checked_row(sock, be);
+                let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+                (f("check_status"), f("last_chk"))
+            })
+            .collect();
+        seen.push(rows);
+    }
+    let want: Vec<(String, String)> = cases
+        .iter()
+        .map(|(_, _, (a, b))| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(seen[0], want, "ebb");
+    if let Some(h) = seen.get(1) {
+        let mut h = h.clone();
+        let at = |n: &str| cases.iter().position(|c| c.0 == n).unwrap();
+        // An answer that is not HTTP/1: HAProxy's report has no text,
+        // ebb's says why (as for the default connection).
+        let i = at("http_h1_proto");
+        assert_eq!(h[i], ("L7RSP".to_string(), String::new()), "haproxy");
+        h[i] = seen[0][i].clone();
+        // `proto h2` without ALPN on a `connect ssl` connection: Debian's
+        // HAProxy 2.6.12 reports L7TOUT (its connect bound, `inter`,
+        // passes), where the same request with `alpn h2` passes; ebb
+        // speaks HTTP/2 as asked and reads it.
+        let i = at("http_h2_proto");
+        h[i] = seen[0][i].clone();
+        assert_eq!(seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}
+
+/// `ok-status L7OKC` and `error-status L7OKC` (in any case, as HAProxy
+/// reads them) on `tcp-check` and `http-check` expects: a conditional
+/// pass that takes the server out of load balancing (NOLB); a failed
+/// expect reported L7OKC still ends the sequence. Side by side with
+/// haproxy.
+#[test]
+fn l7okc_statuses_as_haproxy() {
+    let hello = scripted(&[(0, b"hello\n")], false);
+    let bye = scripted(&[(0, b"hello\n")], true);
+    let http = scripted(
+        &[(0, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+        true,
+    );
+    let srv = |a: SocketAddr| format!("    server s {a} check inter 300ms fall 1 rise 1\n");
+    let cases: Vec<(&str, String, (&str, &str, &str))> = vec![
+        (
+            "tcp_ok",
+            format!("    option tcp-check\n    tcp-check expect string hello ok-status l7okc\n{}", srv(hello)),
+            ("L7OKC", "(tcp-check)", "NOLB"),
+        ),
+        (
+            "tcp_err",
+            format!("    option tcp-check\n    tcp-check expect string bye error-status L7OKC\n{}", srv(bye)),
+            ("L7OKC", "TCPCHK did not match content 'bye' at step 1", "NOLB"),
+        ),
+        (
+            "http_ok",
+            format!("    option httpchk\n    http-check expect status 200 ok-status L7OKC\n{}", srv(http)),
+            ("L7OKC", "", "NOLB"),
+        ),
+        (
+            "http_err",
+            format!("    option httpchk\n    http-check expect status 500 error-status L7OKC\n    http-check expect string nope\n{}", srv(http)),
+            ("L7OKC", "OK", "NOLB"),
+        ),
+    ];
+    let mut body = "frontend f\n    bind BIND\n    default_backend tcp_ok\n".to_string();
+    for (be, rules, _) in &cases {
+        body.push_str(&format!("backend {be}\n{rules}"));
+    }
+    let dir = scratch("l7okc");
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    let mut seen = Vec::new();
+    for (_, sock) in &targets {
+        let rows: Vec<(String, String, String)> = cases
+            .iter()
+            .map(|(be, _, _)| {
+                let mut r = checked_row(sock, be);
+                wait_until(&format!("{be} NOLB"), || {
+                    r = stat_row(sock, be, "s");
+                    r.get("status").is_some_and(|s| s != "UP")
+                });
+                let f = |k: &str| r.get(k).cloned().unwrap_or_default();
+                (f("check_status"), f("last_chk"), f("status"))
+            })
+            .collect();
+        seen.push(rows);
+    }
+    let want: Vec<(String, String, String)> = cases
+        .iter()
+        .map(|(_, _, (a, b, c))| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(seen[0], want, "ebb");
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}
+
+/// `tcp-check expect` and `http-check expect` `on-success`/`on-error`
+/// log-format strings and
+/// `status-code` sample expressions (HAProxy 2.6's): rendered with the
+/// answer (`res.payload`), the names and the check's code; compared with
+/// haproxy's `last_chk` and `check_code`.
+#[test]
+fn check_messages_are_log_formats_as_haproxy() {
+    let up = scripted(&[(5, b"204 fine\r\n")], false);
+    let down = scripted(&[(5, b"503 busy\r\n")], true);
+    let rules = "    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect rstring ^2 on-success \"code=%[res.payload(0,3)] in %[be_name]/%[srv_name]\" on-error \"got [%[res.payload(4,4)]] on %[srv_name]\" status-code \"res.payload(0,1),concat(9)\"\n";
+    let fixed = "    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect rstring ^2 on-success \"%%-sign\" status-code int(42) min-recv 4\n";
+    let h200 = scripted(
+        &[(
+            0,
+            b"HTTP/1.0 200 OK\r\nX-Code: 42\r\nContent-Length: 2\r\n\r\nok",
+        )],
+        true,
+    );
+    let h503 = scripted(
+        &[(
+            0,
+            b"HTTP/1.0 503 Busy\r\nX-Code: 7\r\nContent-Length: 4\r\n\r\nbusy",
+        )],
+        true,
+    );
+    let http = "    option httpchk\n    http-check expect status 200 on-success \"fine %[res.hdr(x-code)]\" on-error \"bad %[res.hdr(x-code)] on %[srv_name]\" status-code res.hdr(x-code) comment C\n";
+    let body = format!(
+        "frontend f\n    bind BIND\n    default_backend up\nbackend up\n{rules}    server s {up} check inter 300ms fall 1 rise 1\nbackend down\n{rules}    server s {down} check inter 300ms fall 1 rise 1\nbackend fixed\n{fixed}    server s {up} check inter 300ms fall 1 rise 1\n\
+         backend h_up\n{http}    server s {h200} check inter 300ms fall 1 rise 1\nbackend h_down\n{http}    server s {h503} check inter 300ms fall 1 rise 1\n"
+    );
+    let backends = ["up", "down", "fixed", "h_up", "h_down"];
+    let seen = check_reports("tcp-check-lf", &body, &backends);
+    let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(
+        seen[0],
+        vec![
+            s("L7OK", "29", "code=204 in up/s"),
+            // (L7RSP shows no code.)
+            s("L7RSP", "", "got [busy] on s"),
+            s("L7OK", "42", "%-sign"),
+            s("L7OK", "42", "fine 42"),
+            s("L7STS", "7", "bad 7 on s comment: C"),
+        ]
+    );
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
+}
+
+/// `tcp-check set-var`/`unset-var`, `send-lf`/`send-binary-lf` with
+/// fields and `expect string-lf`/`binary-lf`, `http-check expect
+/// string-lf` (HAProxy 2.6's): variables
+/// set before the connect are read by the steps after it, patterns are
+/// rendered at each check; an empty pattern is L7RSP with HAProxy's text.
+/// Side by side with haproxy.
+#[test]
+fn tcp_check_variables_and_log_format_steps_as_haproxy() {
+    let echo = scripted(&[(8, b"hello-back\n")], false);
+    let pong = scripted(&[(5, b"+PONG\r\n")], false);
+    let fine = scripted(&[(5, b"204 fine\r\n")], true);
+    let h200 = scripted(
+        &[(0, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+        true,
+    );
+    let srv = |a: SocketAddr| format!("    server s {a} check inter 300ms fall 1 rise 1\n");
+    let body = format!(
+        "frontend f\n    bind BIND\n    default_backend vars\n\
+         backend vars\n    option tcp-check\n    tcp-check set-var(check.greet) str(hello)\n    tcp-check connect\n    tcp-check send-lf \"%[var(check.greet)] %[srv_name]\\n\"\n    tcp-check expect string-lf \"%[var(check.greet)]-back\"\n{}\
+         backend bin\n    option tcp-check\n    tcp-check set-var(check.h) str(50494E47)\n    tcp-check send-binary-lf \"%[var(check.h)]0A\"\n    tcp-check expect binary-lf \"2B%[str(504F4E47)]\"\n{}\
+         backend unset\n    option tcp-check\n    tcp-check set-var(check.x) str(zz)\n    tcp-check unset-var(check.x)\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"%[var(check.x)]\" comment C\n{}\
+         backend miss\n    option tcp-check\n    tcp-check send \"ping\\n\"\n    tcp-check expect string-lf \"x%[srv_name]\"\n{}\
+         backend h_lf\n    option httpchk\n    http-check set-var(check.w) str(ok)\n    http-check expect string-lf \"%[var(check.w)]\"\n{}\
+         backend h_empty\n    option httpchk\n    http-check expect string-lf \"%[var(check.none)]\"\n{}",
+        srv(echo),
+        srv(pong),
+        srv(fine),
+        srv(fine),
+        srv(h200),
+        srv(h200)
+    );
+    let bes = ["vars", "bin", "unset", "miss", "h_lf", "h_empty"];
+    let seen = check_reports("tcp-check-vars", &body, &bes);
+    // (A code shows from L7OK on.)
+    let s = |a: &str, c: &str| {
+        let code = if a == "L7OK" { "0" } else { "" };
+        (a.to_string(), code.to_string(), c.to_string())
+    };
+    let h = |a: &str, code: &str, c: &str| (a.to_string(), code.to_string(), c.to_string());
+    assert_eq!(
+        seen[0],
+        vec![
+            s("L7OK", "(tcp-check)"),
+            s("L7OK", "(tcp-check)"),
+            s(
+                "L7RSP",
+                "log-format string evaluated to an empty string comment: C"
+            ),
+            s(
+                "L7RSP",
+                "TCPCHK did not match content (log-format string) at step 2"
+            ),
+            h("L7OK", "200", ""),
+            h(
+                "L7RSP",
+                "",
+                "log-format string evaluated to an empty string"
+            ),
+        ]
+    );
+    if let Some(h) = seen.get(1) {
+        assert_eq!(&seen[0], h, "ebb (left) and HAProxy (right)");
+    }
 }

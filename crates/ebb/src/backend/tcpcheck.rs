@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::check::{connect_step, timed_out, CheckTls, Verdict, Wire};
+use super::check::{connect_step, leading_int, step_is_tls, timed_out, CheckTls, Verdict, Wire};
 use crate::config::{
     CheckConnect, CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep,
 };
@@ -41,12 +41,136 @@ enum StepKind {
     /// `default`: the server's check settings (and the implicit connect).
     Connect(CheckConnect),
     Send(Vec<u8>),
+    /// `send-lf`, `send-binary-lf` with fields.
+    SendFmt(crate::sample::LogFormat, bool),
+    Var(crate::sample::VarAction),
     Expect {
         m: TcpMatch,
         negate: bool,
         min_recv: Option<usize>,
         opts: ExpectOpts,
+        /// `on-success`, `on-error`, `status-code`, compiled.
+        say: Box<Say>,
     },
+}
+
+/// An expect's messages and code, ready to evaluate.
+#[derive(Default)]
+struct Say {
+    on_success: Option<Msg>,
+    on_error: Option<Msg>,
+    code: Option<Code>,
+}
+
+enum Msg {
+    Fixed(crate::config::Info),
+    Fmt(crate::sample::LogFormat),
+}
+
+enum Code {
+    Payload(crate::config::Payload),
+    Expr(crate::sample::Expr),
+}
+
+impl Say {
+    fn new(o: &ExpectOpts) -> Result<Say, String> {
+        use crate::config::{Info, StatusCode};
+        use crate::sample::Scope::Response;
+        let msg = |i: &Option<Info>| -> Result<Option<Msg>, String> {
+            Ok(match i {
+                Some(Info::Fmt(f)) => Some(Msg::Fmt(crate::sample::LogFormat::parse(f, Response)?)),
+                Some(i) => Some(Msg::Fixed(i.clone())),
+                None => None,
+            })
+        };
+        Ok(Say {
+            on_success: msg(&o.on_success)?,
+            on_error: msg(&o.on_error)?,
+            code: match &o.status_code {
+                Some(StatusCode::Payload(p)) => Some(Code::Payload(*p)),
+                Some(StatusCode::Expr(e)) => {
+                    Some(Code::Expr(crate::sample::Expr::parse(e, Response)?))
+                }
+                None => None,
+            },
+        })
+    }
+
+    /// The message for the answer `buf` (a C string: up to a NUL).
+    fn render(m: &Msg, env: &Env<'_>, buf: &[u8]) -> String {
+        match m {
+            Msg::Fixed(i) => cstr(i.render(buf).as_bytes()),
+            Msg::Fmt(f) => {
+                let mut out = Vec::new();
+                env.with(buf, |cx| f.render(cx, &mut out));
+                cstr(&out)
+            }
+        }
+    }
+
+    /// The code (`status-code`, read as an integer; 0 without one or
+    /// when it finds nothing).
+    fn code(&self, env: &Env<'_>, buf: &[u8]) -> i64 {
+        match &self.code {
+            Some(Code::Payload(p)) => payload_code(p, buf),
+            Some(Code::Expr(e)) => {
+                // HAProxy fetches it as a string, then casts that.
+                let mut out = Vec::new();
+                match env.with(buf, |cx| e.render(cx, &mut out)) {
+                    true => leading_int(&out),
+                    false => 0,
+                }
+            }
+            None => 0,
+        }
+    }
+}
+
+/// What the log-format strings and sample expressions of a tcp-check
+/// read: the backend's and the server's names, the check's variables
+/// (they live for one check), and the answer read so far (`res.payload`,
+/// `res.len`).
+pub(in crate::backend) struct Env<'a> {
+    who: (&'a str, &'a str),
+    vars: std::cell::RefCell<crate::sample::VarStore>,
+}
+
+impl<'a> Env<'a> {
+    fn new(who: (&'a str, &'a str)) -> Env<'a> {
+        Env {
+            who,
+            vars: std::cell::RefCell::new(crate::sample::VarStore::for_check()),
+        }
+    }
+
+    fn with<R>(&self, buf: &[u8], f: impl FnOnce(&crate::sample::Ctx<'_>) -> R) -> R {
+        let may_change = std::cell::Cell::new(false);
+        let dst = || None;
+        let ctx = crate::sample::Ctx {
+            src: SocketAddr::from(([0, 0, 0, 0], 0)),
+            dst: &dst,
+            fe: "",
+            be: Some(self.who.0),
+            srv: Some(self.who.1),
+            tls: false,
+            sni: None,
+            client_cert: None,
+            req: None,
+            res: None,
+            vars: Some(&self.vars),
+            stk: None,
+            payload: Some(crate::sample::Payload {
+                bytes: buf,
+                sni: None,
+                hello_partial: false,
+                partial: false,
+                may_change: &may_change,
+                response: true,
+            }),
+            res_body: None,
+        };
+        f(&ctx)
+    }
 }
 
 enum TcpMatch {
@@ -56,6 +180,8 @@ enum TcpMatch {
     /// A regex over the upper-case hex dump of the answer.
     RBinary(Regex),
     Custom(CustomExpect),
+    /// `string-lf`, `binary-lf` (`true`): rendered at each check.
+    Fmt(crate::sample::LogFormat, bool),
 }
 
 impl TcpMatch {
@@ -67,6 +193,8 @@ impl TcpMatch {
             TcpMatch::Regex(_) => " (expect regex)".into(),
             TcpMatch::RBinary(_) => " (expect binary regex)".into(),
             TcpMatch::Custom(_) => " (expect custom function)".into(),
+            TcpMatch::Fmt(_, false) => " (expect log-format string)".into(),
+            TcpMatch::Fmt(_, true) => " (expect log-format binary)".into(),
         }
     }
 
@@ -78,6 +206,8 @@ impl TcpMatch {
             TcpMatch::Regex(_) => " (regex)".into(),
             TcpMatch::RBinary(_) => " (binary regex)".into(),
             TcpMatch::Custom(_) => " (custom function)".into(),
+            TcpMatch::Fmt(_, false) => " (log-format string)".into(),
+            TcpMatch::Fmt(_, true) => " (log-format binary)".into(),
         }
     }
 }
@@ -100,8 +230,11 @@ impl TcpProbe {
         };
         let ssl3 = matches!(&c.builtin, Some((n, _)) if *n == "ssl-hello-chk");
         let mut steps = Vec::new();
-        let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
-        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
+        // (Variables and comments may come before the first connect.)
+        let first = rules
+            .iter()
+            .find(|r| !matches!(r.step, TcpCheckStep::Comment | TcpCheckStep::Var(_)));
+        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect(_))) {
             steps.push(TcpStep {
                 id: 0,
                 kind: StepKind::Connect(CheckConnect {
@@ -114,22 +247,13 @@ impl TcpProbe {
         for (i, r) in rules.iter().enumerate() {
             let kind = match &r.step {
                 TcpCheckStep::Comment => StepKind::Comment,
-                TcpCheckStep::Connect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                    linger,
-                    via_socks4,
-                } => StepKind::Connect(CheckConnect {
-                    default: *default,
-                    port: *port,
-                    addr: *addr,
-                    send_proxy: *send_proxy,
-                    linger: *linger,
-                    via_socks4: *via_socks4,
-                }),
+                TcpCheckStep::Connect(cc) => StepKind::Connect(cc.clone()),
                 TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
+                TcpCheckStep::SendFmt { fmt, binary } => StepKind::SendFmt(
+                    crate::sample::LogFormat::parse(fmt, crate::sample::Scope::Response)?,
+                    *binary,
+                ),
+                TcpCheckStep::Var(v) => StepKind::Var(v.clone()),
                 TcpCheckStep::Expect {
                     kind,
                     pattern,
@@ -147,12 +271,20 @@ impl TcpProbe {
                         ExpectMatch::RString => TcpMatch::Regex(re()?),
                         ExpectMatch::RBinary => TcpMatch::RBinary(re()?),
                         ExpectMatch::Custom(c) => TcpMatch::Custom(*c),
+                        ExpectMatch::StringLf | ExpectMatch::BinaryLf => TcpMatch::Fmt(
+                            crate::sample::LogFormat::parse(
+                                &String::from_utf8_lossy(pattern),
+                                crate::sample::Scope::Response,
+                            )?,
+                            *kind == ExpectMatch::BinaryLf,
+                        ),
                     };
                     StepKind::Expect {
                         m,
                         negate: *negate,
                         min_recv: *min_recv,
                         opts: (**opts).clone(),
+                        say: Box::new(Say::new(opts)?),
                     }
                 }
             };
@@ -163,6 +295,13 @@ impl TcpProbe {
             });
         }
         Ok(TcpProbe { steps, proto, ssl3 })
+    }
+
+    /// A connect step has `ssl`.
+    pub fn connects_ssl(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(&s.kind, StepKind::Connect(c) if c.ssl))
     }
 }
 
@@ -183,21 +322,9 @@ fn cstr(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-/// `res.payload(...)` as an integer (HAProxy's string-to-integer cast:
-/// leading digits).
-fn code_of(opts: &ExpectOpts, buf: &[u8]) -> i64 {
-    opts.status_code
-        .and_then(|p| p.of(buf))
-        .and_then(|b| {
-            let s = String::from_utf8_lossy(b);
-            let t = s.trim_start();
-            let end = t
-                .char_indices()
-                .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+'))))
-                .map_or(t.len(), |(i, _)| i);
-            t[..end].parse().ok()
-        })
-        .unwrap_or(0)
+/// `res.payload(...)` as an integer.
+fn payload_code(p: &crate::config::Payload, buf: &[u8]) -> i64 {
+    p.of(buf).map_or(0, leading_int)
 }
 
 /// Runs a `tcp-check` sequence against `addr` within `timeout`.
@@ -207,11 +334,12 @@ pub fn run_tcp_check(
     probe: &TcpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    who: (&str, &str),
     how: super::check::CheckHow,
 ) -> Verdict {
     let start = std::cell::Cell::new(Instant::now());
-    run_steps(probe, &start, timeout, tls.is_some(), &mut |cc| {
-        connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)
+    run_steps(probe, &start, timeout, tls.is_some(), who, &mut |cc| {
+        connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)
     })
 }
 
@@ -223,8 +351,10 @@ pub(in crate::backend) fn run_steps(
     start: &std::cell::Cell<Instant>,
     timeout: Duration,
     tls: bool,
+    who: (&str, &str),
     connect: &mut super::check::Connector<'_>,
 ) -> Verdict {
+    let env = Env::new(who);
     let mut conn: Option<Box<dyn Wire>> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut must_read = true;
@@ -233,6 +363,9 @@ pub(in crate::backend) fn run_steps(
     let mut last: Option<&TcpStep> = None;
     let mut custom_ok: Option<Verdict> = None;
     let proto = probe.proto;
+    // The last connection is TLS (a sequence that ends on it passes at
+    // layer 6, HAProxy's `ssl_sock_is_ssl`).
+    let mut conn_tls = false;
     // The ` at step N of tcp-check (...)` part of a report.
     let at = |st: &TcpStep, what: &str| -> String {
         if proto {
@@ -257,6 +390,7 @@ pub(in crate::backend) fn run_steps(
             StepKind::Comment => continue,
             StepKind::Connect(cc) => {
                 drop(conn.take());
+                conn_tls = step_is_tls(cc, tls);
                 let what = match cc.port {
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
@@ -278,7 +412,38 @@ pub(in crate::backend) fn run_steps(
                 must_read = true;
                 closed = false;
             }
-            StepKind::Send(d) => {
+            StepKind::Var(a) => env.with(&buf, |cx| a.run(cx)),
+            StepKind::Send(_) | StepKind::SendFmt(..) => {
+                let rendered;
+                let d: &Vec<u8> = match &st.kind {
+                    StepKind::SendFmt(f, binary) => {
+                        let mut out = Vec::new();
+                        env.with(&buf, |cx| f.render(cx, &mut out));
+                        if out.is_empty() {
+                            // HAProxy sends nothing and goes on.
+                            last = Some(st);
+                            continue;
+                        }
+                        rendered = match binary {
+                            false => Some(out),
+                            true => crate::config::unhex_bytes(&out),
+                        };
+                        match &rendered {
+                            Some(d) => d,
+                            None => {
+                                return Verdict::new(
+                                    CheckStatus::L7Rsp,
+                                    format!(
+                                    "tcp-check send : failed to build log-format string at step {}",
+                                    st.id
+                                ),
+                                )
+                            }
+                        }
+                    }
+                    StepKind::Send(d) => d,
+                    _ => continue,
+                };
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(
                         CheckStatus::SockErr,
@@ -309,6 +474,7 @@ pub(in crate::backend) fn run_steps(
                 negate,
                 min_recv,
                 opts,
+                say,
             } => {
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(
@@ -350,9 +516,15 @@ pub(in crate::backend) fn run_steps(
                         }
                     }
                     let last_read = closed || buf.len() >= CHECK_BUF;
-                    match expect(
-                        m, *negate, *min_recv, opts, st, &buf, last_read, is_last, proto,
-                    ) {
+                    let how = Judge {
+                        st,
+                        last_read,
+                        is_last,
+                        proto,
+                        env: &env,
+                        say,
+                    };
+                    match expect(m, *negate, *min_recv, opts, &buf, &how) {
                         Eval::Wait => must_read = true,
                         Eval::Stop(v) => return v,
                         Eval::Next(v) => {
@@ -374,14 +546,14 @@ pub(in crate::backend) fn run_steps(
         return v;
     }
     match last.map(|s| &s.kind) {
-        Some(StepKind::Expect { opts, .. }) => {
-            let desc = match &opts.on_success {
-                Some(i) => cstr(i.render(&buf).as_bytes()),
+        Some(StepKind::Expect { opts, say, .. }) => {
+            let desc = match &say.on_success {
+                Some(m) => Say::render(m, &env, &buf),
                 None if proto => String::new(),
                 None => "(tcp-check)".to_string(),
             };
             Verdict {
-                code: code_of(opts, &buf),
+                code: say.code(&env, &buf),
                 ..Verdict::new(opts.ok_status, desc)
             }
         }
@@ -389,7 +561,7 @@ pub(in crate::backend) fn run_steps(
             Verdict::new(CheckStatus::L4Ok, "")
         }
         Some(StepKind::Connect(_)) => {
-            let st = if tls {
+            let st = if conn_tls {
                 CheckStatus::L6Ok
             } else {
                 CheckStatus::L4Ok
@@ -400,22 +572,60 @@ pub(in crate::backend) fn run_steps(
     }
 }
 
+/// Where an expect step is judged: its step, whether the answer is
+/// whole (`last_read`), whether it is the last rule, whether the sequence
+/// is a protocol check's, and what its messages read.
+struct Judge<'a> {
+    st: &'a TcpStep,
+    last_read: bool,
+    is_last: bool,
+    proto: bool,
+    env: &'a Env<'a>,
+    say: &'a Say,
+}
+
 /// Evaluates one expect step on the bytes read so far.
-#[allow(clippy::too_many_arguments)]
 fn expect(
     m: &TcpMatch,
     negate: bool,
     min_recv: Option<usize>,
     opts: &ExpectOpts,
-    st: &TcpStep,
     buf: &[u8],
-    last_read: bool,
-    is_last: bool,
-    proto: bool,
+    j: &Judge<'_>,
 ) -> Eval {
+    let (st, last_read, is_last, proto) = (j.st, j.last_read, j.is_last, j.proto);
+    // A log-format pattern, rendered now (HAProxy's failures to render
+    // are L7RSP with their own text).
+    let lf = match m {
+        TcpMatch::Fmt(f, binary) => {
+            let mut out = Vec::new();
+            j.env.with(buf, |cx| f.render(cx, &mut out));
+            let p = match (out.is_empty(), binary) {
+                (true, _) => Err("log-format string evaluated to an empty string"),
+                (false, false) => Ok(out),
+                (false, true) => crate::config::unhex_bytes(&out)
+                    .ok_or("Failed to parse hexastring resulting of eval of a log-format string"),
+            };
+            match p {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let mut desc = e.to_string();
+                    if let Some(cm) = &st.comment {
+                        desc.push_str(&format!(" comment: {cm}"));
+                    }
+                    return Eval::Stop(Verdict {
+                        code: j.say.code(j.env, buf),
+                        ..Verdict::new(CheckStatus::L7Rsp, desc)
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
     if !last_read {
         let need = match m {
             TcpMatch::String(p) | TcpMatch::Binary(p) => p.len(),
+            TcpMatch::Fmt(..) => lf.as_ref().map_or(0, Vec::len),
             _ => 0,
         };
         if buf.len() < need || min_recv.is_some_and(|n| buf.len() < n) {
@@ -429,6 +639,9 @@ fn expect(
         TcpMatch::Regex(re) => re.is_match(buf),
         TcpMatch::RBinary(re) => re.is_match(hex(buf).as_bytes()),
         TcpMatch::Custom(c) => return custom(*c, opts, buf, last_read, is_last),
+        TcpMatch::Fmt(..) => lf
+            .as_deref()
+            .is_some_and(|p| buf.windows(p.len()).any(|w| w == p)),
     };
     if !found && !last_read && min_recv.is_none() {
         return Eval::Wait;
@@ -436,8 +649,8 @@ fn expect(
     if found != negate {
         return Eval::Next(None);
     }
-    let mut desc = match &opts.on_error {
-        Some(i) => cstr(i.render(buf).as_bytes()),
+    let mut desc = match &j.say.on_error {
+        Some(msg) => Say::render(msg, j.env, buf),
         None if proto => String::new(),
         None => format!(
             "{}{} at step {}",
@@ -454,7 +667,7 @@ fn expect(
         desc.push_str(&format!(" comment: {cm}"));
     }
     Eval::Stop(Verdict {
-        code: code_of(opts, buf),
+        code: j.say.code(j.env, buf),
         ..Verdict::new(opts.error_status, desc)
     })
 }

@@ -59,8 +59,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use tcpcheck::{
-    CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
-    TcpCheckStep, SSL3_HELLO_TIME_AT,
+    unhex_bytes, CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, StatusCode,
+    TcpCheck, TcpCheckRule, TcpCheckStep, ERROR_STATUSES, OK_STATUSES, SSL3_HELLO_TIME_AT,
 };
 pub use types::*;
 

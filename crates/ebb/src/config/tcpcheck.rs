@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use super::Loc;
+use crate::config::types::{CheckConnect, ConnectProto};
 
 /// The `tcp-check` rules of a backend and whether `option tcp-check` is
 /// set (the last of `option httpchk` / `option tcp-check` / a protocol
@@ -146,11 +147,17 @@ impl CheckStatus {
         self >= CheckStatus::L7Ok
     }
 
-    fn parse(s: &str, allowed: &[CheckStatus], what: &str) -> Result<CheckStatus, String> {
+    /// One of `allowed` by its short name, in any case (HAProxy's
+    /// `ok-status`, `error-status`, `tout-status` values).
+    pub(crate) fn parse(
+        s: &str,
+        allowed: &[CheckStatus],
+        what: &str,
+    ) -> Result<CheckStatus, String> {
         allowed
             .iter()
             .copied()
-            .find(|c| c.short() == s)
+            .find(|c| c.short().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
                 format!("'{what}' expects one of {} (got '{s}')", names.join(", "))
@@ -163,22 +170,17 @@ pub enum TcpCheckStep {
     /// `tcp-check comment <msg>`.
     Comment,
     /// `tcp-check connect [default] [port N] [addr IP] [send-proxy]
-    /// [linger]`.
-    Connect {
-        /// `default`: the server's check settings (its PROXY header and
-        /// TLS) unless overridden.
-        default: bool,
-        port: Option<u16>,
-        addr: Option<IpAddr>,
-        send_proxy: bool,
-        /// `linger`: close with a reset rather than a FIN.
-        linger: bool,
-        /// `via-socks4`: through the server's `socks4` proxy.
-        via_socks4: bool,
-    },
+    /// [via-socks4] [linger] [ssl] [sni NAME] [alpn LIST] [proto none]`.
+    Connect(CheckConnect),
     /// `send <string>` or `send-binary <hex>` (and their `-lf` forms when
     /// the format is plain text).
     Send(Vec<u8>),
+    /// `send-lf FMT`, `send-binary-lf FMT` with fields: rendered at each
+    /// check (the hex string of `send-binary-lf` then decoded).
+    SendFmt { fmt: String, binary: bool },
+    /// `tcp-check set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`,
+    /// `unset-var(VAR)`: run when the sequence reaches them.
+    Var(crate::sample::VarAction),
     /// `expect [min-recv N] [!] string|rstring|binary|rbinary PATTERN`
     /// and its options.
     Expect {
@@ -202,6 +204,10 @@ pub enum ExpectMatch {
     RBinary,
     /// A protocol check's own parser (HAProxy's `expect custom`).
     Custom(CustomExpect),
+    /// `string-lf FMT`, `binary-lf FMT`: the pattern is a log-format
+    /// string rendered at each check (a hex string for `binary-lf`).
+    StringLf,
+    BinaryLf,
 }
 
 /// The answers the protocol checks parse themselves.
@@ -227,7 +233,16 @@ pub struct ExpectOpts {
     pub tout_status: CheckStatus,
     pub on_success: Option<Info>,
     pub on_error: Option<Info>,
-    pub status_code: Option<Payload>,
+    pub status_code: Option<StatusCode>,
+}
+
+/// `status-code`: the check's code after the expect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatusCode {
+    /// A protocol check's (`res.payload(O,L)`).
+    Payload(Payload),
+    /// `status-code EXPR`: a sample expression, read as an integer.
+    Expr(String),
 }
 
 impl Default for ExpectOpts {
@@ -243,12 +258,33 @@ impl Default for ExpectOpts {
     }
 }
 
+/// The values of an expect's `ok-status`.
+pub const OK_STATUSES: &[CheckStatus] = &[
+    CheckStatus::L7Ok,
+    CheckStatus::L7OkC,
+    CheckStatus::L6Ok,
+    CheckStatus::L4Ok,
+];
+
+/// The values of an expect's `error-status`.
+pub const ERROR_STATUSES: &[CheckStatus] = &[
+    CheckStatus::L7Rsp,
+    CheckStatus::L7Sts,
+    CheckStatus::L7OkC,
+    CheckStatus::L6Rsp,
+    CheckStatus::L4Con,
+];
+
 /// The message of an expect: a plain log-format string, or the answer's
 /// bytes from an offset as the protocol checks take them
 /// (`%[res.payload(N,0),ltrim(' '),cut_crlf]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Info {
     Text(String),
+    /// `on-success FMT`, `on-error FMT`: a log-format string, rendered
+    /// with the answer (`res.payload`, `res.len`), the names and the
+    /// check's variables.
+    Fmt(String),
     Answer {
         from: usize,
         ltrim_space: bool,
@@ -280,7 +316,7 @@ impl Info {
     /// The message for the answer `buf`.
     pub fn render(&self, buf: &[u8]) -> String {
         match self {
-            Info::Text(t) => t.clone(),
+            Info::Text(t) | Info::Fmt(t) => t.clone(),
             Info::Answer {
                 from,
                 ltrim_space,
@@ -300,6 +336,31 @@ impl Info {
             }
         }
     }
+}
+
+impl super::Proxy {
+    /// Whether the section's check rules have a `connect ssl` step
+    /// (HAProxy's `PR_O_TCPCHK_SSL`, set by any such rule, whichever
+    /// check runs): its servers' TLS settings are then in use.
+    pub fn checks_connect_ssl(&self) -> bool {
+        let tcp = self
+            .tcp_check
+            .rules
+            .iter()
+            .any(|r| matches!(&r.step, TcpCheckStep::Connect(c) if c.ssl));
+        let http = self
+            .http_check
+            .rules
+            .iter()
+            .any(|r| matches!(&r.step, super::HttpCheckStep::Connect(c) if c.ssl));
+        tcp || http
+    }
+}
+
+/// A hex string rendered at run time (`send-binary-lf`,
+/// `expect binary-lf`), decoded; None when it is not one.
+pub fn unhex_bytes(b: &[u8]) -> Option<Vec<u8>> {
+    std::str::from_utf8(b).ok().and_then(|s| unhex(s).ok())
 }
 
 /// A hex string (`send-binary`, `expect binary`).
@@ -355,22 +416,6 @@ pub(super) fn plain_format(s: &str, what: &str) -> Result<String, String> {
     Ok(t.replace('\u{0}', "%"))
 }
 
-/// `status-code res.payload(O,L)`: the sample expression ebb evaluates
-/// on a check's answer.
-fn payload_expr(s: &str) -> Result<Payload, String> {
-    let err =
-        || format!("'status-code': ebb supports only 'res.payload(OFFSET,LENGTH)' (got '{s}')");
-    let inner = s
-        .strip_prefix("res.payload(")
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(err)?;
-    let (o, l) = inner.split_once(',').ok_or_else(err)?;
-    Ok(Payload {
-        offset: o.trim().parse().map_err(|_| err())?,
-        len: l.trim().parse().map_err(|_| err())?,
-    })
-}
-
 /// Parses the words after `tcp-check`.
 pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), String> {
     let Some(verb) = w.first().map(String::as_str) else {
@@ -385,58 +430,8 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
             (TcpCheckStep::Comment, Some(c.clone()))
         }
         "connect" => {
-            let comment = take_comment(&mut args)?;
-            let (mut default, mut port, mut addr, mut send_proxy, mut linger) =
-                (false, None, None, false, false);
-            let mut via_socks4 = false;
-            // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
-            // order).
-            let mut addr_port = None;
-            let mut it = args.iter();
-            while let Some(a) = it.next() {
-                match a.as_str() {
-                    "default" => default = true,
-                    "send-proxy" => send_proxy = true,
-                    "linger" => linger = true,
-                    "via-socks4" => via_socks4 = true,
-                    "port" => {
-                        let v = it.next().ok_or("'tcp-check connect port' expects a port")?;
-                        port = Some(
-                            v.parse::<u16>()
-                                .ok()
-                                .filter(|p| *p > 0)
-                                .ok_or_else(|| format!("'tcp-check connect port': invalid port '{v}' (ebb takes a number)"))?,
-                        );
-                    }
-                    "addr" => {
-                        let v = it.next().ok_or("'tcp-check connect addr' expects an address")?;
-                        let bad = || format!("'tcp-check connect addr': invalid address '{v}'");
-                        match v.parse::<IpAddr>() {
-                            Ok(ip) => addr = Some(ip),
-                            Err(_) => {
-                                let sa = v.parse::<std::net::SocketAddr>().map_err(|_| bad())?;
-                                addr = Some(sa.ip());
-                                addr_port = Some(sa.port()).filter(|p| *p > 0);
-                            }
-                        }
-                    }
-                    o => {
-                        return Err(format!(
-                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, via-socks4, linger, comment)"
-                        ))
-                    }
-                }
-            }
-            let port = port.or(addr_port);
-            let step = TcpCheckStep::Connect {
-                default,
-                port,
-                addr,
-                send_proxy,
-                linger,
-                via_socks4,
-            };
-            (step, comment)
+            let (cc, comment) = parse_connect(&args, false)?;
+            (TcpCheckStep::Connect(cc), comment)
         }
         "send" | "send-binary" | "send-lf" | "send-binary-lf" => {
             let comment = take_comment(&mut args)?;
@@ -444,7 +439,23 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                 return Err(format!("'tcp-check {verb}' expects one data argument"));
             };
             let d = if verb.ends_with("-lf") {
-                plain_format(d, &format!("tcp-check {verb}"))?
+                match plain_format(d, &format!("tcp-check {verb}")) {
+                    Ok(t) => t,
+                    Err(_) => {
+                        crate::sample::LogFormat::parse(d, crate::sample::Scope::Response)
+                            .map_err(|e| format!("'{d}' invalid log-format string ({e})."))?;
+                        let step = TcpCheckStep::SendFmt {
+                            fmt: d.clone(),
+                            binary: verb == "send-binary-lf",
+                        };
+                        tc.rules.push(TcpCheckRule {
+                            step,
+                            comment,
+                            loc: loc.clone(),
+                        });
+                        return Ok(());
+                    }
+                }
             } else {
                 d.clone()
             };
@@ -473,6 +484,100 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
     Ok(())
 }
 
+/// The words after `tcp-check connect` (`http`: after `http-check
+/// connect`, whose `proto` names an HTTP protocol): the step and its
+/// comment.
+pub(super) fn parse_connect(
+    args: &[String],
+    http: bool,
+) -> Result<(CheckConnect, Option<String>), String> {
+    let kw = if http { "http-check" } else { "tcp-check" };
+    let mut cc = CheckConnect::default();
+    let mut comment = None;
+    // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
+    // order).
+    let mut addr_port = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |what: &str| {
+            it.next()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("'{kw} connect {a}' expects {what}"))
+        };
+        match a.as_str() {
+            "default" => cc.default = true,
+            "send-proxy" => cc.send_proxy = true,
+            "linger" => cc.linger = true,
+            "via-socks4" => cc.via_socks4 = true,
+            "ssl" => cc.ssl = true,
+            "comment" => comment = Some(val("a string")?.clone()),
+            "port" => {
+                let v = val("a port")?;
+                cc.port = Some(
+                    v.parse::<u16>()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| format!("'{kw} connect port': invalid port '{v}' (ebb takes a number)"))?,
+                );
+            }
+            "addr" => {
+                let v = val("an address")?;
+                let bad = || format!("'{kw} connect addr': invalid address '{v}'");
+                match v.parse::<IpAddr>() {
+                    Ok(ip) => cc.addr = Some(ip),
+                    Err(_) => {
+                        let sa = v.parse::<std::net::SocketAddr>().map_err(|_| bad())?;
+                        cc.addr = Some(sa.ip());
+                        addr_port = Some(sa.port()).filter(|p| *p > 0);
+                    }
+                }
+            }
+            "sni" => {
+                let v = val("a string")?;
+                // rustls sends a DNS name, or none for an address: any
+                // other text could not be sent as written.
+                rustls::pki_types::ServerName::try_from(v.as_str()).map_err(|_| {
+                    format!("'{kw} connect sni': ebb sends a DNS name or an address, not '{v}'")
+                })?;
+                cc.sni = Some(v.clone());
+            }
+            "alpn" => {
+                let v = val("a protocol list")?;
+                cc.alpn = Some(
+                    super::values::alpn_list(v)
+                        .map_err(|e| format!("'{kw} connect alpn' : {e}"))?,
+                );
+            }
+            "proto" => {
+                let v = val("a MUX protocol")?;
+                let p = match v.as_str() {
+                    "none" => ConnectProto::None,
+                    "h1" => ConnectProto::H1,
+                    "h2" => ConnectProto::H2,
+                    "fcgi" if http => {
+                        return Err(format!(
+                            "'{kw} connect proto fcgi' is not supported by ebb (it has no FastCGI client)"
+                        ))
+                    }
+                    "fcgi" => ConnectProto::H1,
+                    o => return Err(format!("'proto' : unknown MUX protocol '{o}'.")),
+                };
+                if http == (p == ConnectProto::None) {
+                    return Err(format!("'proto' : invalid MUX protocol '{v}' for {kw}"));
+                }
+                cc.proto = Some(p);
+            }
+            o => {
+                return Err(format!(
+                    "'{kw} connect' expects 'comment', 'port', 'addr', 'send-proxy', 'ssl', 'sni', 'alpn' or 'via-socks4', 'linger', 'default' but got '{o}' as argument."
+                ))
+            }
+        }
+    }
+    cc.port = cc.port.or(addr_port);
+    Ok((cc, comment))
+}
+
 /// `tcp-check expect` and its options, in any order around the match.
 fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), String> {
     use CheckStatus::*;
@@ -495,17 +600,30 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
                 min_recv = usize::try_from(n).ok();
             }
             "comment" => comment = Some(val(a)?.to_string()),
-            // L7OKC (HAProxy: the server goes NOLB) is not supported.
-            "ok-status" => opts.ok_status = CheckStatus::parse(val(a)?, &[L7Ok, L6Ok, L4Ok], a)?,
-            "error-status" => {
-                opts.error_status = CheckStatus::parse(val(a)?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?
-            }
+            // L7OKC: a conditional pass (the server goes NOLB), also
+            // as the status of a failed expect (HAProxy's).
+            "ok-status" => opts.ok_status = CheckStatus::parse(val(a)?, OK_STATUSES, a)?,
+            "error-status" => opts.error_status = CheckStatus::parse(val(a)?, ERROR_STATUSES, a)?,
             "tout-status" => {
                 opts.tout_status = CheckStatus::parse(val(a)?, &[L7Tout, L6Tout, L4Tout], a)?
             }
-            "on-success" => opts.on_success = Some(Info::Text(plain_format(val(a)?, a)?)),
-            "on-error" => opts.on_error = Some(Info::Text(plain_format(val(a)?, a)?)),
-            "status-code" => opts.status_code = Some(payload_expr(val(a)?)?),
+            "on-success" | "on-error" => {
+                let v = val(a)?;
+                crate::sample::LogFormat::parse(v, crate::sample::Scope::Response)
+                    .map_err(|e| format!("'{v}' invalid log-format string ({e})."))?;
+                let m = Some(Info::Fmt(v.to_string()));
+                match a {
+                    "on-success" => opts.on_success = m,
+                    _ => opts.on_error = m,
+                }
+            }
+            "status-code" => {
+                let v = val(a)?;
+                crate::sample::Expr::parse(v, crate::sample::Scope::Response).map_err(|e| {
+                    format!("error detected while parsing status-code expression : {e}")
+                })?;
+                opts.status_code = Some(StatusCode::Expr(v.to_string()));
+            }
             "!" => {
                 negate = true;
                 i += 1;
@@ -525,9 +643,11 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
                     "binary" => ExpectMatch::Binary,
                     "rstring" => ExpectMatch::RString,
                     "rbinary" => ExpectMatch::RBinary,
+                    "string-lf" => ExpectMatch::StringLf,
+                    "binary-lf" => ExpectMatch::BinaryLf,
                     o => {
                         return Err(format!(
-                            "'tcp-check expect {o}' is not supported by ebb (supported: string, rstring, binary, rbinary; options min-recv, comment, ok-status, error-status, tout-status, on-success, on-error, status-code, !)"
+                            "'tcp-check expect {o}' is not supported by ebb (supported: string, rstring, binary, rbinary, string-lf, binary-lf; options min-recv, comment, ok-status, error-status, tout-status, on-success, on-error, status-code, !)"
                         ))
                     }
                 };
@@ -546,6 +666,11 @@ fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), Strin
         ExpectMatch::String => pat.into_bytes(),
         ExpectMatch::Binary => {
             unhex(&pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?
+        }
+        ExpectMatch::StringLf | ExpectMatch::BinaryLf => {
+            crate::sample::LogFormat::parse(&pat, crate::sample::Scope::Response)
+                .map_err(|e| format!("'{pat}' invalid log-format string ({e})."))?;
+            pat.into_bytes()
         }
         _ => {
             regex::bytes::Regex::new(&pat)
@@ -590,7 +715,7 @@ fn expect(
     if let TcpCheckStep::Expect { opts, .. } = &mut r.step {
         opts.on_error = on_error;
         opts.on_success = on_success;
-        opts.status_code = code;
+        opts.status_code = code.map(StatusCode::Payload);
     }
     r
 }
@@ -966,8 +1091,11 @@ mod tests {
         assert_eq!(opts.ok_status, CheckStatus::L4Ok);
         assert_eq!(opts.error_status, CheckStatus::L7Sts);
         assert_eq!(opts.tout_status, CheckStatus::L4Tout);
-        assert_eq!(opts.on_success, Some(Info::Text("fine".into())));
-        assert_eq!(opts.status_code, Some(Payload { offset: 0, len: 3 }));
+        assert_eq!(opts.on_success, Some(Info::Fmt("fine".into())));
+        assert_eq!(
+            opts.status_code,
+            Some(StatusCode::Expr("res.payload(0,3)".into()))
+        );
         assert_eq!(tc.rules[7].comment.as_deref(), Some("c"));
         parse(&mut tc, &words("send-lf 100%%"), &loc).unwrap();
         assert_eq!(tc.rules[8].step, TcpCheckStep::Send(b"100%".to_vec()));
@@ -986,14 +1114,19 @@ mod tests {
         assert_eq!(tc.rules[5].comment.as_deref(), Some("pong"));
         assert_eq!(tc.rules[1].comment.as_deref(), Some("redis"));
         for (l, e) in [
-            ("send-lf %[src]", "plain text"),
-            ("expect string x on-error %[res.payload(0,0)]", "plain text"),
-            ("expect string x status-code res.len", "res.payload"),
+            ("send-lf %[nosuch]", "invalid log-format"),
+            ("expect string x on-error %[nosuch]", "invalid log-format"),
+            (
+                "expect string x status-code nosuch",
+                "status-code expression",
+            ),
             ("expect string x ok-status L7STS", "ok-status"),
-            ("expect string-lf x", "not supported"),
+            ("expect string x error-status L7OK", "error-status"),
+            ("expect string-lf %[nosuch]", "invalid log-format"),
             ("expect rstring (", "invalid regex"),
             ("send-binary 0g", "hex"),
-            ("connect ssl", "not supported"),
+            ("connect tls", "but got 'tls'"),
+            ("connect proto h2", "invalid MUX protocol"),
             ("expect custom x", "not supported"),
             ("expect string", "expects a pattern"),
         ] {

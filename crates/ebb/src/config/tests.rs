@@ -1486,9 +1486,9 @@ fn http_check_expect() {
         "expects NAME VALUE",
     );
     err1(
-        &be("    http-check connect ssl"),
+        &be("    http-check connect proto fcgi"),
         "t.cfg:2: ",
-        "'http-check connect ssl' is not supported",
+        "'http-check connect proto fcgi' is not supported",
     );
     err1(
         &be("    http-check"),

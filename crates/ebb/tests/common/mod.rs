@@ -741,6 +741,13 @@ pub fn stat_row_of(csv: &str, be: &str, srv: &str) -> std::collections::HashMap<
         .collect()
 }
 
+/// Writes a self-signed certificate for `name` and its key as one PEM
+/// file (for a `bind ... ssl crt` line) at `path`.
+pub fn self_signed_pem(path: &Path, name: &str) {
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    std::fs::write(path, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
+}
+
 /// Debian's haproxy 2.6, run beside ebb for side-by-side comparisons.
 pub struct Hap {
     child: Child,

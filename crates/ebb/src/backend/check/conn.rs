@@ -47,9 +47,19 @@ impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
 /// How a server's checks connect beyond their address, TLS and PROXY
 /// header: the protocol of an HTTP check, the server's SOCKS4 proxy and
 /// whether its default connect goes through it (`check-via-socks4`).
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CheckHow {
     pub mux: CheckMux,
+    /// `mux` was set by `check-proto` or the server's `proto`, not
+    /// defaulted.
+    pub mux_set: bool,
+    /// The server has `check-alpn`: an HTTP check's connection whose
+    /// protocol is not set takes the one ALPN chose (HAProxy installs its
+    /// multiplexer after the handshake then).
+    pub check_alpn: bool,
+    /// The server's TLS settings, for `connect ssl` steps (HAProxy's
+    /// server SSL context, prepared when a check rule asks for it).
+    pub ssl_ctx: Option<Arc<rustls::ClientConfig>>,
     pub socks4: Option<SocketAddr>,
     pub via_socks4: bool,
     /// The server is not DOWN (HAProxy's `next_state != STOPPED`): an
@@ -68,6 +78,12 @@ impl CheckHow {
     pub fn of(o: &crate::config::ServerOptions) -> CheckHow {
         CheckHow {
             mux: CheckMux::of(o),
+            mux_set: matches!(
+                o.check_proto,
+                Some(crate::config::CheckProto::H1 | crate::config::CheckProto::H2)
+            ) || o.proto_h2,
+            check_alpn: o.check_alpn.is_some(),
+            ssl_ctx: None,
             socks4: o.socks4,
             via_socks4: o.check_via_socks4,
             running: false,
@@ -80,6 +96,21 @@ impl CheckHow {
     fn socks_for(&self, cc: &CheckConnect) -> Option<SocketAddr> {
         self.socks4
             .filter(|_| cc.via_socks4 || (cc.default && self.via_socks4))
+    }
+
+    /// The protocol of an HTTP check's connection (HAProxy's choice of
+    /// multiplexer): the step's `proto`; a default connect's
+    /// `check-proto` (or the server's `proto`); by ALPN when the step or
+    /// the server's checks offer a list; else HTTP/1.
+    pub fn mux_for(&self, cc: &CheckConnect) -> CheckMux {
+        use crate::config::ConnectProto as P;
+        match cc.proto {
+            Some(P::H2) => CheckMux::H2,
+            Some(P::H1 | P::None) => CheckMux::H1,
+            None if cc.default && self.mux_set => self.mux,
+            None if cc.alpn.is_some() || self.check_alpn => CheckMux::Alpn,
+            None => CheckMux::H1,
+        }
     }
 }
 
@@ -241,7 +272,7 @@ pub(in crate::backend) fn connect_step(
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    how: CheckHow,
+    how: &CheckHow,
 ) -> Result<Box<dyn Wire>, Verdict> {
     let mut target = addr;
     if let Some(a) = cc.addr {
@@ -257,17 +288,67 @@ pub(in crate::backend) fn connect_step(
     } else {
         Vec::new()
     };
-    let tls = if cc.default { tls } else { None };
+    let tls = step_tls(cc, target, tls, how)?;
     let (t0, budget) = match how.connect_budget {
         Some(b) => (Instant::now(), b),
         None => (start.get(), timeout),
     };
-    let w = open(target, t0, budget, tls, &hdr, cc.linger, how.socks_for(cc))?;
+    let w = open(
+        target,
+        t0,
+        budget,
+        tls.as_ref(),
+        &hdr,
+        cc.linger,
+        how.socks_for(cc),
+    )?;
     if how.connect_budget.is_some() {
         start.set(Instant::now());
         w.io_timeout(timeout);
     }
     Ok(w)
+}
+
+/// Whether a connect step speaks TLS: `ssl`, or `default` on a server
+/// whose checks do (`tls_default`).
+pub(in crate::backend) fn step_is_tls(cc: &CheckConnect, tls_default: bool) -> bool {
+    cc.ssl || (cc.default && tls_default)
+}
+
+/// The TLS of a connect step (HAProxy's): with `default`, the server's
+/// checks' (`check-sni`, `check-alpn`); with `ssl`, the server's TLS
+/// settings; the step's `sni` and `alpn` replace the name and the
+/// protocols offered. Without a name, none is sent (rustls is given the
+/// address, which it does not send).
+fn step_tls(
+    cc: &CheckConnect,
+    target: SocketAddr,
+    tls: Option<&CheckTls>,
+    how: &CheckHow,
+) -> Result<Option<CheckTls>, Verdict> {
+    let base = match tls {
+        Some((cfg, sni)) if cc.default => (Arc::clone(cfg), sni.clone()),
+        _ if cc.ssl => match &how.ssl_ctx {
+            Some(cfg) => (Arc::clone(cfg), target.ip().to_string()),
+            None => {
+                return Err(Verdict::new(
+                    CheckStatus::SockErr,
+                    "no TLS settings for the check's connection",
+                ))
+            }
+        },
+        _ => return Ok(None),
+    };
+    let (mut cfg, mut sni) = base;
+    if let Some(n) = &cc.sni {
+        sni = n.clone();
+    }
+    if let Some(list) = &cc.alpn {
+        let mut c = (*cfg).clone();
+        c.alpn_protocols = list.iter().map(|p| p.as_bytes().to_vec()).collect();
+        cfg = Arc::new(c);
+    }
+    Ok(Some((cfg, sni)))
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's

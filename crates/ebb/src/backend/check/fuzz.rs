@@ -69,7 +69,7 @@ pub fn run_probe(probe: &Probe, be: &str, h2: bool, answer: &[u8], step: usize) 
         ),
         Probe::Tcp(t) => {
             let start = std::cell::Cell::new(Instant::now());
-            crate::backend::tcpcheck::run_steps(t, &start, timeout, false, &mut |_| {
+            crate::backend::tcpcheck::run_steps(t, &start, timeout, false, ("", ""), &mut |_| {
                 Ok(Box::new(script()))
             })
         }

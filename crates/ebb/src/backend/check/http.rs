@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::{connect_step, os_text, timed_out, CheckHow, CheckMux, CheckTls, Verdict, Wire};
+use super::{
+    connect_step, os_text, step_is_tls, timed_out, CheckHow, CheckMux, CheckTls, Verdict, Wire,
+};
 use crate::backend::{Farm, ServerRt};
 use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 
@@ -47,6 +49,33 @@ pub struct HttpRule {
     pub error_status: Option<CheckStatus>,
     pub tout_status: CheckStatus,
     pub comment: Option<String>,
+    /// `on-success`, `on-error`, and `status-code` (as `%[EXPR]`).
+    pub say: Option<std::sync::Arc<Say>>,
+}
+
+/// An expect's `on-success`, `on-error` and `status-code`, compiled.
+pub struct Say {
+    on_success: Option<crate::sample::LogFormat>,
+    on_error: Option<crate::sample::LogFormat>,
+    code: Option<crate::sample::LogFormat>,
+}
+
+impl Say {
+    fn new(e: &crate::config::HttpExpect) -> Result<Option<std::sync::Arc<Say>>, String> {
+        if e.on_success.is_none() && e.on_error.is_none() && e.status_code.is_none() {
+            return Ok(None);
+        }
+        let f = |t: &str| crate::sample::LogFormat::parse(t, crate::sample::Scope::Response);
+        Ok(Some(std::sync::Arc::new(Say {
+            on_success: e.on_success.as_deref().map(f).transpose()?,
+            on_error: e.on_error.as_deref().map(f).transpose()?,
+            code: e
+                .status_code
+                .as_deref()
+                .map(|x| f(&format!("%[{x}]")))
+                .transpose()?,
+        })))
+    }
 }
 
 impl HttpRule {
@@ -58,6 +87,7 @@ impl HttpRule {
             error_status: None,
             tout_status: CheckStatus::L7Tout,
             comment: None,
+            say: None,
         }
     }
 }
@@ -70,6 +100,8 @@ pub enum Expect {
     RStatus(Regex, bool),
     String(Vec<u8>, bool),
     RString(Regex, bool),
+    /// `string-lf`: the pattern rendered at each check.
+    StringLf(crate::sample::LogFormat, bool),
     /// `hdr` / `fhdr` (`full`), negated or not.
     Hdr {
         full: bool,
@@ -310,6 +342,10 @@ fn compile_expect(e: &crate::config::HttpExpect) -> Result<Expect, String> {
             e.negate,
         ),
         ExpectKind::String(s) => Expect::String(s.as_bytes().to_vec(), e.negate),
+        ExpectKind::StringLf(f) => Expect::StringLf(
+            crate::sample::LogFormat::parse(f, crate::sample::Scope::Response)?,
+            e.negate,
+        ),
         ExpectKind::RString(p) => Expect::RString(
             Regex::new(p).map_err(|x| format!("invalid rstring '{p}': {x}"))?,
             e.negate,
@@ -380,6 +416,7 @@ impl HttpProbe {
                         error_status: e.error_status,
                         tout_status: e.tout_status,
                         comment: note,
+                        say: Say::new(e)?,
                     }));
                 }
             }
@@ -475,19 +512,20 @@ fn header_matches(r: &Resp<'_>, full: bool, name: &NameMatch, value: Option<&Nam
 /// Judges an HTTP check response (status line, and body for strings).
 #[cfg(test)]
 pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
-    judge_rule(resp, &HttpRule::plain(expect.clone()), &|_| Vec::new())
+    judge_rule(resp, &HttpRule::plain(expect.clone()), &|_| Vec::new()).1
 }
 
 /// Judges a response against one expect rule and its options; `render`
-/// evaluates the rule's log-format patterns.
+/// evaluates the rule's log-format patterns. Whether the rule held, and
+/// the report (a failure's status may be `L7OKC`, `error-status`).
 fn judge_rule(
     resp: &[u8],
     rule: &HttpRule,
     render: &dyn Fn(&crate::sample::LogFormat) -> Vec<u8>,
-) -> Verdict {
+) -> (bool, Verdict) {
     let r = match parse_resp(resp) {
         Ok(r) => r,
-        Err(v) => return v,
+        Err(v) => return (false, v),
     };
     // A status or header rule fails with L7STS and the reason phrase; a
     // content rule with L7RSP and HAProxy's text.
@@ -505,6 +543,24 @@ fn judge_rule(
             *neg,
         ),
         Expect::RString(re, neg) => (re.is_match(r.body) != *neg, true, *neg),
+        // No body: a failure whatever the negation (HAProxy's).
+        Expect::StringLf(_, neg) if r.body.is_empty() => (false, true, *neg),
+        Expect::StringLf(f, neg) => {
+            let p = render(f);
+            if p.is_empty() {
+                let mut v = Verdict::new(
+                    CheckStatus::L7Rsp,
+                    "log-format string evaluated to an empty string",
+                );
+                if let Some(c) = &rule.comment {
+                    v.desc.push_str(&format!(" comment: {c}"));
+                }
+                v.code = i64::from(r.code);
+                return (false, v);
+            }
+            let found = r.body.windows(p.len()).any(|w| w == p.as_slice());
+            (found != *neg, true, *neg)
+        }
         Expect::Hdr {
             full,
             name,
@@ -518,11 +574,11 @@ fn judge_rule(
             };
             let name = match name.resolve(render) {
                 Ok(n) => n,
-                Err(v) => return failed(v),
+                Err(v) => return (false, failed(v)),
             };
             let value = match value.as_ref().map(|v| v.resolve(render)).transpose() {
                 Ok(v) => v,
-                Err(v) => return failed(v),
+                Err(v) => return (false, failed(v)),
             };
             (
                 header_matches(&r, *full || value.is_none(), &name, value.as_ref()) != *neg,
@@ -551,13 +607,52 @@ fn judge_rule(
             "HTTP content check did not match",
         )
     };
+    let say = rule.say.as_deref();
+    let text = |f: &crate::sample::LogFormat| {
+        let b = render(f);
+        let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    };
+    // HAProxy's messages: `on-error` instead of the failure's text,
+    // `on-success` (the check's report if this rule is the last).
+    match (ok, say) {
+        (
+            false,
+            Some(Say {
+                on_error: Some(f), ..
+            }),
+        ) => v.desc = text(f),
+        (
+            true,
+            Some(Say {
+                on_success: Some(f),
+                ..
+            }),
+        ) => v.desc = text(f),
+        _ => {}
+    }
     if !ok {
         if let Some(c) = &rule.comment {
             v.desc.push_str(&format!(" comment: {c}"));
         }
     }
-    v.code = i64::from(r.code);
-    v
+    v.code = match say.and_then(|s| s.code.as_ref()) {
+        Some(f) => leading_int(&render(f)),
+        None => i64::from(r.code),
+    };
+    (ok, v)
+}
+
+/// HAProxy's string-to-integer cast: the leading digits (after spaces and
+/// a sign); 0 when none.
+pub(in crate::backend) fn leading_int(b: &[u8]) -> i64 {
+    let s = String::from_utf8_lossy(b);
+    let t = s.trim_start();
+    let end = t
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+'))))
+        .map_or(t.len(), |(i, _)| i);
+    t[..end].parse().unwrap_or(0)
 }
 
 /// Whether `buf` holds a whole response: its head, and its body by
@@ -735,9 +830,9 @@ pub(super) fn run_http(
         nolb_404,
         &mut |cc| {
             // The server's protocol applies to a default connect.
-            match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, how)? {
-                c if cc.default && h2_for(how.mux, c.alpn()) => {
-                    let tls = cc.default && tls.is_some();
+            match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)? {
+                c if h2_for(how.mux_for(cc), c.alpn()) => {
+                    let tls = step_is_tls(cc, tls.is_some());
                     Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))
                 }
                 c => Ok(c),
@@ -771,10 +866,14 @@ pub(in crate::backend) fn run_steps(
     // closed).
     let mut have = false;
     let mut last: Option<Verdict> = None;
+    // The last connection is TLS (a sequence that ends on it passes at
+    // layer 6).
+    let mut conn_tls = false;
     for st in &p.steps {
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
+                conn_tls = step_is_tls(cc, tls);
                 match connect(cc) {
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
@@ -828,8 +927,8 @@ pub(in crate::backend) fn run_steps(
                     check_sample(who, &vars, Some(&buf), |cx| f.render(cx, &mut out));
                     out
                 };
-                let v = judge_rule(&buf, rule, &render);
-                if !v.passed() {
+                let (ok, v) = judge_rule(&buf, rule, &render);
+                if !ok {
                     return v;
                 }
                 last = Some(v);
@@ -841,7 +940,7 @@ pub(in crate::backend) fn run_steps(
         }
     }
     last.unwrap_or_else(|| {
-        if tls {
+        if conn_tls {
             Verdict::new(CheckStatus::L6Ok, "")
         } else {
             Verdict::new(CheckStatus::L4Ok, "")

@@ -36,8 +36,9 @@ mod tests;
 
 use conn::l4_probe;
 pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
-pub(super) use conn::{connect_step, open, os_text, timed_out, Connector, Wire};
+pub(super) use conn::{connect_step, open, os_text, step_is_tls, timed_out, Connector, Wire};
 pub use ext::{run_ext, ExtProbe, ExtServer};
+pub(super) use http::leading_int;
 use http::run_http;
 pub use http::{server_state_header, HttpProbe};
 pub use observe::{observe, Hana, Seen};
@@ -55,6 +56,21 @@ pub enum Probe {
     Http(HttpProbe),
     Tcp(Arc<TcpProbe>),
     Ext(Arc<ExtProbe>),
+}
+
+impl Probe {
+    /// A connect step has `ssl`: the servers' TLS settings are needed
+    /// (see [`CheckHow::ssl_ctx`]).
+    pub fn connects_ssl(&self) -> bool {
+        match self {
+            Probe::Http(p) => p
+                .steps
+                .iter()
+                .any(|s| matches!(s, http::HttpStep::Connect(c) if c.ssl)),
+            Probe::Tcp(t) => t.connects_ssl(),
+            Probe::Ext(_) => false,
+        }
+    }
 }
 
 /// A check's report, as HAProxy keeps it: the status, the code (HTTP,
@@ -164,7 +180,7 @@ pub fn run_check(
     let socks = how.socks4.filter(|_| how.via_socks4);
     match probe {
         Some(Probe::Tcp(t)) => {
-            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, how)
+            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, (who.0, who.1), how)
         }
         Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
         // Run by the check task with its server's details (`run_ext`).

@@ -27,6 +27,8 @@ struct Checker {
     farm: Weak<Farm>,
     probe: Option<Probe>,
     tls: Option<CheckTls>,
+    /// See [`CheckHow::ssl_ctx`].
+    ssl_ctx: Option<Arc<rustls::ClientConfig>>,
     timeout: Duration,
     /// See [`CheckHow::connect_budget`].
     connect_budget: Option<Duration>,
@@ -263,6 +265,7 @@ impl Checker {
             let mut how = CheckHow::of(&s.opts);
             how.running = s.up.load(Ordering::Relaxed);
             how.connect_budget = self.connect_budget;
+            how.ssl_ctx = self.ssl_ctx.clone();
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -758,6 +761,12 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
             };
             (cfg, t.sni.clone())
         }),
+        ssl_ctx: match &cx.probe {
+            Some(p) if p.connects_ssl() => {
+                crate::proxy::connect_ssl_ctx(&s.opts, s.tls.as_ref()).ok()
+            }
+            _ => None,
+        },
         timeout: t,
         // HAProxy: `inter`, or `timeout connect` when sooner (both only
         // with `timeout check`).

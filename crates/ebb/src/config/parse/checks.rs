@@ -27,39 +27,9 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
         }
         Some("connect") => {
             // The words of `tcp-check connect`, with its meaning.
-            let mut tc = crate::config::tcpcheck::TcpCheck::default();
-            let mut words = vec!["connect".to_string()];
-            words.extend_from_slice(&w[2..]);
-            crate::config::tcpcheck::parse(&mut tc, &words, loc)
-                .map_err(|e| e.replace("tcp-check", "http-check"))?;
-            let Some(r) = tc.rules.pop() else {
-                return Err("'http-check connect': nothing parsed".into());
-            };
-            let crate::config::tcpcheck::TcpCheckStep::Connect {
-                default,
-                port,
-                addr,
-                send_proxy,
-                linger,
-                via_socks4,
-            } = r.step
-            else {
-                return Err("'http-check connect': nothing parsed".into());
-            };
+            let (cc, comment) = crate::config::tcpcheck::parse_connect(&w[2..], true)?;
             px.http_check.own_rules();
-            push_http_rule(
-                &mut px.http_check,
-                HttpCheckStep::Connect(CheckConnect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                    linger,
-                    via_socks4,
-                }),
-                r.comment,
-                loc,
-            )?;
+            push_http_rule(&mut px.http_check, HttpCheckStep::Connect(cc), comment, loc)?;
         }
         Some("comment") => {
             let [c] = &w[2..] else {
@@ -142,16 +112,7 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
             // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
             // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
             // proc, sess, check.
-            let va = parse_var_action("http-check", a, &w[2..], Scope::Response)?;
-            let r = match &va {
-                VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
-            };
-            use crate::sample::vars::VarScope as V;
-            if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
-                return Err(format!(
-                    "'http-check {a}': the scopes allowed for http-check are proc, sess and check"
-                ));
-            }
+            let va = check_var_action("http-check", a, &w[2..])?;
             px.http_check.own_rules();
             push_http_rule(&mut px.http_check, HttpCheckStep::Var(va), None, loc)?;
         }
@@ -163,6 +124,23 @@ pub(super) fn http_check_kw(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(
         None => return Err("'http-check' expects comment, connect, disable-on-404, send, send-state, expect, set-var or unset-var".to_string()),
     }
     Ok(())
+}
+
+/// `KW set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)` of
+/// `http-check` and `tcp-check` (`a`: the action word), on the scopes
+/// HAProxy allows in checks: proc, sess, check.
+pub(super) fn check_var_action(kw: &str, a: &str, rest: &[String]) -> Result<VarAction, String> {
+    let va = parse_var_action(kw, a, rest, Scope::Response)?;
+    let r = match &va {
+        VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
+    };
+    use crate::sample::vars::VarScope as V;
+    if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
+        return Err(format!(
+            "'{kw} {a}': the scopes allowed for {kw} are proc, sess and check"
+        ));
+    }
+    Ok(va)
 }
 
 /// Adds an `http-check` rule: a `connect` must start the rules when there
@@ -289,19 +267,13 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
         ok_status: L7Ok,
         error_status: None,
         tout_status: L7Tout,
+        on_success: None,
+        on_error: None,
+        status_code: None,
     };
     let (mut comment, mut kind) = (None, None);
     let mut i = 0;
-    let pick = |v: &str, allowed: &[crate::config::CheckStatus], what: &str| {
-        allowed
-            .iter()
-            .copied()
-            .find(|c| c.short() == v)
-            .ok_or_else(|| {
-                let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
-                format!("'{what}' expects one of {} (got '{v}')", names.join(", "))
-            })
-    };
+    let pick = crate::config::CheckStatus::parse;
     while let Some(a) = w.get(i).map(String::as_str) {
         let val = || arg(w, i + 1, a).map_err(|_| format!("'{a}' expects a value"));
         match a {
@@ -313,16 +285,28 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                 e.min_recv = usize::try_from(n).ok();
             }
             "comment" => comment = Some(val()?.to_string()),
-            // L7OKC (HAProxy: the server goes NOLB) is not supported.
-            "ok-status" => e.ok_status = pick(val()?, &[L7Ok, L6Ok, L4Ok], a)?,
+            // L7OKC: a conditional pass (the server goes NOLB), also
+            // as the status of a failed expect (HAProxy's).
+            "ok-status" => e.ok_status = pick(val()?, crate::config::OK_STATUSES, a)?,
             "error-status" => {
-                e.error_status = Some(pick(val()?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?)
+                e.error_status = Some(pick(val()?, crate::config::ERROR_STATUSES, a)?)
             }
             "tout-status" => e.tout_status = pick(val()?, &[L7Tout, L6Tout, L4Tout], a)?,
-            "on-success" | "on-error" | "status-code" => {
-                return Err(format!(
-                    "'http-check expect {a}' is not supported by ebb (log-format and sample expressions in checks)"
-                ))
+            "on-success" | "on-error" => {
+                let v = val()?;
+                crate::sample::LogFormat::parse(v, Scope::Response)
+                    .map_err(|x| format!("'{v}' invalid log-format string ({x})."))?;
+                match a {
+                    "on-success" => e.on_success = Some(v.to_string()),
+                    _ => e.on_error = Some(v.to_string()),
+                }
+            }
+            "status-code" => {
+                let v = val()?;
+                crate::sample::Expr::parse(v, Scope::Response).map_err(|x| {
+                    format!("error detected while parsing status-code expression : {x}")
+                })?;
+                e.status_code = Some(v.to_string());
             }
             "!" => {
                 e.negate = true;
@@ -340,7 +324,9 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                     }
                     None => m,
                 };
-                let pat = arg(w, i + 1, m).map_err(|_| format!("'http-check expect {m}' expects an argument (the pattern)"))?;
+                let pat = arg(w, i + 1, m).map_err(|_| {
+                    format!("'http-check expect {m}' expects an argument (the pattern)")
+                })?;
                 kind = Some(match m {
                     "status" => ExpectKind::Status(parse_status_list(pat)?),
                     "rstatus" => {
@@ -348,6 +334,11 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                         ExpectKind::RStatus(pat.to_string())
                     }
                     "string" => ExpectKind::String(pat.to_string()),
+                    "string-lf" => {
+                        crate::sample::LogFormat::parse(pat, Scope::Response)
+                            .map_err(|x| format!("'{pat}' invalid log-format string ({x})."))?;
+                        ExpectKind::StringLf(pat.to_string())
+                    }
                     "rstring" => {
                         regex::Regex::new(pat).map_err(|x| format!("invalid rstring '{pat}': {x}"))?;
                         ExpectKind::RString(pat.to_string())
@@ -360,7 +351,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
                     }
                     o => {
                         return Err(format!(
-                            "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring, hdr, fhdr)"
+                            "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring, string-lf, hdr, fhdr)"
                         ))
                     }
                 });
@@ -368,7 +359,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
         }
         i += 2;
     }
-    e.kind = kind.ok_or("'http-check expect' expects a match (status, rstatus, string, rstring, hdr, fhdr) and a pattern")?;
+    e.kind = kind.ok_or("'http-check expect' expects a match (status, rstatus, string, rstring, string-lf, hdr, fhdr) and a pattern")?;
     Ok((e, comment))
 }
 

@@ -226,7 +226,7 @@ impl Parser<'_> {
             for s in p
                 .servers
                 .iter()
-                .filter(|s| !s.opts.alpn.is_empty() && !s.opts.ssl)
+                .filter(|s| !s.opts.alpn.is_empty() && !s.opts.ssl && !p.checks_connect_ssl())
             {
                 err(
                     &mut errs,

@@ -801,7 +801,17 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         }
         "tcp-check" => {
             ctx.allow(kw, BE, true)?;
-            crate::config::tcpcheck::parse(&mut px.tcp_check, &w[1..], loc)?;
+            match w.get(1).map(String::as_str) {
+                Some(a) if super::rules::is_var_action(a) => {
+                    let va = super::checks::check_var_action("tcp-check", a, &w[2..])?;
+                    px.tcp_check.rules.push(crate::config::TcpCheckRule {
+                        step: crate::config::TcpCheckStep::Var(va),
+                        comment: None,
+                        loc: loc.clone(),
+                    });
+                }
+                _ => crate::config::tcpcheck::parse(&mut px.tcp_check, &w[1..], loc)?,
+            }
         }
         "http-check" => {
             ctx.allow(kw, BE, true)?;

@@ -55,8 +55,9 @@ pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(
             .parse::<std::net::IpAddr>()
             .is_ok_and(|a| a.is_unspecified());
     no_check_port(name, &opts, any)?;
-    if opts.ssl || opts.check_ssl {
-        // `ssl-default-server-*` fill what the line does not set.
+    {
+        // `ssl-default-server-*` fill what the line does not set (also
+        // without `ssl`: a `connect ssl` check step uses them).
         let d = &ctx.tls.server;
         let t = &mut opts.tls;
         t.ciphers = t.ciphers.take().or_else(|| d.ciphers.clone());
@@ -66,7 +67,7 @@ pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(
         t.no_tls12 |= d.no_tls12;
         t.no_tls13 |= d.no_tls13;
         t.no_tls_tickets |= d.no_tls_tickets;
-        if t.versions().is_empty() {
+        if (opts.ssl || opts.check_ssl) && t.versions().is_empty() {
             return Err(format!(
                 "server '{name}': the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
             ));

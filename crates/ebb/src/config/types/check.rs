@@ -11,6 +11,8 @@ pub enum ExpectKind {
     RStatus(String),
     String(String),
     RString(String),
+    /// `string-lf FMT`: a log-format pattern rendered at each check.
+    StringLf(String),
     /// `hdr|fhdr name [-m M] NAME [value [-m M] VALUE]`: a header whose
     /// name matches (case-insensitively) and, if given, one of whose
     /// values matches (`hdr`: each comma-separated value; `fhdr`: the
@@ -49,6 +51,12 @@ pub struct HttpExpect {
     pub error_status: Option<crate::config::CheckStatus>,
     /// `tout-status`, L7TOUT by default.
     pub tout_status: crate::config::CheckStatus,
+    /// `on-success FMT`, `on-error FMT`: log-format strings, the
+    /// check's report when the rule is the last that passed, or fails.
+    pub on_success: Option<String>,
+    pub on_error: Option<String>,
+    /// `status-code EXPR`: the check's code instead of the HTTP status.
+    pub status_code: Option<String>,
 }
 
 /// A check's `connect` step (`tcp-check connect`, `http-check connect`).
@@ -63,6 +71,26 @@ pub struct CheckConnect {
     pub linger: bool,
     /// `via-socks4`: through the server's `socks4` proxy, if it has one.
     pub via_socks4: bool,
+    /// `ssl`: TLS with the server's TLS settings (its `verify`,
+    /// `ca-file`, `crt`, versions, ciphers, `alpn`), whether or not the
+    /// server has `ssl`.
+    pub ssl: bool,
+    /// `sni NAME`: the name sent in the TLS handshake (and checked
+    /// against the certificate with `verify required`).
+    pub sni: Option<String>,
+    /// `alpn LIST`: the protocols offered in the TLS handshake.
+    pub alpn: Option<Vec<String>>,
+    /// `proto NAME`: the protocol spoken on the connection.
+    pub proto: Option<ConnectProto>,
+}
+
+/// A connect step's `proto`: `none` (tcp-check: raw bytes), `h1`, `h2`
+/// (http-check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectProto {
+    None,
+    H1,
+    H2,
 }
 
 /// One step of an HTTP check's sequence.
