@@ -145,7 +145,9 @@ fn watch(who: &str, sock: &Path, addr: std::net::SocketAddr) {
     c.write_all(b"show info\n").unwrap();
     assert_eq!(get(addr, "/d").status, 200, "{who}");
     let mut rest = String::new();
-    c.read_to_string(&mut rest).unwrap();
+    if let Err(e) = c.read_to_string(&mut rest) {
+        panic!("{who}: {e} after {rest:?}");
+    }
     assert_eq!(rest, "<6>hello /d\n\n", "{who}");
 }
 

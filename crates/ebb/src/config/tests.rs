@@ -3190,8 +3190,12 @@ fn tls_policy_keywords_defaults_and_errors() {
     assert_eq!(t.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
     assert!(t.no_tls_tickets);
     assert_eq!(t.versions(), [TlsVersion::Tls12]);
-    // Not an `ssl` server: the defaults do not apply.
-    assert_eq!(b.servers[1].opts.tls, ServerTlsPolicy::default());
+    // Not an `ssl` server: the defaults fill its settings too, as
+    // HAProxy's (a `tcp-check connect ssl` or `check-ssl` uses them).
+    let p = &b.servers[1].opts.tls;
+    assert_eq!(p.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+    assert!(p.no_tls_tickets);
+    assert_eq!(p.versions(), [TlsVersion::Tls12]);
     err1(
         &be("server s 127.0.0.1:1 ssl ssl-max-ver TLSv1.1"),
         "t.cfg:",

@@ -34,7 +34,7 @@ pub use frontend::{
 pub use rules::{
     redirect_location, return_body, Evaluated, Prepared, PreparedFields, ReqRule, RespRule,
 };
-pub use servers::{connect_ssl_ctx, server_tls};
+pub use servers::server_tls;
 pub use stats::StatsRt;
 
 pub use crate::listener_stats::{ListenerGuard, ListenerStats};

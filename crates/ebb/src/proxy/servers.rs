@@ -130,26 +130,6 @@ pub fn server_tls(
     }))
 }
 
-/// The TLS settings of a server's `connect ssl` check steps (HAProxy's
-/// server SSL context, which such a rule makes it prepare for every
-/// server of the backend): its own with `ssl`, else built from its TLS
-/// options (`verify`, `ca-file`, `crt`, versions, ciphers) and `alpn`.
-pub fn connect_ssl_ctx(
-    o: &crate::config::ServerOptions,
-    own: Option<&crate::backend::ServerTls>,
-) -> Result<Arc<rustls::ClientConfig>, String> {
-    if let Some(t) = own {
-        return Ok(Arc::clone(&t.config));
-    }
-    let mut config = crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)?;
-    if !o.alpn.is_empty() {
-        let mut c = (*config).clone();
-        c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-        config = Arc::new(c);
-    }
-    Ok(config)
-}
-
 /// A server's address at start by its `init-addr` methods, the first that
 /// gives one; `none` gives none (the server waits for its resolvers, or
 /// stays in maintenance); none of them working is an error (HAProxy's).
@@ -325,7 +305,7 @@ pub(super) fn compile_servers(
         if p.checks_connect_ssl() {
             // The settings `connect ssl` steps use (built when the checks
             // start): their errors now.
-            connect_ssl_ctx(&s.opts, tls.as_ref())
+            crate::backend::check::connect_ssl_ctx(&s.opts, tls.as_ref())
                 .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
         }
         let saved = state.and_then(|m| m.get(&s.name));

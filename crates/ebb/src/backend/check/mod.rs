@@ -299,3 +299,23 @@ fn spread_by(d: Duration, pct: u32, rng: &mut u64) -> Duration {
     *rng ^= *rng << 17;
     Duration::from_millis(ms - span + *rng % (2 * span + 1))
 }
+
+/// The TLS settings of a server's `connect ssl` check steps (HAProxy's
+/// server SSL context, which such a rule makes it prepare for every
+/// server of the backend): its own with `ssl`, else built from its TLS
+/// options (`verify`, `ca-file`, `crt`, versions, ciphers) and `alpn`.
+pub fn connect_ssl_ctx(
+    o: &crate::config::ServerOptions,
+    own: Option<&super::ServerTls>,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    if let Some(t) = own {
+        return Ok(std::sync::Arc::clone(&t.config));
+    }
+    let mut config = crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)?;
+    if !o.alpn.is_empty() {
+        let mut c = (*config).clone();
+        c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config = std::sync::Arc::new(c);
+    }
+    Ok(config)
+}

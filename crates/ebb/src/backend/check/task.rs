@@ -762,9 +762,7 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
             (cfg, t.sni.clone())
         }),
         ssl_ctx: match &cx.probe {
-            Some(p) if p.connects_ssl() => {
-                crate::proxy::connect_ssl_ctx(&s.opts, s.tls.as_ref()).ok()
-            }
+            Some(p) if p.connects_ssl() => super::connect_ssl_ctx(&s.opts, s.tls.as_ref()).ok(),
             _ => None,
         },
         timeout: t,
