@@ -925,6 +925,15 @@ fn show_ocsp_responses_as_haproxy() {
     );
     std::fs::write(d.join("b.pem.ocsp"), &revoked).unwrap();
     let with_certs = ocsp_response(&pki, &d, &d.join("b.crt"), "2002", false, &["-no_nonce"]);
+    let renewed = ocsp_response(
+        &pki,
+        &d,
+        &d.join("site.crt"),
+        "1001",
+        false,
+        &["-no_nonce", "-resp_no_certs", "-nmin", "90"],
+    );
+    std::fs::write(d.join("renewed.der"), &renewed).unwrap();
     let b64 = |f: &str| {
         let o = Command::new("openssl")
             .args(["base64", "-A", "-in", f])
@@ -983,6 +992,14 @@ fn show_ocsp_responses_as_haproxy() {
         ),
         (format!("show ssl cert *{default}.ocsp"), None),
         (format!("abort ssl cert {default}"), None),
+        (
+            format!("set ssl cert {site}.ocsp"),
+            Some(b64(&d.join("renewed.der").display().to_string())),
+        ),
+        (format!("commit ssl cert {site}"), None),
+        (format!("show ssl cert {site}.ocsp"), None),
+        (format!("show ssl ocsp-response {k1}"), None),
+        ("show ssl ocsp-response".into(), None),
     ];
     let ours = run_steps(&sock, &steps);
     // Spot checks that hold without haproxy.
@@ -1018,6 +1035,10 @@ fn show_ocsp_responses_as_haproxy() {
     );
     assert_eq!(ours[9], "\n");
     assert_eq!(ours[13], ours[2]);
+    // After the commit, the renewed response (a later next update) is
+    // the one served.
+    assert_ne!(ours[21], ours[1]);
+    assert_eq!(ours[21], ours[22]);
     if let Some(h) = h {
         same_as_haproxy(&steps, &ours, &h);
     }
