@@ -362,6 +362,50 @@ pub fn name_oneline(name: &x509_parser::x509::X509Name<'_>) -> String {
     String::from_utf8_lossy(&oneline(&name_entries(name))).into_owned()
 }
 
+/// A name as OpenSSL's `X509_NAME_print_ex` with `XN_FLAG_ONELINE`
+/// prints it (an OCSP responder's): `O = x, CN = y`, RDNs in order, ` + `
+/// inside one; a value holding one of `,+<>;` or starting with `#` or a
+/// space, or ending with a space, in double quotes, `"` and `\` escaped
+/// with a backslash, control bytes and bytes past ASCII as `\XX`.
+pub fn name_print_oneline(name: &x509_parser::x509::X509Name<'_>) -> String {
+    let mut out = Vec::new();
+    for (i, (n, v, first)) in name_entries(name).iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(if *first { b", " } else { b" + " });
+        }
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b" = ");
+        let quote = v
+            .iter()
+            .any(|b| matches!(b, b',' | b'+' | b'<' | b'>' | b';'))
+            || v.first().is_some_and(|b| *b == b'#' || *b == b' ')
+            || v.last() == Some(&b' ');
+        if quote {
+            out.push(b'"');
+        }
+        for &b in v {
+            push_escaped(b, b == b'"' || b == b'\\', &mut out);
+        }
+        if quote {
+            out.push(b'"');
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One byte of a DN value as OpenSSL escapes it: a `special` one after a
+/// backslash, control bytes and bytes past ASCII as `\XX`.
+fn push_escaped(b: u8, special: bool, out: &mut Vec<u8>) {
+    if special {
+        out.push(b'\\');
+        out.push(b);
+    } else if !(0x20..0x7f).contains(&b) {
+        out.extend_from_slice(format!("\\{b:02X}").as_bytes());
+    } else {
+        out.push(b);
+    }
+}
+
 /// A DN value escaped as OpenSSL's RFC 2253 printing: `,+"\<>;` with a
 /// backslash, `#` and a space at the start and a space at the end too,
 /// control bytes and bytes past ASCII as `\XX`.
@@ -371,14 +415,7 @@ fn escape_2253(v: &[u8], out: &mut Vec<u8>) {
         let special = matches!(b, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';')
             || (i == 0 && (b == b'#' || b == b' '))
             || (i == last && b == b' ');
-        if special {
-            out.push(b'\\');
-            out.push(b);
-        } else if !(0x20..0x7f).contains(&b) {
-            out.extend_from_slice(format!("\\{b:02X}").as_bytes());
-        } else {
-            out.push(b);
-        }
+        push_escaped(b, special, out);
     }
 }
 

@@ -323,16 +323,7 @@ fn answers_as_haproxy_for_the_same_steps() {
         ("commit ssl cert".into(), None),
         ("new ssl cert".into(), None),
     ];
-    let run = |sock: &Path| -> Vec<String> {
-        steps
-            .iter()
-            .map(|(cmd, p)| match p {
-                Some(p) => cli_payload(sock, cmd, p),
-                None => cli_cmd(sock, cmd),
-            })
-            .collect()
-    };
-    let ours = run(&sock);
+    let ours = run_steps(&sock, &steps);
     // Spot checks that hold without haproxy.
     assert_eq!(
         ours[3],
@@ -359,12 +350,28 @@ fn answers_as_haproxy_for_the_same_steps() {
     );
     assert!(ours[28].contains("Status: Unused\n"), "{}", ours[28]);
     if let Some(h) = h {
-        let theirs = run(&h.sock);
-        for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
-            assert_eq!(o, t, "step {i}: {cmd}");
-        }
+        same_as_haproxy(&steps, &ours, &h);
     }
     drop(e);
+}
+
+/// The answers to `steps` (command, payload) on the CLI at `sock`.
+fn run_steps(sock: &Path, steps: &[(String, Option<String>)]) -> Vec<String> {
+    steps
+        .iter()
+        .map(|(cmd, p)| match p {
+            Some(p) => cli_payload(sock, cmd, p),
+            None => cli_cmd(sock, cmd),
+        })
+        .collect()
+}
+
+/// Checks that haproxy `h` answers `steps` as ebb did (`ours`).
+fn same_as_haproxy(steps: &[(String, Option<String>)], ours: &[String], h: &Hap) {
+    let theirs = run_steps(&h.sock, steps);
+    for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
+        assert_eq!(o, t, "step {i}: {cmd}");
+    }
 }
 
 /// Where ebb's answer differs from haproxy 2.6's, on purpose.
@@ -392,8 +399,6 @@ fn a_second_file_and_unsupported_parts_are_refused() {
         a.ends_with(&format!("Can't update {site}.issuer!\n\n")),
         "{a}"
     );
-    let a = cli_cmd(&sock, &format!("show ssl cert {site}.ocsp"));
-    assert!(a.starts_with("ebb does not print OCSP responses"), "{a}");
     drop(e);
 }
 
@@ -832,5 +837,221 @@ fn show_ca_and_crl_files_as_haproxy() {
             assert_eq!(*o, theirs, "{c}");
         }
     }
+    drop(e);
+}
+
+/// An OCSP response from `openssl ocsp` acting as the responder of
+/// `pki`'s CA, about the certificate `crt` (a PEM file) of serial
+/// `serial` (upper-case hex), `revoked` or good; `more`: more arguments.
+fn ocsp_response(
+    pki: &Pki,
+    d: &Path,
+    crt: &Path,
+    serial: &str,
+    revoked: bool,
+    more: &[&str],
+) -> Vec<u8> {
+    let ca = d.join("ocsp-ca.pem");
+    let key = d.join("ocsp-ca.key");
+    std::fs::write(&ca, pki.ca.pem()).unwrap();
+    std::fs::write(&key, pki.ca_key.serialize_pem()).unwrap();
+    let index = d.join(format!("index-{serial}.txt"));
+    let line = if revoked {
+        format!("R\t301231000000Z\t250101000000Z,keyCompromise\t{serial}\tunknown\t/CN=x\n")
+    } else {
+        format!("V\t301231000000Z\t\t{serial}\tunknown\t/CN=x\n")
+    };
+    std::fs::write(&index, line).unwrap();
+    let out = d.join(format!("resp-{serial}{}.der", more.concat()));
+    let o = Command::new("openssl")
+        .arg("ocsp")
+        .arg("-index")
+        .arg(&index)
+        .arg("-rsigner")
+        .arg(&ca)
+        .arg("-rkey")
+        .arg(&key)
+        .arg("-CA")
+        .arg(&ca)
+        .arg("-issuer")
+        .arg(&ca)
+        .arg("-cert")
+        .arg(crt)
+        .arg("-respout")
+        .arg(&out)
+        .args(["-ndays", "7"])
+        .args(more)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read(&out).unwrap()
+}
+
+/// `show ssl ocsp-response [ID]` and `show ssl cert FILE.ocsp`: the
+/// responses served (a good one signed by name, a revoked one signed by
+/// key hash with a nonce), one's details, a pending one, and the errors,
+/// as haproxy 2.6 prints them.
+#[test]
+fn show_ocsp_responses_as_haproxy() {
+    let Some((pki, d)) = setup("certcli-ocsp") else {
+        return;
+    };
+    let ca = pki.ca.pem();
+    // The issuer in the chain: haproxy wants it to file a response.
+    for (file, names, serial) in [
+        ("site", &["a.test"][..], 0x1001u64),
+        ("b", &["b.test"][..], 0x2002),
+    ] {
+        let (c, k) = pki.leaf(names, serial);
+        std::fs::write(d.join(format!("{file}.crt")), &c).unwrap();
+        std::fs::write(d.join(format!("{file}.pem")), format!("{c}{ca}{k}")).unwrap();
+    }
+    let good = ocsp_response(
+        &pki,
+        &d,
+        &d.join("site.crt"),
+        "1001",
+        false,
+        &["-no_nonce", "-resp_no_certs"],
+    );
+    std::fs::write(d.join("site.pem.ocsp"), &good).unwrap();
+    let revoked = ocsp_response(
+        &pki,
+        &d,
+        &d.join("b.crt"),
+        "2002",
+        true,
+        &["-resp_no_certs", "-resp_key_id"],
+    );
+    std::fs::write(d.join("b.pem.ocsp"), &revoked).unwrap();
+    let with_certs = ocsp_response(&pki, &d, &d.join("b.crt"), "2002", false, &["-no_nonce"]);
+    let renewed = ocsp_response(
+        &pki,
+        &d,
+        &d.join("site.crt"),
+        "1001",
+        false,
+        &["-no_nonce", "-resp_no_certs", "-nmin", "90"],
+    );
+    std::fs::write(d.join("renewed.der"), &renewed).unwrap();
+    let b64 = |f: &str| {
+        let o = Command::new("openssl")
+            .args(["base64", "-A", "-in", f])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    std::fs::write(d.join("with-certs.der"), &with_certs).unwrap();
+    std::fs::write(d.join("revoked.der"), &revoked).unwrap();
+    let b_file = d.join("b.pem").display().to_string();
+    let more = format!("    bind BIND ssl crt {b_file}\n");
+    let (e, sock) = start("certcli-ocsp-s", &d, &more);
+    let hport = free_port();
+    let h = haproxy_with(
+        "certcli-ocsp-h",
+        &format!(
+            "{}{}",
+            tls_cfg(&d, &format!("127.0.0.1:{hport}")),
+            more.replace("BIND", &format!("127.0.0.1:{}", free_port()))
+        ),
+    );
+    let site = d.join("site.pem").display().to_string();
+    let default = d.join("default.pem").display().to_string();
+    let key_of = |f: &str| {
+        let a = cli_cmd(&sock, &format!("show ssl cert {f}"));
+        a.lines()
+            .find_map(|l| l.strip_prefix("OCSP Response Key: "))
+            .unwrap_or_else(|| panic!("no key: {a}"))
+            .to_string()
+    };
+    let (k1, k2) = (key_of(&site), key_of(&b_file));
+    assert!(k1.starts_with("303b300906052b0e03021a0500"), "{k1}");
+    let steps: Vec<(String, Option<String>)> = vec![
+        ("show ssl ocsp-response".into(), None),
+        (format!("show ssl ocsp-response {k1}"), None),
+        (format!("show ssl ocsp-response {k2}"), None),
+        (format!("show ssl ocsp-response {k1}00"), None),
+        (format!("show ssl ocsp-response {k1}0"), None),
+        ("show ssl ocsp-response 30zz".into(), None),
+        (format!("show ssl ocsp-response {}", k1.repeat(3)), None),
+        (format!("show ssl cert {site}.ocsp"), None),
+        (format!("show ssl cert {b_file}.ocsp"), None),
+        (format!("show ssl cert {default}.ocsp"), None),
+        ("show ssl cert /nowhere.pem.ocsp".into(), None),
+        (format!("show ssl cert *{site}.ocsp"), None),
+        (
+            format!("set ssl cert {site}.ocsp"),
+            Some(b64(&d.join("revoked.der").display().to_string())),
+        ),
+        (format!("show ssl cert *{site}.ocsp"), None),
+        (format!("show ssl cert {site}.ocsp"), None),
+        (format!("abort ssl cert {site}"), None),
+        (
+            format!("set ssl cert {default}"),
+            Some(std::fs::read_to_string(d.join("default.pem")).unwrap()),
+        ),
+        (format!("show ssl cert *{default}.ocsp"), None),
+        (format!("abort ssl cert {default}"), None),
+        (
+            format!("set ssl cert {site}.ocsp"),
+            Some(b64(&d.join("renewed.der").display().to_string())),
+        ),
+        (format!("commit ssl cert {site}"), None),
+        (format!("show ssl cert {site}.ocsp"), None),
+        (format!("show ssl ocsp-response {k1}"), None),
+        ("show ssl ocsp-response".into(), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    // Spot checks that hold without haproxy.
+    assert!(
+        ours[0].starts_with(&format!(
+            "# Certificate IDs\nCertificate ID key : {k1}\n Certificate ID:\n   Issuer Name Hash: "
+        )),
+        "{}",
+        ours[0]
+    );
+    assert!(ours[0].contains("   Serial Number: 1001\n"), "{}", ours[0]);
+    assert!(ours[0].contains("   Serial Number: 2002\n"), "{}", ours[0]);
+    assert!(
+        ours[1].starts_with("OCSP Response Data:\n    OCSP Response Status: successful (0x0)\n    Response Type: Basic OCSP Response\n    Version: 1 (0x0)\n    Responder Id: CN = Ebb Test CA, O = Ebb Test\n"),
+        "{}",
+        ours[1]
+    );
+    assert!(ours[1].contains("    Cert Status: good\n"), "{}", ours[1]);
+    assert!(ours[2].contains("    Cert Status: revoked\n    Revocation Time: Jan  1 00:00:00 2025 GMT\n    Revocation Reason: keyCompromise (0x1)\n"), "{}", ours[2]);
+    assert!(
+        ours[2].contains("\n \n    Response Extensions:\n        OCSP Nonce: \n"),
+        "{}",
+        ours[2]
+    );
+    assert_eq!(ours[1], ours[7]);
+    assert_eq!(
+        ours[4],
+        "Certificate ID does not match any certificate.\n\n"
+    );
+    assert_eq!(
+        ours[6],
+        "'show ssl ocsp-response' received a too big key.\n\n"
+    );
+    assert_eq!(ours[9], "\n");
+    assert_eq!(ours[13], ours[2]);
+    // After the commit, the renewed response (a later next update) is
+    // the one served.
+    assert_ne!(ours[21], ours[1]);
+    assert_eq!(ours[21], ours[22]);
+    if let Some(h) = h {
+        same_as_haproxy(&steps, &ours, &h);
+    }
+    // Where ebb differs: a response that carries certificates is served
+    // but its details are not printed (haproxy prints the certificates
+    // as `openssl x509 -text`).
+    let a = cli_payload(
+        &sock,
+        &format!("set ssl cert {site}.ocsp"),
+        &b64(&d.join("with-certs.der").display().to_string()),
+    );
+    assert!(a.starts_with("Transaction created"), "{a}");
+    let a = cli_cmd(&sock, &format!("show ssl cert *{site}.ocsp"));
+    assert!(a.starts_with("ebb does not print the certificates"), "{a}");
     drop(e);
 }

@@ -22,6 +22,7 @@
 mod certs;
 pub(crate) mod fuzz;
 mod maps;
+mod ocsp;
 mod servers;
 pub mod socket;
 
@@ -353,6 +354,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "[FILE[:N]]",
         CliLevel::Operator,
         "the CRL files loaded, or one's revocation lists",
+    ),
+    (
+        "show ssl ocsp-response",
+        "[ID]",
+        CliLevel::User,
+        "the IDs of the OCSP responses served, or one's details",
     ),
     (
         "add ssl crt-list",
