@@ -29,6 +29,10 @@ enum Key {
     Uri,
     Hdr(&'static str),
     Source,
+    /// `url_param id`: the key in the query string.
+    Param,
+    /// `url_param id`: the key in a POST's form body (URL without it).
+    Post,
 }
 
 const CASES: &[Case] = &[
@@ -81,6 +85,29 @@ const CASES: &[Case] = &[
         name: "hdr_domain_map",
         lines: "balance hdr(X-Host) use_domain_only",
         key: Key::Hdr("X-Host"),
+    },
+    Case {
+        name: "param_map",
+        lines: "balance url_param id",
+        key: Key::Param,
+    },
+    Case {
+        name: "param_consistent",
+        lines: "balance url_param id\n    hash-type consistent",
+        key: Key::Param,
+    },
+    // HAProxy 2.6 hashes the body's parameter whether or not `check_post`
+    // is there; `option http-buffer-request` makes the whole body be
+    // there when the server is chosen, on both.
+    Case {
+        name: "param_post",
+        lines: "balance url_param id\n    option http-buffer-request",
+        key: Key::Post,
+    },
+    Case {
+        name: "param_post_check",
+        lines: "balance url_param id check_post 128\n    option http-buffer-request\n    hash-type consistent",
+        key: Key::Post,
     },
     Case {
         name: "src_map",
@@ -174,6 +201,30 @@ fn route(addr: SocketAddr, key: Key, n: usize) -> Vec<(String, String)> {
                 (
                     k.clone(),
                     format!("GET /x HTTP/1.1\r\nHost: t\r\n{h}: {k}\r\n\r\n"),
+                )
+            }
+            Key::Param => {
+                let k = format!("user-{}-{}", i, i * 7919 % 1000);
+                (
+                    k.clone(),
+                    format!("GET /x?a=1&id={k}&b=2 HTTP/1.1\r\nHost: t\r\n\r\n"),
+                )
+            }
+            Key::Post => {
+                // Some bodies without the parameter or not a form (the
+                // value's first byte not a token character): no key,
+                // round robin on both.
+                let k = match i % 10 {
+                    7 => "nothing=here".to_string(),
+                    9 => "id=<b>".to_string(),
+                    _ => format!("x=1&id=user-{}-{}&y=2", i, i * 7919 % 1000),
+                };
+                (
+                    k.clone(),
+                    format!(
+                        "POST /x?a=1 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{k}",
+                        k.len()
+                    ),
                 )
             }
             Key::Source => unreachable!(),

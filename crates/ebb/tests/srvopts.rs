@@ -75,7 +75,8 @@ fn server_ids_are_numbered_as_haproxy_numbers_them() {
 
 /// A duplicate id, an id of 0 and `id` on `default-server` are refused
 /// with the line, as HAProxy refuses the first two; so are what ebb does
-/// not do, with the reason: `tfo` on a server, `url_param ... check_post`.
+/// not do, with the reason: `tfo` on a server; a `url_param` modifier
+/// other than `check_post`, with HAProxy's message.
 #[test]
 fn bad_server_ids_and_unsupported_options_are_refused() {
     let dir = scratch("ids-refused");
@@ -95,15 +96,15 @@ fn bad_server_ids_and_unsupported_options_are_refused() {
             "f3.cfg:10: server option 'tfo' is not supported by ebb",
         ),
         (
-            "    balance url_param id check_post 64\n    server a 127.0.0.1:1\n",
-            "f4.cfg:10: 'balance url_param NAME check_post' is not supported by ebb",
+            "    balance url_param id check 64\n    server a 127.0.0.1:1\n",
+            "f4.cfg:10: 'balance url_param' only accepts 'check_post' modifier (got 'check').",
         ),
     ]
     .iter()
     .enumerate()
     {
         let text = format!("{head}{lines}");
-        assert_refused(&dir, &format!("f{i}.cfg"), &text, what, i < 2);
+        assert_refused(&dir, &format!("f{i}.cfg"), &text, what, i < 2 || i == 4);
     }
 }
 

@@ -45,6 +45,9 @@ pub struct LbInput<'a> {
     pub src: Option<std::net::IpAddr>,
     pub uri: &'a [u8],
     pub hdr: Option<&'a [u8]>,
+    /// `balance url_param`: the body of a POST request as far as it
+    /// came (de-chunked), looked at when the URL lacks the parameter.
+    pub post: Option<&'a [u8]>,
 }
 
 /// A backend's servers, balancing state and queue.

@@ -239,12 +239,38 @@ fn build_map(elig: &[usize], ew: &[u32]) -> Vec<usize> {
 /// `balance url_param NAME`'s key, as HAProxy's get_server_ph finds it:
 /// after the URI's first `?`, the value (up to `&`) of the first
 /// parameter named exactly `NAME`; none when there is no such parameter.
-fn url_param_value<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+pub fn url_param_value<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     let q = uri.iter().position(|&b| b == b'?')?;
     uri[q + 1..].split(|&b| b == b'&').find_map(|p| {
         let v = p.strip_prefix(name)?.strip_prefix(b"=")?;
         Some(v)
     })
+}
+
+/// The value of parameter `name` in a POST body (HAProxy 2.6's
+/// get_server_ph_post, for `balance url_param` when the URL has none):
+/// the body as `name=value&...` pairs, the value up to the next `&` or
+/// the end. As HAProxy, only the value's first byte is judged: not a
+/// token character (RFC 9110 tchar) means the body is not URL-encoded
+/// parameters, no value (`None`); a space, tab, CR or LF there gives an
+/// empty value.
+pub fn post_param_value<'a>(body: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let mut rest = body;
+    while rest.len() > name.len() {
+        if rest[name.len()] == b'=' && rest.starts_with(name) {
+            let v = &rest[name.len() + 1..];
+            let end = v.iter().position(|&b| b == b'&').unwrap_or(v.len());
+            return match v.first() {
+                Some(&b) if !tchar(b) && matches!(b, b' ' | b'\t' | b'\r' | b'\n') => Some(&v[..0]),
+                Some(&b) if !tchar(b) => None,
+                _ => Some(&v[..end]),
+            };
+        }
+        let amp = rest.iter().position(|&b| b == b'&')?;
+        rest = &rest[amp + 1..];
+    }
+    None
 }
 
 /// HAProxy's consistent-hash ring: `16 x weight` points per server, point
@@ -611,7 +637,9 @@ pub fn choose(
                 None => keyless(st, elig, weights, room, grp, rr),
             }
         }
-        Balance::UrlParam { name } => match url_param_value(input.uri, name.as_bytes()) {
+        Balance::UrlParam { name } => match url_param_value(input.uri, name.as_bytes())
+            .or_else(|| post_param_value(input.post?, name.as_bytes()))
+        {
             Some(v) => {
                 let h = hash_key(&st.hash, v);
                 hashed(st, h, elig, weights, cur, room)
@@ -669,6 +697,27 @@ fn domain_part(v: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn post_param_values_as_haproxy_reads_them() {
+        fn v(b: &[u8]) -> Option<&[u8]> {
+            post_param_value(b, b"id")
+        }
+        assert_eq!(v(b"id=7&x=1"), Some(&b"7"[..]));
+        assert_eq!(v(b"a=1&id=user-9"), Some(&b"user-9"[..]));
+        assert_eq!(v(b"a=1&xid=3&id=4"), Some(&b"4"[..]));
+        // Only the first byte is judged: a non-token byte means no form.
+        assert_eq!(v(b"id=<b>"), None);
+        assert_eq!(v(b"id=a<b>&c"), Some(&b"a<b>"[..]));
+        // A space first: an empty value.
+        assert_eq!(v(b"id= 5"), Some(&b""[..]));
+        assert_eq!(v(b"id=&b=1"), Some(&b""[..]));
+        // The name must be followed by `=` and more than its own length.
+        assert_eq!(v(b"id"), None);
+        assert_eq!(v(b"id="), Some(&b""[..]));
+        assert_eq!(v(b"idx=1"), None);
+        assert_eq!(v(b""), None);
+    }
 
     /// One pick with a fresh round-robin position.
     fn choose(
@@ -883,6 +932,7 @@ mod tests {
             src: Some("10.0.0.7".parse().unwrap()),
             uri: b"/a/b/c?x=1",
             hdr: Some(b"www.Example.com"),
+            post: None,
         };
         for b in [
             Balance::Source,

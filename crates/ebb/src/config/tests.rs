@@ -1882,10 +1882,16 @@ fn balance_algorithms() {
             use_domain_only: true
         }
     );
+    // `check_post` and its old `max_wait` are accepted (HAProxy 2.6
+    // looks in a POST's body in any case).
+    assert_eq!(
+        bal("url_param x check_post 64"),
+        Balance::UrlParam { name: "x".into() }
+    );
     err1(
-        &be("    balance url_param x check_post 64"),
+        &be("    balance url_param x other"),
         "t.cfg:2: ",
-        "not supported by ebb",
+        "'balance url_param' only accepts 'check_post' modifier (got 'other').",
     );
     err1(
         &be("    balance roundrobin x"),

@@ -480,6 +480,7 @@ impl Session {
             src: Some(self.peer.ip()),
             uri: b"",
             hdr: None,
+            post: None,
         };
         // A `use-server` rule's server takes the session even when down
         // (the rule checked it may), before the stick table's.

@@ -1179,13 +1179,13 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
             })
         }
         "url_param" => match rest {
+            // `check_post` changes nothing in HAProxy 2.6 (a POST's body
+            // is looked at in any case) and what follows it, once its
+            // `max_wait`, is ignored.
             [name] => Ok(Balance::UrlParam { name: name.to_string() }),
-            [_, opt, ..] if opt == "check_post" => Err(
-                "'balance url_param NAME check_post' is not supported by ebb (it does not hash request bodies)"
-                    .to_string(),
-            ),
+            [name, opt, ..] if opt == "check_post" => Ok(Balance::UrlParam { name: name.to_string() }),
             [] => Err("'balance url_param' requires an URL parameter name.".to_string()),
-            _ => Err("'balance url_param' only accepts check_post modifier.".to_string()),
+            [_, opt, ..] => Err(format!("'balance url_param' only accepts 'check_post' modifier (got '{opt}').")),
         },
         o => Err(format!(
             "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param NAME, hdr(NAME), random)"

@@ -24,6 +24,7 @@ impl Stream {
             src: up.lb_src,
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
+            post: up.lb_post.as_deref(),
         };
         let (ck, force, stay, us) = {
             let v = c.vars.try_borrow();

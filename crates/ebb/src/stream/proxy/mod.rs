@@ -186,6 +186,9 @@ pub(super) struct Upstream {
     lb_src: Option<IpAddr>,
     lb_uri: Vec<u8>,
     lb_hdr: Option<Vec<u8>>,
+    /// `balance url_param`: a POST body's bytes as far as they came
+    /// (HAProxy's get_server_ph_post), when the URL lacks the parameter.
+    lb_post: Option<Vec<u8>>,
     /// First byte of the request; the head complete; a slot obtained; the
     /// connection ready; the first byte of the answer.
     pub(super) t0: Tick,
@@ -323,6 +326,7 @@ fn spent(mut up: Box<Upstream>) -> Box<Upstream> {
     up.comp = None;
     up.store = None;
     up.lb_hdr = None;
+    up.lb_post = None;
     up.ws_accept = None;
     up
 }
@@ -403,6 +407,7 @@ impl Upstream {
             lb_src: None,
             lb_uri: Vec::new(),
             lb_hdr: None,
+            lb_post: None,
             t0: now,
             t_start: now,
             t_queued: None,
@@ -673,6 +678,25 @@ impl Stream {
         ) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
+        // HAProxy 2.6 looks for a `url_param` in a POST's body when its URL
+        // has none (with or without `check_post`): the body as far as it
+        // came, de-chunked (all of it after `option http-buffer-request`).
+        let lb_post = match &sr.farm.balance {
+            crate::config::Balance::UrlParam { name }
+                if c.head.method == Method::Post
+                    && crate::backend::lb::url_param_value(&lb_uri, name.as_bytes()).is_none() =>
+            {
+                let after = received.get(c.head.head_len..).unwrap_or(&[]);
+                let mut data = Vec::new();
+                let b = crate::stream::body_in(after, c.head.framing, &mut data);
+                if !b.decoded {
+                    data.clear();
+                    data.extend_from_slice(&after[..(b.have as usize).min(after.len())]);
+                }
+                Some(data)
+            }
+            _ => None,
+        };
         // `http-request set-timeout`: this exchange's own (0: none, as
         // HAProxy's eternity).
         let mut timeouts = sr.timeouts;
@@ -722,6 +746,7 @@ impl Stream {
             lb_src,
             lb_uri: u_lb_uri,
             lb_hdr: u_lb_hdr,
+            lb_post: u_lb_post,
             t0,
             t_start,
             t_queued,
@@ -782,6 +807,7 @@ impl Stream {
         *lb_src = Some(c.stream_src().ip());
         *u_lb_uri = lb_uri;
         *u_lb_hdr = lb_hdr;
+        *u_lb_post = lb_post;
         *t0 = c.req_start.unwrap_or(now);
         *t_start = now;
         *t_queued = None;
