@@ -59,6 +59,7 @@ pub(crate) fn read_once(
         return Ok(false);
     }
     let room = buf.len() - *len;
+    let mut again = false;
     loop {
         match tr.read(&mut buf[*len..]) {
             Ok(0) => {
@@ -73,6 +74,17 @@ pub(crate) fn read_once(
                 return Ok(true);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // A TLS read whose records carried no data (a session
+                // ticket: a TLS 1.3 server that closes right after its
+                // handshake) and whose socket read came back short takes
+                // the socket for empty; the peer's close, which the
+                // poller reported, may wait behind them and no new edge
+                // would come: one more read finds it (it answered 504
+                // after `timeout server` instead of seeing the close).
+                if r.hup && !again {
+                    again = true;
+                    continue;
+                }
                 r.rd = false;
                 return Ok(false);
             }

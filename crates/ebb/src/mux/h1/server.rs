@@ -528,6 +528,7 @@ impl ServerSide {
             return false;
         };
         let room = self.ibuf.len() - self.iend;
+        let mut again = false;
         loop {
             match st.read(&mut self.ibuf[self.iend..]) {
                 Ok(0) => {
@@ -542,6 +543,12 @@ impl ServerSide {
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // The peer's close reported behind TLS records
+                    // without data: one more read (see mux::read_once).
+                    if self.hup && !again {
+                        again = true;
+                        continue;
+                    }
                     self.rd = false;
                     return false;
                 }
