@@ -255,7 +255,7 @@ pub fn url_param_value<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 /// parameters, no value (`None`); a space, tab, CR or LF there gives an
 /// empty value.
 pub fn post_param_value<'a>(body: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let tchar = crate::http1::tchar;
     let mut rest = body;
     while rest.len() > name.len() {
         if rest[name.len()] == b'=' && rest.starts_with(name) {
