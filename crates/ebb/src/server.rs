@@ -828,12 +828,32 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         wk.thread = ctx.thread_id();
         // A server connection a leaving client left in the idle pool stays
         // registered, with this tasklet (no `epoll_ctl`, as HAProxy's idle
-        // connections stay subscribed): its run only moves the mark of
-        // events that tells a taker to `peek` (a close, stray bytes).
-        wk.idle_watch = Some(ctx.new_tasklet("idle_watch", |ctx: &mut Ctx, me, _why| {
+        // connections stay subscribed). The poller tells it which fds had
+        // an event (a close, stray bytes): it looks at those connections,
+        // and a closed one leaves the pool at once, as HAProxy closes an
+        // idle connection on its event (it would otherwise count among the
+        // server's idle ones, which decide whether the next is kept).
+        let pools = Arc::clone(&shared);
+        let mut fds = Vec::new();
+        let mut dead = Vec::new();
+        let watch = ctx.new_tasklet("idle_watch", move |ctx: &mut Ctx, me, _why| {
             let _ = ctx.take_events(me);
+            fds.clear();
+            let all = !ctx.take_event_fds(me, &mut fds);
+            if all || !fds.is_empty() {
+                let mark = ctx.io_mark(me);
+                pools
+                    .idle
+                    .check_watched(ctx.thread_id(), me, &fds, all, mark, &mut dead);
+                for st in dead.drain(..) {
+                    // Closed as it drops: no `EPOLL_CTL_DEL`.
+                    ctx.forget_fd(st.raw_fd());
+                }
+            }
             Status::Continue
-        }));
+        });
+        ctx.log_fds(watch);
+        wk.idle_watch = Some(watch);
         let w = Rc::new(wk);
         // Idle server connections past their pool-purge-delay are closed
         // once a second.

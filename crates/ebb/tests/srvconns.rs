@@ -398,3 +398,163 @@ fn a_reset_counts_twice_in_eresp_a_close_once() {
         "haproxy (left), ebb (right)"
     );
 }
+
+/// An origin whose connections the test closes: each accepted connection
+/// is served on its own thread (requests without body, a 2-byte answer
+/// each), its requests logged as `(connection number, path)`; the
+/// connection a `close` names ends after its current answer.
+struct Closer {
+    addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Closer {
+    fn start() -> Closer {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (lg, cs) = (log.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for (n, s) in l.incoming().enumerate() {
+                let Ok(s) = s else { return };
+                cs.lock().unwrap().push(s.try_clone().unwrap());
+                let lg = lg.clone();
+                std::thread::spawn(move || {
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = BufReader::new(s);
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                        loop {
+                            let mut h = String::new();
+                            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if h == "\r\n" {
+                                break;
+                            }
+                        }
+                        lg.lock().unwrap().push((n, path));
+                        if w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Closer { addr, log, conns }
+    }
+
+    /// Closes the origin's side of connection `n` (its FIN reaches the
+    /// proxy at once).
+    fn close(&self, n: usize) {
+        let c = &self.conns.lock().unwrap()[n];
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+
+    fn log(&self) -> Vec<(usize, String)> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+fn closer_cfg(sock: &Path, bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    nbthread 1\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n\
+         frontend f\n    bind {bind}\n    default_backend b\n\
+         backend b\n    server s1 {origin} pool-purge-delay 60s\n",
+        sock.display()
+    )
+}
+
+/// `idle_cur` of `b/s1` (`show servers conn b`).
+fn idle_cur(sock: &Path) -> String {
+    let out = cli_cmd(sock, "show servers conn b");
+    out.lines()
+        .find(|l| l.starts_with("b/s1 "))
+        .and_then(|l| l.split(' ').nth(12))
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// One request of a first client leaves an idle connection, which the
+/// server closes: before the client leaves (`client_first` false) or
+/// after. The closed connection leaves the pool (idle count back to 0);
+/// then a second client's two requests go on one new connection, kept
+/// between them. What the origin saw, by connection.
+fn closed_idle_steps(
+    a: SocketAddr,
+    sock: &Path,
+    o: &Closer,
+    client_first: bool,
+) -> Vec<(usize, String)> {
+    let mut c1 = Client::connect(a);
+    c1.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c1.read_resp().status, 200);
+    wait_until("the first connection idle", || idle_cur(sock) == "1");
+    if client_first {
+        drop(c1);
+        // (The client's leave moves the connection to the thread's idle
+        // watcher; nothing of the idle count changes.)
+        wait_until("the client gone", || {
+            stat_row(sock, "f", "FRONTEND")
+                .get("scur")
+                .map(String::as_str)
+                == Some("0")
+        });
+        o.close(0);
+    } else {
+        o.close(0);
+        drop(c1);
+    }
+    wait_until("the closed idle connection out of the pool", || {
+        idle_cur(sock) == "0"
+    });
+    let mut c2 = Client::connect(a);
+    for p in ["/b", "/c"] {
+        c2.send(format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(c2.read_resp().status, 200);
+    }
+    o.log()
+}
+
+/// A server's close of an idle connection takes it out of the pool at
+/// once, as HAProxy 2.6 closes an idle connection on its poller's event:
+/// whether the close came while the connection's client was still there
+/// or after it left. Before, ebb kept such a connection until a request
+/// tried it or the purge timer, and counted it idle meanwhile: the next
+/// client's connection was then closed after its first answer (the pool
+/// refuses a second idle connection when the server needs one), and its
+/// next request went on a third connection (HAProxy's reg-test
+/// compression/basic failed so, by timing).
+#[test]
+fn a_closed_idle_connection_leaves_the_pool_at_once() {
+    let s = |n: usize, p: &str| (n, p.to_string());
+    let want = [s(0, "/a"), s(1, "/b"), s(1, "/c")];
+    // Each case on a new program: the second client's connection stays
+    // idle after it.
+    let ours = [false, true].map(|client_first| {
+        let o = Closer::start();
+        let (e, sock) = ebb_with_admin("srvclosed", |s, b| closer_cfg(s, b, o.addr));
+        closed_idle_steps(e.addr(), &sock, &o, client_first)
+    });
+    assert_eq!(ours[0], want, "server closes, then the client leaves");
+    assert_eq!(ours[1], want, "the client leaves, then the server closes");
+    let mut theirs = Vec::new();
+    for client_first in [false, true] {
+        let o = Closer::start();
+        let Some((h, hap)) = haproxy_beside("srvclosed", |s, b| closer_cfg(s, b, o.addr)) else {
+            return;
+        };
+        theirs.push(closed_idle_steps(hap, &h.sock, &o, client_first));
+    }
+    assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+}

@@ -286,6 +286,53 @@ fn io_mark_changes_with_each_fd_event() -> io::Result<()> {
     Ok(())
 }
 
+/// A tasklet that logs its fds learns which of its registrations fired:
+/// the one written to, then the one closed, and nothing for a quiet one;
+/// a tasklet that does not log them gets none.
+#[test]
+fn log_fds_names_the_fds_that_fired() -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a1, b1) = UnixStream::pair()?;
+    let (_a2, b2) = UnixStream::pair()?;
+    let (mut a3, b3) = UnixStream::pair()?;
+    for b in [&b1, &b2, &b3] {
+        b.set_nonblocking(true)?;
+    }
+    let idle = |ctx: &mut Ctx, me, _why| {
+        let _ = ctx.take_events(me);
+        Status::Continue
+    };
+    let watch = ctx.new_tasklet("watch", idle);
+    let other = ctx.new_tasklet("other", idle);
+    ctx.log_fds(watch);
+    ctx.register_fd(b1.as_raw_fd(), watch, false)?;
+    ctx.register_fd(b2.as_raw_fd(), watch, false)?;
+    ctx.register_fd(b3.as_raw_fd(), other, false)?;
+    a1.write_all(b"x")?;
+    a3.write_all(b"x")?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    let mut fds = Vec::new();
+    assert!(ctx.take_event_fds(watch, &mut fds));
+    assert_eq!(fds, [b1.as_raw_fd()], "only the one that fired");
+    fds.clear();
+    assert!(ctx.take_event_fds(other, &mut fds));
+    assert!(fds.is_empty(), "not logged: {fds:?}");
+    drop(a1);
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert!(ctx.take_event_fds(watch, &mut fds));
+    assert_eq!(fds, [b1.as_raw_fd()], "the close too");
+    fds.clear();
+    assert!(ctx.take_event_fds(watch, &mut fds));
+    assert!(fds.is_empty(), "taken once");
+    Ok(())
+}
+
 /// An fd moved to another tasklet of the same thread wakes only that one
 /// from then on; one no longer registered cannot be moved.
 #[test]

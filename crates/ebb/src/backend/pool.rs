@@ -445,6 +445,13 @@ impl IdlePools {
     /// `rehome(fd, reg, mark)` moves its registration off the client's
     /// tasklet `reg` (the mark it had when parked) and says which tasklet
     /// has it now and that one's mark, or `None` when it removed it.
+    ///
+    /// A connection an event reached while its client held it (a close,
+    /// stray bytes: its mark is gone) is looked at now, as HAProxy closes
+    /// an idle connection on its poller's event: a dead one goes out of
+    /// the pool (its place freed, so it counts no more among the server's
+    /// idle connections) and is returned, for the caller to forget its
+    /// registration and drop it.
     pub fn release(
         &self,
         p: Parked,
@@ -453,14 +460,61 @@ impl IdlePools {
             TaskletId,
             Option<u32>,
         ) -> Option<(TaskletId, Option<u32>)>,
-    ) {
+    ) -> Option<Transport> {
         let mut g = lock(&p.slot);
-        if let Some(e) = g.entry.as_mut() {
-            let mark = e.mark.take();
-            if let Some(reg) = e.reg.take() {
-                let now = rehome(e.conn.raw_fd(), reg, mark);
-                e.reg = now.map(|r| r.0);
-                e.mark = now.and_then(|r| r.1);
+        let e = g.entry.as_mut()?;
+        let mark = e.mark.take();
+        if let Some(reg) = e.reg.take() {
+            let now = rehome(e.conn.raw_fd(), reg, mark);
+            e.reg = now.map(|r| r.0);
+            e.mark = now.and_then(|r| r.1);
+        }
+        if e.mark.is_some() {
+            return None;
+        }
+        let e = g.entry.take()?;
+        checked(e, None).map_or_else(Some, |e| {
+            g.entry = Some(e);
+            None
+        })
+    }
+
+    /// The watcher `watch` of `thread`'s idle connections had events on
+    /// `fds` (every one of its connections when `all`): each of those
+    /// registered with it is looked at, a dead one leaves the pool and is
+    /// returned in `dead` (to forget and drop); the others, quiet since,
+    /// take the watcher's new `mark`, so a taker needs no `peek`.
+    pub fn check_watched(
+        &self,
+        thread: usize,
+        watch: TaskletId,
+        fds: &[std::os::fd::RawFd],
+        all: bool,
+        mark: Option<u32>,
+        dead: &mut Vec<Transport>,
+    ) {
+        let Some(m) = self.threads.get(thread) else {
+            return;
+        };
+        let lists = lock(m);
+        for slot in lists.values().flatten() {
+            // A place its client or a taker holds is theirs to look at.
+            let Ok(mut g) = slot.try_lock() else {
+                continue;
+            };
+            let Some(e) = g.entry.as_mut().filter(|e| e.reg == Some(watch)) else {
+                continue;
+            };
+            if !all && !fds.contains(&e.conn.raw_fd()) {
+                e.mark = mark;
+                continue;
+            }
+            let Some(e) = g.entry.take() else {
+                continue;
+            };
+            match checked(e, mark) {
+                Ok(e) => g.entry = Some(e),
+                Err(t) => dead.push(t),
             }
         }
     }
@@ -603,6 +657,38 @@ fn taken(e: Entry) -> Taken {
         safe: e.safe,
         reg: e.reg,
     }
+}
+
+/// An idle connection looked at (`alive`): back as an entry with `mark`
+/// when it is open and quiet, else its connection, out of the pool (the
+/// entry's ticket goes with it).
+fn checked(e: Entry, mark: Option<u32>) -> Result<Entry, Transport> {
+    let Entry {
+        conn,
+        since,
+        safe,
+        reg,
+        mark: _,
+        ticket,
+    } = e;
+    let mut st = Transport::from(conn);
+    if !super::alive(&mut st) {
+        return Err(st);
+    }
+    let conn = match st {
+        Transport::Plain(s) => Movable::Plain(s),
+        Transport::Tls(t) => Movable::Tls(t),
+        // (Never: it came from a `Movable`.)
+        lane @ Transport::Lane(_) => return Err(lane),
+    };
+    Ok(Entry {
+        conn,
+        since,
+        safe,
+        reg,
+        mark,
+        ticket,
+    })
 }
 
 /// Takes the newest connection to `s` of `class` out of a list (places

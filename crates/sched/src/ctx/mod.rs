@@ -40,6 +40,7 @@ use crossbeam_utils::CachePadded;
 use ebtree::Eb32Tree;
 use std::collections::HashMap;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -117,6 +118,11 @@ pub struct Ctx {
     recent_next: usize,
     /// Reused buffer for draining the inbox.
     inbox_buf: Vec<crate::inbox::Msg>,
+    /// The fds the events of [`Ctx::log_fds`] tasklets came from, with
+    /// their slot, until taken ([`Ctx::take_event_fds`]); `fd_log_lost`:
+    /// some did not fit.
+    fd_log: Vec<(u32, RawFd)>,
+    fd_log_lost: bool,
 }
 
 impl Ctx {
@@ -183,6 +189,8 @@ impl Ctx {
             recent_names: [(0, 0, 0); 4],
             recent_next: 0,
             inbox_buf: Vec::new(),
+            fd_log: Vec::new(),
+            fd_log_lost: false,
         };
         c.update_profiling();
         // Not harmless from here on: init code runs like a callback.

@@ -21,7 +21,7 @@
 //! tasklet wakeups with [`Reasons::IO`] (urgent class), their bits
 //! accumulated for `take_events`.
 
-use super::types::{FdEnt, Place, EFD_TOKEN, MAX_POLL_MS};
+use super::types::{sf, FdEnt, Place, EFD_TOKEN, FD_LOG_MAX, MAX_POLL_MS};
 use super::Ctx;
 use crate::activity::Activity;
 use crate::shared::mono_ns;
@@ -279,6 +279,13 @@ impl Ctx {
                 let sl = &mut self.slots[i];
                 sl.events |= Events::from_epoll(bits);
                 sl.io_seq = sl.io_seq.wrapping_add(1);
+                if sl.flags & sf::FD_LOG != 0 {
+                    if self.fd_log.len() < FD_LOG_MAX {
+                        self.fd_log.push((i as u32, fd as RawFd));
+                    } else {
+                        self.fd_log_lost = true;
+                    }
+                }
                 // Outside any callback: joins urgent.
                 self.tasklet_wake_local(i, Reasons::IO, Place::Tail);
             }

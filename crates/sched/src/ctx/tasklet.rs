@@ -21,6 +21,7 @@ use super::Ctx;
 use crate::shared::{encode, mono_ns, MSG_INSTANT, MSG_TASKLET};
 use crate::sys::Events;
 use crate::task::{Class, Reasons, Status, TaskletFn, TaskletId};
+use std::os::fd::RawFd;
 
 impl Ctx {
     /// Creates a tasklet from a closure (not queued: wake it to run it).
@@ -200,6 +201,36 @@ impl Ctx {
             Some(i) => std::mem::take(&mut self.slots[i].events),
             None => Events::NONE,
         }
+    }
+
+    /// Makes the poller keep, for tasklet `id`, the numbers of the fds its
+    /// events come from, for [`Ctx::take_event_fds`]: for a tasklet many
+    /// fds are registered with, which must know which one fired (a thread's
+    /// watcher of idle connections). The others pay one flag test per
+    /// event.
+    pub fn log_fds(&mut self, id: TaskletId) {
+        if let Some(i) = self.tasklet_idx(id) {
+            self.slots[i].flags |= sf::FD_LOG;
+        }
+    }
+
+    /// Moves into `out` the fds events came from for tasklet `id` (see
+    /// [`Ctx::log_fds`]) since the last call, in their order (an fd may
+    /// come more than once). `false` when some were not kept (more than
+    /// the log holds between two runs): the caller then looks at all of
+    /// its fds.
+    pub fn take_event_fds(&mut self, id: TaskletId, out: &mut Vec<RawFd>) -> bool {
+        let Some(i) = self.tasklet_idx(id) else {
+            return true;
+        };
+        let i = i as u32;
+        self.fd_log.retain(|&(slot, fd)| {
+            if slot == i {
+                out.push(fd);
+            }
+            slot != i
+        });
+        !std::mem::take(&mut self.fd_log_lost)
     }
 
     /// A mark of the fd events the poller passed tasklet `id` so far: the

@@ -22,6 +22,9 @@ pub(super) const NIL: u32 = u32::MAX;
 
 /// epoll events fetched per poll: HAProxy's `tune.maxpollevents` default.
 pub(super) const MAX_POLL_EVENTS: usize = 200;
+/// The fds kept for [`Ctx::log_fds`](super::Ctx::log_fds) tasklets between
+/// two takes; past it the log says some were lost.
+pub(super) const FD_LOG_MAX: usize = 4096;
 
 /// Longest sleep in the poller, ms: a thread wakes at least once a minute
 /// even with no timer (DESIGN.md, "The loop").
@@ -79,11 +82,14 @@ pub(super) mod sf {
     pub(in crate::ctx) const PROXY: u16 = 256;
     /// Self-waking tasklet: always joins the bulk class.
     pub(in crate::ctx) const SELF_WAKING: u16 = 512;
+    /// Keeps the numbers of the fds its events came from
+    /// ([`Ctx::log_fds`](super::super::Ctx::log_fds)).
+    pub(in crate::ctx) const FD_LOG: u16 = 1024;
 }
 
 /// Decodes slot flags, for debugging.
 pub(crate) fn flags_str(f: u16) -> String {
-    const N: [&str; 10] = [
+    const N: [&str; 11] = [
         "LIVE",
         "TASK",
         "RUNNING",
@@ -94,6 +100,7 @@ pub(crate) fn flags_str(f: u16) -> String {
         "STOP_HOOK",
         "PROXY",
         "SELF_WAKING",
+        "FD_LOG",
     ];
     let v: Vec<&str> = (0..N.len())
         .filter(|b| f & (1 << b) != 0)

@@ -172,10 +172,7 @@ impl Stream {
                 self.parked = Some(p);
             } else {
                 // Its connection to another server stays for others.
-                let watch = c.w.idle_watch;
-                c.w.shared
-                    .idle
-                    .release(p, |fd, reg, mark| rehome(ctx, watch, fd, reg, mark));
+                release_parked(c, ctx, p);
             }
         }
         // 2. The idle pool, this thread's connections first, as
@@ -524,11 +521,23 @@ impl Stream {
             self.detach_to_pool(c, ctx, a);
         }
         if let Some(p) = self.parked.take() {
-            let watch = c.w.idle_watch;
-            c.w.shared
-                .idle
-                .release(p, |fd, reg, mark| rehome(ctx, watch, fd, reg, mark));
+            release_parked(c, ctx, p);
         }
+    }
+}
+
+/// The client lets its parked place go: the connection stays in the pool
+/// for others, registered with the thread's idle watcher, unless the look
+/// `release` gives one an event reached finds it closed.
+fn release_parked(c: &mut H1, ctx: &mut Ctx, p: crate::backend::pool::Parked) {
+    let watch = c.w.idle_watch;
+    let dead =
+        c.w.shared
+            .idle
+            .release(p, |fd, reg, mark| rehome(ctx, watch, fd, reg, mark));
+    if let Some(st) = dead {
+        // Closed as it drops: no `EPOLL_CTL_DEL`.
+        ctx.forget_fd(st.raw_fd());
     }
 }
 
