@@ -69,6 +69,12 @@ impl CertSlot {
 
     fn set(&self, key: &Arc<CertifiedKey>) {
         *self.key.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(key);
+        self.forget_sessions();
+    }
+
+    /// Drops the TLS sessions kept (a commit changed how the server is
+    /// verified).
+    pub(crate) fn forget_sessions(&self) {
         *self.sessions.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(ClientSessionMemoryCache::new(CLIENT_SESSIONS));
     }
