@@ -1341,3 +1341,104 @@ fn a_servers_ca_and_crl_files_follow_a_commit_with_a_crt() {
     check("/", 200, "with the CA and an empty CRL again");
     drop(e);
 }
+
+/// The `Cert Status:` line of the OCSP response a new TLS connection to
+/// `port` with SNI `name` gets stapled (openssl s_client -status).
+fn stapled_status(port: u16, name: &str) -> String {
+    let o = Command::new("openssl")
+        .args(["s_client", "-status", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", name])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find(|l| l.contains("Cert Status:"))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `set ssl ocsp-response`: a response for a certificate served replaces
+/// its stapled one for new handshakes (`show ssl ocsp-response` shows it);
+/// the errors as haproxy 2.6's (which takes the command at any level).
+#[test]
+fn set_ocsp_response_staples_the_new_one() {
+    let Some((pki, d)) = setup("certcli-setocsp") else {
+        return;
+    };
+    let ca = pki.ca.pem();
+    for (file, name, serial) in [("site", "a.test", 0x1001u64), ("b", "b.test", 0x2002)] {
+        let (c, k) = pki.leaf(&[name], serial);
+        std::fs::write(d.join(format!("{file}.crt")), &c).unwrap();
+        std::fs::write(d.join(format!("{file}.pem")), format!("{c}{ca}{k}")).unwrap();
+    }
+    let none: &[&str] = &["-no_nonce", "-resp_no_certs"];
+    let good = ocsp_response(&pki, &d, &d.join("site.crt"), "1001", false, none);
+    std::fs::write(d.join("site.pem.ocsp"), &good).unwrap();
+    let revoked = ocsp_response(&pki, &d, &d.join("site.crt"), "1001", true, none);
+    let other = ocsp_response(&pki, &d, &d.join("b.crt"), "2002", false, none);
+    let b64 = |der: &[u8]| {
+        let f = d.join("tmp.der");
+        std::fs::write(&f, der).unwrap();
+        let o = Command::new("openssl")
+            .args(["base64", "-A", "-in"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let (revoked64, other64) = (b64(&revoked), b64(&other));
+    let (e, sock) = start("certcli-setocsp-s", &d, "");
+    let port = e.addr().port();
+    let hport = free_port();
+    let h = haproxy_with(
+        "certcli-setocsp-h",
+        &tls_cfg(&d, &format!("127.0.0.1:{hport}")),
+    );
+    let ports: Vec<u16> = std::iter::once(port)
+        .chain(h.as_ref().map(|_| hport))
+        .collect();
+    for p in &ports {
+        assert_eq!(
+            stapled_status(*p, "a.test"),
+            "Cert Status: good",
+            "port {p}"
+        );
+    }
+    // The payload form, base64 wrapped on lines.
+    let wrapped: String = revoked64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| format!("{}\n", String::from_utf8_lossy(c)))
+        .collect();
+    let steps: Vec<(String, Option<String>)> = vec![
+        ("set ssl ocsp-response".into(), None),
+        ("set ssl ocsp-response !!".into(), None),
+        ("set ssl ocsp-response AAAA".into(), None),
+        (format!("set ssl ocsp-response {other64}"), None),
+        ("set ssl ocsp-response".into(), Some(wrapped)),
+        ("show ssl ocsp-response".into(), None),
+        (format!("show ssl cert {}/site.pem.ocsp", d.display()), None),
+        (format!("set ssl ocsp-response {revoked64}"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    assert_eq!(ours[2], "Unable to parse OCSP response.\n\n");
+    assert_eq!(
+        ours[3],
+        "OCSP single response: Certificate ID does not match any certificate or issuer.\n\n"
+    );
+    assert_eq!(ours[4], "OCSP Response updated!\n\n");
+    assert!(ours[6].contains("Cert Status: revoked\n"), "{}", ours[6]);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
+    }
+    for p in &ports {
+        assert_eq!(
+            stapled_status(*p, "a.test"),
+            "Cert Status: revoked",
+            "port {p}"
+        );
+    }
+    drop(e);
+}

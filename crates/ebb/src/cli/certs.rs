@@ -37,7 +37,8 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
             need(level, Admin, &format!("{verb} ssl {what}"))
                 .and_then(|_| ca_transaction(verb, kind, arg(3), None))
         }
-        // HAProxy 2.6 asks no level for this one.
+        // HAProxy 2.6 asks no level for these two.
+        ["set", "ssl", "ocsp-response", ..] => super::ocsp::set_response(arg(3)),
         ["show", "ssl", "ocsp-response", ..] => super::ocsp::show_responses(arg(3)),
         ["show", "ssl", "crt-list", rest @ ..] => {
             need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
@@ -95,6 +96,7 @@ pub fn execute_payload(
                     .and_then(|_| ca_transaction("set", kind, name, Some(payload))),
             )
         }
+        ["set", "ssl", "ocsp-response", ..] => Some(super::ocsp::set_response(payload)),
         ["add", "ssl", "crt-list", rest @ ..] => Some(
             need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
                 let arg = |i: usize| rest.get(i).copied().unwrap_or("");

@@ -657,6 +657,39 @@ pub fn commit(name: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// Staples `der` from now on for every certificate in use whose OCSP
+/// response `matches` (`set ssl ocsp-response`, which files responses by
+/// certificate ID); how many files took it.
+pub(crate) fn set_ocsp(matches: impl Fn(&[u8]) -> bool, der: &[u8]) -> usize {
+    let mut s = store();
+    let provider = super::provider();
+    let mut n = 0;
+    for (path, e) in s.files.iter_mut() {
+        if !e.ckch.ocsp.as_deref().is_some_and(&matches) {
+            continue;
+        }
+        e.users.retain(|u| u.serves(path));
+        if e.users.is_empty() {
+            continue;
+        }
+        let mut ckch = e.ckch.clone();
+        ckch.ocsp = Some(der.to_vec());
+        let Ok(loaded) = super::certify(&ckch, &provider, true) else {
+            continue;
+        };
+        for u in &e.users {
+            if let User::Bind(w) = u {
+                if let Some(r) = w.upgrade() {
+                    r.replace(path, &loaded.key, &loaded.names);
+                }
+            }
+        }
+        e.ckch.ocsp = Some(der.to_vec());
+        n += 1;
+    }
+    n
+}
+
 /// `abort ssl cert NAME`.
 pub fn abort(name: &str) -> Result<String, String> {
     if name.is_empty() {
