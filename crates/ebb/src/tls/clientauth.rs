@@ -141,7 +141,8 @@ impl ClientAuth {
             let Some(path) = path else { continue };
             let name = path.display().to_string();
             let kind = cafile::Kind::Ca;
-            let certs = match cafile::contents(&name, kind).filter(|_| stored) {
+            // (A file a commit gave the other kind holds nothing of this one.)
+            let certs = match stored.then(|| cafile::contents(&name, kind).unwrap_or_default()) {
                 Some(ders) => ders.into_iter().map(CertificateDer::from).collect(),
                 None => {
                     let certs = ca_certs(path)
@@ -166,7 +167,7 @@ impl ClientAuth {
         if let Some(path) = &conf.crl_file {
             let name = path.display().to_string();
             let kind = cafile::Kind::Crl;
-            let loaded = match cafile::contents(&name, kind).filter(|_| stored) {
+            let loaded = match stored.then(|| cafile::contents(&name, kind).unwrap_or_default()) {
                 Some(ders) => crate::tls::crls_from_ders(ders)?,
                 None => {
                     let loaded = crate::tls::crls_from_file(path)?;
