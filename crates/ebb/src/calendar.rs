@@ -49,3 +49,18 @@ pub(crate) fn month_abbr(m: u32) -> &'static str {
 pub(crate) fn weekday_abbr(days: i64) -> &'static str {
     WEEKDAYS[days.rem_euclid(7) as usize]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_from_civil_inverts_civil_from_days() {
+        for z in [-800_000i64, -1, 0, 1, 59, 60, 11_016, 20_454, 2_932_896] {
+            let (y, m, d) = civil_from_days(z);
+            assert_eq!(days_from_civil(y, m, d), z, "{y}-{m}-{d}");
+        }
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+    }
+}
