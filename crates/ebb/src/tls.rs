@@ -53,7 +53,9 @@ use rustls::server::{ProducesTickets, ResolvesServerCert, ServerSessionMemoryCac
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
+use crate::config::{
+    BindSsl, ClientVerify, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify,
+};
 use crate::tls::hello::HelloGate;
 
 pub mod cafile;
@@ -223,10 +225,23 @@ impl HelloGate for Gate {
     }
 }
 
-/// What a reload replaces: the rustls config and the names it serves.
+/// What a reload replaces: the rustls config and the names it serves,
+/// and the settings of its policies (the bind line's, then each
+/// `crt-list` overlay's), to rebuild them when a CA or CRL file is
+/// committed on the CLI.
 struct Current {
     config: Arc<ServerConfig>,
     resolver: Arc<SniSwap>,
+    ssl: BindSsl,
+    overlays: Vec<BindSsl>,
+}
+
+/// What every thread's listener of a bind line shares, and what a CA or
+/// CRL commit rebuilds ([`cafile::TrustUser`]).
+struct Shared {
+    sessions: Arc<ServerSessionMemoryCache>,
+    ticketer: Arc<dyn ProducesTickets>,
+    current: RwLock<Current>,
 }
 
 /// The TLS side of one `bind ... ssl` line, shared by every thread's
@@ -234,9 +249,91 @@ struct Current {
 pub struct TlsAcceptor {
     ssl: BindSsl,
     loc: Loc,
-    sessions: Arc<ServerSessionMemoryCache>,
-    ticketer: Arc<dyn ProducesTickets>,
-    current: RwLock<Current>,
+    shared: Arc<Shared>,
+}
+
+/// Whether a policy verifies client certificates with the file at `path`.
+fn verifies_with(ssl: &BindSsl, path: &str) -> bool {
+    let c = &ssl.client;
+    c.verify != ClientVerify::None
+        && [&c.ca_file, &c.ca_verify_file, &c.crl_file]
+            .into_iter()
+            .flatten()
+            .any(|p| p.display().to_string() == path)
+}
+
+impl Shared {
+    /// Links the bind line to the CA and CRL files its policies verify
+    /// client certificates with (HAProxy links them under `verify
+    /// optional|required` only).
+    fn attach(self: &Arc<Self>) {
+        let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        for ssl in std::iter::once(&cur.ssl).chain(&cur.overlays) {
+            let c = &ssl.client;
+            if c.verify == ClientVerify::None {
+                continue;
+            }
+            for p in [&c.ca_file, &c.ca_verify_file, &c.crl_file]
+                .into_iter()
+                .flatten()
+            {
+                let me: std::sync::Weak<dyn cafile::TrustUser> =
+                    Arc::downgrade(self) as std::sync::Weak<Shared>;
+                cafile::attach(&p.display().to_string(), me);
+            }
+        }
+    }
+}
+
+impl cafile::TrustUser for Shared {
+    /// New policies (client-certificate verifiers and the configurations
+    /// holding them) from the stored files, the certificates and their
+    /// resolver kept: handshakes under way and connections keep theirs.
+    fn refresh(&self, path: &str) -> Result<usize, String> {
+        let (ssl, overlays, resolver) = {
+            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+            (
+                cur.ssl.clone(),
+                cur.overlays.clone(),
+                Arc::clone(&cur.resolver),
+            )
+        };
+        let uses: Vec<bool> = std::iter::once(&ssl)
+            .chain(&overlays)
+            .map(|s| verifies_with(s, path))
+            .collect();
+        if !uses.contains(&true) {
+            return Ok(0);
+        }
+        let policies = make_policies(
+            &ssl,
+            &overlays,
+            &resolver,
+            &self.sessions,
+            &self.ticketer,
+            true,
+        )?;
+        let config = Arc::clone(&policies[0].config);
+        let gate = Arc::new(Gate {
+            resolver: Arc::clone(&resolver),
+            policies,
+        });
+        register_gate(&config, gate);
+        {
+            let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+            // (A reload meanwhile built its own from the files.)
+            if Arc::ptr_eq(&cur.resolver, &resolver) {
+                cur.config = config;
+            }
+        }
+        // A dot per certificate of a policy that uses the file, as
+        // HAProxy rebuilds each certificate's instance.
+        let r = resolver.get();
+        Ok(r.policy
+            .iter()
+            .filter(|p| uses.get(**p).copied().unwrap_or(false))
+            .count())
+    }
 }
 
 impl std::fmt::Debug for TlsAcceptor {
@@ -270,25 +367,37 @@ impl TlsAcceptor {
             new_ticketer().map_err(|e| err(format!("cannot set up TLS session tickets: {e}")))?;
         let sessions = Self::cache(ssl);
         let current = build(ssl, loc, &sessions, &ticketer)?;
-        Ok(TlsAcceptor {
-            ssl: ssl.clone(),
-            loc: loc.clone(),
+        let shared = Arc::new(Shared {
             sessions,
             ticketer,
             current: RwLock::new(current),
+        });
+        shared.attach();
+        Ok(TlsAcceptor {
+            ssl: ssl.clone(),
+            loc: loc.clone(),
+            shared,
         })
     }
 
     /// The configuration new handshakes use now.
     pub fn config(&self) -> Arc<ServerConfig> {
-        let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        let cur = self
+            .shared
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         Arc::clone(&cur.config)
     }
 
     /// The SAN DNS names of each certificate, in `crt` order (the first is
     /// the default certificate).
     pub fn names(&self) -> Vec<Vec<String>> {
-        let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        let cur = self
+            .shared
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         cur.resolver.get().names.clone()
     }
 
@@ -303,9 +412,16 @@ impl TlsAcceptor {
     /// are kept. The settings are not remembered: a later `reload` reads
     /// the files given to [`TlsAcceptor::new`].
     pub fn replace_with(&self, ssl: &BindSsl, loc: &Loc) -> Result<(), ConfigError> {
-        let next = build(ssl, loc, &self.sessions, &self.ticketer)?;
-        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
-        *cur = next;
+        let next = build(ssl, loc, &self.shared.sessions, &self.shared.ticketer)?;
+        {
+            let mut cur = self
+                .shared
+                .current
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            *cur = next;
+        }
+        self.shared.attach();
         Ok(())
     }
 }
@@ -325,7 +441,6 @@ fn build(
         return Err(err("'ssl' needs at least one 'crt FILE'".into()));
     }
     let provider = bind_provider(ssl).map_err(&err)?;
-    let client_auth = clientauth::ClientAuth::load(&ssl.client, provider.clone()).map_err(&err)?;
     let mut srcs = Vec::new();
     let mut overlays: Vec<BindSsl> = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
@@ -362,23 +477,8 @@ fn build(
         provider.cipher_suites.clone(),
         format!("{}:{}", loc.file, loc.line),
     ));
-    let mut policies = vec![make_policy(
-        ssl,
-        provider,
-        &resolver,
-        sessions,
-        ticketer,
-        client_auth.as_ref(),
-    )
-    .map_err(&err)?];
-    for o in &overlays {
-        let p = bind_provider(o).map_err(&err)?;
-        // A crt-list line's own `verify`/`ca-file`/... (else the line's
-        // copy of the bind line's).
-        let auth = clientauth::ClientAuth::load(&o.client, p.clone()).map_err(&err)?;
-        policies
-            .push(make_policy(o, p, &resolver, sessions, ticketer, auth.as_ref()).map_err(&err)?);
-    }
+    let policies =
+        make_policies(ssl, &overlays, &resolver, sessions, ticketer, false).map_err(&err)?;
     let config = Arc::clone(&policies[0].config);
     let gate = Arc::new(Gate {
         resolver: Arc::clone(&resolver),
@@ -386,7 +486,41 @@ fn build(
     });
     register_gate(&config, gate);
     resolver.attach();
-    Ok(Current { config, resolver })
+    Ok(Current {
+        config,
+        resolver,
+        ssl: ssl.clone(),
+        overlays,
+    })
+}
+
+/// The bind line's policy, then each `crt-list` overlay's, serving
+/// `resolver`'s certificates; `stored`: the CA and CRL files as the store
+/// holds them (a CLI commit) instead of read from disk.
+fn make_policies(
+    ssl: &BindSsl,
+    overlays: &[BindSsl],
+    resolver: &Arc<SniSwap>,
+    sessions: &Arc<ServerSessionMemoryCache>,
+    ticketer: &Arc<dyn ProducesTickets>,
+    stored: bool,
+) -> Result<Vec<Policy>, String> {
+    let mut policies = Vec::with_capacity(overlays.len() + 1);
+    // A crt-list line's own `verify`/`ca-file`/... (else the line's copy
+    // of the bind line's).
+    for o in std::iter::once(ssl).chain(overlays) {
+        let p = bind_provider(o)?;
+        let auth = clientauth::ClientAuth::load_from(&o.client, p.clone(), stored)?;
+        policies.push(make_policy(
+            o,
+            p,
+            resolver,
+            sessions,
+            ticketer,
+            auth.as_ref(),
+        )?);
+    }
+    Ok(policies)
 }
 
 /// `base` with its cipher suites chosen and ordered by a `ciphers` (TLS 1.2)
@@ -599,6 +733,7 @@ pub fn client_config_with(
                 Some(p) => roots_from_file(p)?,
                 None => system_roots()?,
             };
+            let crl_path = tls.crl_file.as_deref();
             let crls = match &tls.crl_file {
                 Some(p) => {
                     let crls: Vec<_> = crls_from_file(p)?.into_iter().map(|(der, _)| der).collect();
@@ -613,16 +748,24 @@ pub fn client_config_with(
                 }
                 None => Vec::new(),
             };
-            // With CRLs, every certificate of the chain is checked, and
-            // one whose issuer has no CRL fails (OpenSSL's CRL_CHECK_ALL,
-            // which HAProxy sets).
-            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                Arc::new(roots),
-                Arc::clone(&provider),
-            )
-            .with_crls(crls)
-            .build()
-            .map_err(|e| format!("TLS verification settings refused: {e}"))?;
+            let trust = Arc::new(ServerTrust {
+                inner: RwLock::new(server_verifier(roots, crls, &provider)?),
+                ca_file: ca_file.map(|p| p.display().to_string()),
+                crl_file: crl_path.map(|p| p.display().to_string()),
+                provider: Arc::clone(&provider),
+                slot: client_cert.clone(),
+            });
+            // HAProxy 2.6 links a server to its CA and CRL files through
+            // its certificate instance: only a server with a `crt` follows
+            // a commit (the others keep what they loaded).
+            if client_cert.is_some() {
+                for p in [&trust.ca_file, &trust.crl_file].into_iter().flatten() {
+                    let me: std::sync::Weak<dyn cafile::TrustUser> =
+                        Arc::downgrade(&trust) as std::sync::Weak<ServerTrust>;
+                    cafile::attach(p, me);
+                }
+            }
+            let inner = trust;
             let verify_host = match tls.verify_host.as_deref() {
                 Some(h) => Some(
                     ServerName::try_from(h.to_owned())
@@ -654,18 +797,16 @@ pub fn client_config_with(
     Ok(Arc::new(config))
 }
 
+/// CRLs as they come and as webpki parsed them.
+pub(crate) type LoadedCrls = Vec<(
+    rustls::pki_types::CertificateRevocationListDer<'static>,
+    webpki::OwnedCertRevocationList,
+)>;
+
 /// The CRLs of a `crl-file` (PEM blocks), each checked and parsed by
 /// webpki: a bind line's (client certificates) and a server's. Errors are
 /// the `-c` line's text.
-pub(crate) fn crls_from_file(
-    path: &Path,
-) -> Result<
-    Vec<(
-        rustls::pki_types::CertificateRevocationListDer<'static>,
-        webpki::OwnedCertRevocationList,
-    )>,
-    String,
-> {
+pub(crate) fn crls_from_file(path: &Path) -> Result<LoadedCrls, String> {
     let why = |m: String| format!("'crl-file' : unable to load {}: {m}", path.display());
     let pem = read_file(path).map_err(why)?;
     let mut out = Vec::new();
@@ -679,6 +820,84 @@ pub(crate) fn crls_from_file(
         return Err(why("no CRL (no BEGIN X509 CRL block) in it".into()));
     }
     Ok(out)
+}
+
+/// A server's chain verifier: `roots`, and with CRLs every certificate of
+/// the chain is checked, one whose issuer has no CRL failing (OpenSSL's
+/// CRL_CHECK_ALL, which HAProxy sets).
+fn server_verifier(
+    roots: RootCertStore,
+    crls: Vec<rustls::pki_types::CertificateRevocationListDer<'static>>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<rustls::client::WebPkiServerVerifier>, String> {
+    rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(provider),
+    )
+    .with_crls(crls)
+    .build()
+    .map_err(|e| format!("TLS verification settings refused: {e}"))
+}
+
+/// A `verify required` server's chain verifier, replaced when a CLI
+/// commit changes its `ca-file` or `crl-file` (see [`client_config_with`]).
+#[derive(Debug)]
+struct ServerTrust {
+    inner: RwLock<Arc<rustls::client::WebPkiServerVerifier>>,
+    ca_file: Option<String>,
+    crl_file: Option<String>,
+    provider: Arc<CryptoProvider>,
+    /// The server's `crt`, whose TLS sessions a commit drops (as HAProxy
+    /// frees a server's sessions when it rebuilds its context).
+    slot: Option<Arc<ckch::CertSlot>>,
+}
+
+impl ServerTrust {
+    fn get(&self) -> Arc<rustls::client::WebPkiServerVerifier> {
+        Arc::clone(&self.inner.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl cafile::TrustUser for ServerTrust {
+    fn refresh(&self, path: &str) -> Result<usize, String> {
+        if self.ca_file.as_deref() != Some(path) && self.crl_file.as_deref() != Some(path) {
+            return Ok(0);
+        }
+        let roots = match &self.ca_file {
+            Some(p) => {
+                let mut roots = RootCertStore::empty();
+                let ders = cafile::contents(p, cafile::Kind::Ca).unwrap_or_default();
+                roots.add_parsable_certificates(ders.into_iter().map(CertificateDer::from));
+                roots
+            }
+            None => system_roots()?,
+        };
+        let crls = match &self.crl_file {
+            Some(p) => cafile::contents(p, cafile::Kind::Crl)
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            None => Vec::new(),
+        };
+        let v = server_verifier(roots, crls, &self.provider)?;
+        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = v;
+        if let Some(s) = &self.slot {
+            s.forget_sessions();
+        }
+        Ok(1)
+    }
+}
+
+/// The CRLs the store holds for a file (checked when they were set).
+pub(crate) fn crls_from_ders(ders: Vec<Vec<u8>>) -> Result<LoadedCrls, String> {
+    ders.into_iter()
+        .map(|d| {
+            let owned = webpki::OwnedCertRevocationList::from_der(&d)
+                .map_err(|e| format!("bad CRL: {e:?}"))?;
+            Ok((d.into(), owned))
+        })
+        .collect()
 }
 
 fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
@@ -771,7 +990,7 @@ pub(crate) fn take_sni_mismatch() -> bool {
 /// sends no SNI (rustls sends none for an address).
 #[derive(Debug)]
 struct ChainThenName {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    inner: Arc<ServerTrust>,
     verify_host: Option<ServerName<'static>>,
 }
 
@@ -791,9 +1010,13 @@ impl ServerCertVerifier for ChainThenName {
             Some(h) if no_sni => h,
             _ => server_name,
         };
-        let r = self
-            .inner
-            .verify_server_cert(end_entity, intermediates, name, ocsp_response, now);
+        let r = self.inner.get().verify_server_cert(
+            end_entity,
+            intermediates,
+            name,
+            ocsp_response,
+            now,
+        );
         match r {
             // The chain checked out (webpki checks it before the name).
             Err(rustls::Error::InvalidCertificate(
@@ -819,7 +1042,7 @@ impl ServerCertVerifier for ChainThenName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        self.inner.get().verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -828,11 +1051,11 @@ impl ServerCertVerifier for ChainThenName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        self.inner.get().verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.inner.get().supported_verify_schemes()
     }
 }
 

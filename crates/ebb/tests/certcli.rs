@@ -20,12 +20,16 @@ struct Pki {
 
 impl Pki {
     fn new() -> Pki {
+        Pki::named("Ebb Test CA")
+    }
+
+    /// A CA whose subject's common name is `cn`.
+    fn named(cn: &str) -> Pki {
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         p.distinguished_name
             .push(rcgen::DnType::OrganizationName, "Ebb Test");
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, "Ebb Test CA");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let ca = p.self_signed(&ca_key).unwrap();
         Pki { ca, ca_key }
@@ -95,6 +99,11 @@ struct Held {
 
 impl Held {
     fn open(port: u16, name: &str) -> Held {
+        Held::open_with(port, name, &[])
+    }
+
+    /// With more arguments to s_client (`-cert F -key F`).
+    fn open_with(port: u16, name: &str, more: &[&str]) -> Held {
         let mut child = Command::new("openssl")
             .args([
                 "s_client",
@@ -104,6 +113,7 @@ impl Held {
                 "-servername",
                 name,
             ])
+            .args(more)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -370,7 +380,13 @@ fn run_steps(sock: &Path, steps: &[(String, Option<String>)]) -> Vec<String> {
 fn same_as_haproxy(steps: &[(String, Option<String>)], ours: &[String], h: &Hap) {
     let theirs = run_steps(&h.sock, steps);
     for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
-        assert_eq!(o, t, "step {i}: {cmd}");
+        // haproxy's HTTP client loads the system's CAs (`@system-ca`);
+        // ebb has none.
+        let t: String = t
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with("@system-ca "))
+            .collect();
+        assert_eq!(*o, t, "step {i}: {cmd}");
     }
 }
 
@@ -1053,5 +1069,376 @@ fn show_ocsp_responses_as_haproxy() {
     assert!(a.starts_with("Transaction created"), "{a}");
     let a = cli_cmd(&sock, &format!("show ssl cert *{site}.ocsp"));
     assert!(a.starts_with("ebb does not print the certificates"), "{a}");
+    drop(e);
+}
+
+/// A CRL of `pki`'s CA revoking `serials`.
+fn crl_of(pki: &Pki, serials: &[u64]) -> String {
+    rcgen::CertificateRevocationListParams {
+        this_update: rcgen::date_time_ymd(2026, 1, 2),
+        next_update: rcgen::date_time_ymd(2036, 3, 4),
+        crl_number: rcgen::SerialNumber::from(serials.len() as u64 + 1),
+        issuing_distribution_point: None,
+        revoked_certs: serials
+            .iter()
+            .map(|s| rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(*s),
+                revocation_time: rcgen::date_time_ymd(2026, 1, 1),
+                reason_code: None,
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&pki.ca, &pki.ca_key)
+    .unwrap()
+    .pem()
+    .unwrap()
+}
+
+/// Whether a new TLS connection to `port` showing the client certificate
+/// `who` (`DIR/who.crt`, `DIR/who.key`) gets an answer.
+fn passes(d: &Path, port: u16, who: &str) -> bool {
+    let cert = d.join(format!("{who}.crt"));
+    let key = d.join(format!("{who}.key"));
+    let url = format!("https://127.0.0.1:{port}/");
+    let args = [
+        "-k",
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        &url,
+    ];
+    curl(&args).0
+}
+
+/// `set ssl ca-file` / `commit ssl ca-file` (and the same for CRL files)
+/// change how new handshakes verify client certificates on the bind line
+/// that uses the file; a connection already made is not touched. The CLI's
+/// answers are haproxy 2.6's, and haproxy's verification changes the same
+/// way.
+#[test]
+fn ca_and_crl_commits_change_client_verification() {
+    let Some((pki, d)) = setup("certcli-cacommit") else {
+        return;
+    };
+    let pki2 = Pki::named("Ebb Test CA2");
+    for (who, ca, serial) in [
+        ("c1", &pki, 0x501),
+        ("c2", &pki2, 0x502),
+        ("c3", &pki, 0x503),
+    ] {
+        let name = format!("{who}.test");
+        let (c, k) = ca.leaf(&[name.as_str()], serial);
+        std::fs::write(d.join(format!("{who}.crt")), c).unwrap();
+        std::fs::write(d.join(format!("{who}.key")), k).unwrap();
+    }
+    std::fs::write(d.join("ca.pem"), pki.ca.pem()).unwrap();
+    // Every CA of a chain needs a CRL: CA2's is there from the start.
+    let empty_crls = format!("{}{}", crl_of(&pki, &[]), crl_of(&pki2, &[]));
+    std::fs::write(d.join("crl.pem"), &empty_crls).unwrap();
+    let p = d.display();
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind} ssl crt {p}/default.pem verify required ca-file {p}/ca.pem crl-file {p}/crl.pem\n\
+             \x20   http-request return status 200 content-type text/plain string ok\n"
+        )
+    };
+    let (e, sock) = ebb_with_admin("certcli-cacommit-s", |sock, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            rest(bind)
+        )
+    });
+    let port = e.addr().port();
+    let hport = free_port();
+    let h = haproxy_with("certcli-cacommit-h", &rest(&format!("127.0.0.1:{hport}")));
+    let ports: Vec<u16> = std::iter::once(port)
+        .chain(h.as_ref().map(|_| hport))
+        .collect();
+    let check = |who: &str, want: bool, when: &str| {
+        for p in &ports {
+            assert_eq!(passes(&d, *p, who), want, "{who} on port {p} {when}");
+        }
+    };
+    check("c1", true, "at start");
+    check("c2", false, "at start");
+    // A connection made with c1 before its certificate is revoked.
+    let (crt, key) = (d.join("c1.crt"), d.join("c1.key"));
+    let mut held = Held::open_with(
+        port,
+        "x.test",
+        &[
+            "-cert",
+            crt.to_str().unwrap(),
+            "-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    held.request(1);
+
+    let ca = format!("{p}/ca.pem");
+    let crl = format!("{p}/crl.pem");
+    let both = format!("{}{}", pki.ca.pem(), pki2.ca.pem());
+    let steps1: Vec<(String, Option<String>)> = vec![
+        (format!("set ssl ca-file {ca}"), Some("garbage".into())),
+        (format!("set ssl ca-file {ca}"), Some(both.clone())),
+        ("show ssl ca-file".into(), None),
+        (format!("show ssl ca-file *{ca}"), None),
+        (format!("set ssl crl-file {crl}"), Some(empty_crls.clone())),
+        (format!("commit ssl crl-file {ca}"), None),
+        (format!("del ssl ca-file {ca}"), None),
+        (format!("abort ssl crl-file {crl}"), None),
+        (format!("set ssl ca-file {p}/none.pem"), Some(both.clone())),
+    ];
+    let ours = run_steps(&sock, &steps1);
+    assert_eq!(ours[0], format!("Invalid payload\nCan't update {ca}!\n\n"));
+    assert_eq!(ours[1], format!("transaction created for CA {ca}!\n\n"));
+    assert!(
+        ours[2].starts_with(&format!("# transaction\n*{ca} - 2 certificate(s)\n")),
+        "{}",
+        ours[2]
+    );
+    if let Some(h) = &h {
+        same_as_haproxy(&steps1, &ours, h);
+    }
+    check("c2", false, "before the commit");
+    let steps2: Vec<(String, Option<String>)> = vec![(format!("commit ssl ca-file {ca}"), None)];
+    let ours = run_steps(&sock, &steps2);
+    assert_eq!(ours[0], format!("Committing {ca}.\nSuccess!\n\n"));
+    if let Some(h) = &h {
+        same_as_haproxy(&steps2, &ours, h);
+    }
+    check("c2", true, "after the CA file's commit");
+    check("c1", true, "after the CA file's commit");
+
+    // A CRL that revokes c1.
+    let revoking = format!("{}{}", crl_of(&pki, &[0x501]), crl_of(&pki2, &[]));
+    let steps3: Vec<(String, Option<String>)> = vec![
+        (format!("set ssl crl-file {crl}"), Some(revoking)),
+        (format!("commit ssl crl-file {crl}"), None),
+        (format!("show ssl crl-file {crl}:1"), None),
+        (format!("del ssl crl-file {crl}"), None),
+        (format!("new ssl crl-file {p}/fresh.crl"), None),
+        (format!("show ssl crl-file {p}/fresh.crl"), None),
+        (format!("del ssl crl-file {p}/fresh.crl"), None),
+    ];
+    let ours = run_steps(&sock, &steps3);
+    assert_eq!(ours[1], format!("Committing {crl}.\nSuccess!\n\n"));
+    assert!(ours[2].contains("Serial Number: 0501\n"), "{}", ours[2]);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps3, &ours, h);
+    }
+    check("c1", false, "after the CRL's commit");
+    check("c3", true, "after the CRL's commit");
+    // The connection made before is not verified again.
+    held.request(2);
+    // A reload reads the files again.
+    e.signal("HUP");
+    wait_until("c1 passes again after SIGHUP", || passes(&d, port, "c1"));
+    assert!(!passes(&d, port, "c2"), "the file's CA only after SIGHUP");
+    drop(e);
+}
+
+/// A server with a `crt` follows a commit of its `ca-file` or `crl-file`
+/// (haproxy 2.6 links a server to the files through its certificate); one
+/// without keeps what it loaded and the file stays `Unused`, as haproxy's.
+#[test]
+fn a_servers_ca_and_crl_files_follow_a_commit_with_a_crt() {
+    let Some((pki, d)) = setup("certcli-srvca") else {
+        return;
+    };
+    let pki2 = Pki::named("Ebb Test CA2");
+    let (c, k) = pki.leaf(&["client.test"], 0x4004);
+    std::fs::write(d.join("client.pem"), format!("{c}{k}")).unwrap();
+    for f in ["ca1.pem", "ca2.pem"] {
+        std::fs::write(d.join(f), pki.ca.pem()).unwrap();
+    }
+    std::fs::write(d.join("crl.pem"), crl_of(&pki, &[])).unwrap();
+    let origin = free_port();
+    let p = d.display();
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend f\n    bind {bind}\n    use_backend b2 if {{ path_beg /nocrt }}\n    default_backend b1\n\
+             backend b1\n    server s1 127.0.0.1:{origin} ssl verify required ca-file {p}/ca1.pem crl-file {p}/crl.pem crt {p}/client.pem\n\
+             backend b2\n    server s2 127.0.0.1:{origin} ssl verify required ca-file {p}/ca2.pem\n"
+        )
+    };
+    let (e, sock) = ebb_with_admin("certcli-srvca-s", |sock, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{}\
+             frontend o\n    bind 127.0.0.1:{origin} ssl crt {p}/default.pem\n\
+             \x20   http-request return status 200 content-type text/plain string ok\n",
+            sock.display(),
+            rest(bind)
+        )
+    });
+    let hport = free_port();
+    let h = haproxy_with("certcli-srvca-h", &rest(&format!("127.0.0.1:{hport}")));
+    let addrs: Vec<std::net::SocketAddr> = std::iter::once(e.addrs[0])
+        .chain(
+            h.as_ref()
+                .map(|_| format!("127.0.0.1:{hport}").parse().unwrap()),
+        )
+        .collect();
+    let check = |path: &str, want: u16, when: &str| {
+        for a in &addrs {
+            assert_eq!(get(*a, path).status, want, "{path} through {a} {when}");
+        }
+    };
+    check("/", 200, "at start");
+    check("/nocrt", 200, "at start");
+    let (ca1, ca2, crl) = (
+        format!("{p}/ca1.pem"),
+        format!("{p}/ca2.pem"),
+        format!("{p}/crl.pem"),
+    );
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("show ssl ca-file {ca1}"), None),
+        (format!("show ssl ca-file {ca2}"), None),
+        (format!("set ssl ca-file {ca1}"), Some(pki2.ca.pem())),
+        (format!("commit ssl ca-file {ca1}"), None),
+        (format!("set ssl ca-file {ca2}"), Some(pki2.ca.pem())),
+        (format!("commit ssl ca-file {ca2}"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    assert!(ours[0].contains("Status: Used\n"), "{}", ours[0]);
+    assert!(ours[1].contains("Status: Unused\n"), "{}", ours[1]);
+    assert_eq!(ours[3], format!("Committing {ca1}.\nSuccess!\n\n"));
+    assert_eq!(ours[5], format!("Committing {ca2}\nSuccess!\n\n"));
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
+    }
+    check("/", 503, "once its CA file holds another CA");
+    check("/nocrt", 200, "without a crt");
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("set ssl ca-file {ca1}"), Some(pki.ca.pem())),
+        (format!("commit ssl ca-file {ca1}"), None),
+        // The origin's certificate (serial 1000) revoked.
+        (
+            format!("set ssl crl-file {crl}"),
+            Some(crl_of(&pki, &[0x1000])),
+        ),
+        (format!("commit ssl crl-file {crl}"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
+    }
+    check("/", 503, "once its CRL revokes the origin's certificate");
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("set ssl crl-file {crl}"), Some(crl_of(&pki, &[]))),
+        (format!("commit ssl crl-file {crl}"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
+    }
+    check("/", 200, "with the CA and an empty CRL again");
+    drop(e);
+}
+
+/// The `Cert Status:` line of the OCSP response a new TLS connection to
+/// `port` with SNI `name` gets stapled (openssl s_client -status).
+fn stapled_status(port: u16, name: &str) -> String {
+    let o = Command::new("openssl")
+        .args(["s_client", "-status", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", name])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find(|l| l.contains("Cert Status:"))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `set ssl ocsp-response`: a response for a certificate served replaces
+/// its stapled one for new handshakes (`show ssl ocsp-response` shows it);
+/// the errors as haproxy 2.6's (which takes the command at any level).
+#[test]
+fn set_ocsp_response_staples_the_new_one() {
+    let Some((pki, d)) = setup("certcli-setocsp") else {
+        return;
+    };
+    let ca = pki.ca.pem();
+    for (file, name, serial) in [("site", "a.test", 0x1001u64), ("b", "b.test", 0x2002)] {
+        let (c, k) = pki.leaf(&[name], serial);
+        std::fs::write(d.join(format!("{file}.crt")), &c).unwrap();
+        std::fs::write(d.join(format!("{file}.pem")), format!("{c}{ca}{k}")).unwrap();
+    }
+    let none: &[&str] = &["-no_nonce", "-resp_no_certs"];
+    let good = ocsp_response(&pki, &d, &d.join("site.crt"), "1001", false, none);
+    std::fs::write(d.join("site.pem.ocsp"), &good).unwrap();
+    let revoked = ocsp_response(&pki, &d, &d.join("site.crt"), "1001", true, none);
+    let other = ocsp_response(&pki, &d, &d.join("b.crt"), "2002", false, none);
+    let b64 = |der: &[u8]| {
+        let f = d.join("tmp.der");
+        std::fs::write(&f, der).unwrap();
+        let o = Command::new("openssl")
+            .args(["base64", "-A", "-in"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let (revoked64, other64) = (b64(&revoked), b64(&other));
+    let (e, sock) = start("certcli-setocsp-s", &d, "");
+    let port = e.addr().port();
+    let hport = free_port();
+    let h = haproxy_with(
+        "certcli-setocsp-h",
+        &tls_cfg(&d, &format!("127.0.0.1:{hport}")),
+    );
+    let ports: Vec<u16> = std::iter::once(port)
+        .chain(h.as_ref().map(|_| hport))
+        .collect();
+    for p in &ports {
+        assert_eq!(
+            stapled_status(*p, "a.test"),
+            "Cert Status: good",
+            "port {p}"
+        );
+    }
+    // The payload form, base64 wrapped on lines.
+    let wrapped: String = revoked64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| format!("{}\n", String::from_utf8_lossy(c)))
+        .collect();
+    let steps: Vec<(String, Option<String>)> = vec![
+        ("set ssl ocsp-response".into(), None),
+        ("set ssl ocsp-response !!".into(), None),
+        ("set ssl ocsp-response AAAA".into(), None),
+        (format!("set ssl ocsp-response {other64}"), None),
+        ("set ssl ocsp-response".into(), Some(wrapped)),
+        ("show ssl ocsp-response".into(), None),
+        (format!("show ssl cert {}/site.pem.ocsp", d.display()), None),
+        (format!("set ssl ocsp-response {revoked64}"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    assert_eq!(ours[2], "Unable to parse OCSP response.\n\n");
+    assert_eq!(
+        ours[3],
+        "OCSP single response: Certificate ID does not match any certificate or issuer.\n\n"
+    );
+    assert_eq!(ours[4], "OCSP Response updated!\n\n");
+    assert!(ours[6].contains("Cert Status: revoked\n"), "{}", ours[6]);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
+    }
+    for p in &ports {
+        assert_eq!(
+            stapled_status(*p, "a.test"),
+            "Cert Status: revoked",
+            "port {p}"
+        );
+    }
     drop(e);
 }

@@ -28,7 +28,17 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
             .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca)),
         ["show", "ssl", "crl-file", ..] => need(level, Operator, "show ssl crl-file")
             .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl)),
-        // HAProxy 2.6 asks no level for this one.
+        [verb @ ("new" | "set" | "commit" | "abort" | "del"), "ssl", what @ ("ca-file" | "crl-file"), ..] =>
+        {
+            let kind = match *what {
+                "ca-file" => crate::tls::cafile::Kind::Ca,
+                _ => crate::tls::cafile::Kind::Crl,
+            };
+            need(level, Admin, &format!("{verb} ssl {what}"))
+                .and_then(|_| ca_transaction(verb, kind, arg(3), None))
+        }
+        // HAProxy 2.6 asks no level for these two.
+        ["set", "ssl", "ocsp-response", ..] => super::ocsp::set_response(arg(3)),
         ["show", "ssl", "ocsp-response", ..] => super::ocsp::show_responses(arg(3)),
         ["show", "ssl", "crt-list", rest @ ..] => {
             need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
@@ -75,6 +85,18 @@ pub fn execute_payload(
             need(level, CliLevel::Admin, "set ssl cert")
                 .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
         ),
+        ["set", "ssl", what @ ("ca-file" | "crl-file"), rest @ ..] => {
+            let kind = match *what {
+                "ca-file" => crate::tls::cafile::Kind::Ca,
+                _ => crate::tls::cafile::Kind::Crl,
+            };
+            let name = rest.first().copied().unwrap_or("");
+            Some(
+                need(level, CliLevel::Admin, &format!("set ssl {what}"))
+                    .and_then(|_| ca_transaction("set", kind, name, Some(payload))),
+            )
+        }
+        ["set", "ssl", "ocsp-response", ..] => Some(super::ocsp::set_response(payload)),
         ["add", "ssl", "crt-list", rest @ ..] => Some(
             need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
                 let arg = |i: usize| rest.get(i).copied().unwrap_or("");
@@ -82,6 +104,24 @@ pub fn execute_payload(
             }),
         ),
         _ => None,
+    }
+}
+
+/// `new|set|commit|abort|del ssl ca-file|crl-file NAME` (see
+/// [`crate::tls::cafile`]).
+fn ca_transaction(
+    verb: &str,
+    kind: crate::tls::cafile::Kind,
+    name: &str,
+    payload: Option<&str>,
+) -> Result<String, String> {
+    use crate::tls::cafile;
+    match verb {
+        "new" => cafile::new_file(kind, name),
+        "set" => cafile::set(kind, name, payload),
+        "commit" => cafile::commit(kind, name),
+        "abort" => cafile::abort(kind, name),
+        _ => cafile::del(kind, name),
     }
 }
 
@@ -254,17 +294,14 @@ fn show_file(arg: &str, kind: crate::tls::cafile::Kind) -> Result<String, String
         Kind::Crl => ("CRL", "CRL file", "Certificate Revocation List"),
     };
     let (name, index) = name_index(arg, what)?;
-    let (used, ders) = cafile::lookup(name, kind)
+    let (status, ders) = cafile::lookup(name, kind)
         .ok_or_else(|| format!("Can't display the {file} : Not found!\n"))?;
     // For an index past the last CA HAProxy prints nothing at all (for
-    // CRLs, the file's head).
-    if kind == Kind::Ca && index > ders.len() {
+    // CRLs, the file's head), nor for a CA file without certificates.
+    if kind == Kind::Ca && (index > ders.len() || ders.is_empty()) {
         return Ok(String::new());
     }
-    let mut s = format!(
-        "Filename: {name}\nStatus: {}\n",
-        if used { "Used" } else { "Unused" }
-    );
+    let mut s = format!("Filename: {name}\nStatus: {status}\n");
     for (i, d) in ders.iter().enumerate() {
         if index > 0 && i + 1 != index {
             continue;

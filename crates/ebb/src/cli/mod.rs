@@ -345,13 +345,13 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
     ),
     (
         "show ssl ca-file",
-        "[FILE[:N]]",
+        "[[*]FILE[:N]]",
         CliLevel::Operator,
         "the CA files loaded (and their number of certificates), or one's certificates",
     ),
     (
         "show ssl crl-file",
-        "[FILE[:N]]",
+        "[[*]FILE[:N]]",
         CliLevel::Operator,
         "the CRL files loaded, or one's revocation lists",
     ),
@@ -360,6 +360,42 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "[ID]",
         CliLevel::User,
         "the IDs of the OCSP responses served, or one's details",
+    ),
+    (
+        "set ssl ocsp-response",
+        "BASE64 | <<",
+        CliLevel::User,
+        "staple a new OCSP response for the certificates it is about",
+    ),
+    (
+        "new ssl ca-file|crl-file",
+        "FILE",
+        CliLevel::Admin,
+        "create an empty CA or CRL file entry",
+    ),
+    (
+        "set ssl ca-file|crl-file",
+        "FILE <<",
+        CliLevel::Admin,
+        "start or update the change of a CA or CRL file (PEM payload)",
+    ),
+    (
+        "commit ssl ca-file|crl-file",
+        "FILE",
+        CliLevel::Admin,
+        "verify new handshakes with the changed file wherever it is used",
+    ),
+    (
+        "abort ssl ca-file|crl-file",
+        "FILE",
+        CliLevel::Admin,
+        "drop the pending change of a CA or CRL file",
+    ),
+    (
+        "del ssl ca-file|crl-file",
+        "FILE",
+        CliLevel::Admin,
+        "delete a CA or CRL file entry nothing uses",
     ),
     (
         "add ssl crt-list",

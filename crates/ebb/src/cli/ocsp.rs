@@ -156,6 +156,119 @@ fn integer(b: &[u8]) -> String {
     hex_wrapped(&b[start..])
 }
 
+/// A GeneralizedTime (`YYYYMMDDHHMMSS[.f]Z`) as seconds since the epoch.
+fn gtime_secs(b: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(b).ok()?;
+    let s = s.strip_suffix('Z')?;
+    let digits = s.get(..14)?;
+    if !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| digits[r].parse::<u32>().ok();
+    let (mo, d) = (n(4..6)?, n(6..8)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let days = crate::calendar::days_from_civil(i64::from(n(0..4)?), mo, d);
+    Some(
+        days * 86_400
+            + i64::from(n(8..10)?) * 3600
+            + i64::from(n(10..12)?) * 60
+            + i64::from(n(12..14)?),
+    )
+}
+
+/// HAProxy's `OCSP_MAX_RESPONSE_TIME_SKEW`, in seconds.
+const MAX_SKEW: i64 = 300;
+
+/// Checks an OCSP response as HAProxy 2.6 does before it takes one
+/// (`ssl_sock_load_ocsp_response`): its error text otherwise.
+fn check_update(der: &[u8]) -> Result<(), String> {
+    let mut d = der;
+    let Some((0x30, mut resp)) = next(&mut d) else {
+        return Err("Unable to parse OCSP response".into());
+    };
+    match next(&mut resp) {
+        Some((0x0a, [0])) => {}
+        Some((0x0a, _)) => return Err("OCSP response status not successful".into()),
+        _ => return Err("Unable to parse OCSP response".into()),
+    }
+    let basic_resp = basic(der).and_then(|b| tbs_fields(b.tbs));
+    let Some(tbs) = basic_resp else {
+        return Err("Failed to get basic response from OCSP Response".into());
+    };
+    let mut singles = Vec::new();
+    let mut rs = tbs.responses;
+    while !rs.is_empty() {
+        match next(&mut rs) {
+            Some((_, one)) => singles.push(one),
+            None => return Err("Failed to get OCSP single response".into()),
+        }
+    }
+    if singles.len() > 1 {
+        return Err(format!(
+            "OCSP response ignored because contains multiple single responses ({})",
+            singles.len()
+        ));
+    }
+    let mut one = *singles
+        .first()
+        .ok_or_else(|| "Failed to get OCSP single response".to_string())?;
+    let unknown = || "OCSP single response: certificate status is unknown".to_string();
+    next_if(&mut one, 0x30).ok_or_else(unknown)?;
+    match next(&mut one) {
+        Some((0x80 | 0xa1, _)) => {}
+        _ => return Err(unknown()),
+    }
+    let this = next_if(&mut one, 0x18).and_then(gtime_secs);
+    let next_update = next_if(&mut one, 0xa0)
+        .and_then(|mut n| next_if(&mut n, 0x18))
+        .and_then(gtime_secs);
+    let Some(next_update) = next_update else {
+        return Err("OCSP single response: missing nextupdate".into());
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    // OpenSSL's OCSP_check_validity with HAProxy's skew and no age limit.
+    let valid = this.is_some_and(|t| t <= now + MAX_SKEW && t <= next_update)
+        && next_update >= now - MAX_SKEW;
+    if !valid {
+        return Err("OCSP single response: no longer valid.".into());
+    }
+    Ok(())
+}
+
+/// `set ssl ocsp-response <base64 DER>` (or as a payload): the response
+/// stapled from now on by every certificate whose response has its
+/// certificate ID, as HAProxy 2.6 (which files responses by that ID).
+pub(super) fn set_response(arg: &str) -> Result<String, String> {
+    let b64: String = arg.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    if b64.is_empty() {
+        return Err("'set ssl ocsp-response' expects response in base64 encoding.\n".into());
+    }
+    let der = crate::base64::decode(&b64).ok_or_else(|| {
+        "'set ssl ocsp-response' received invalid base64 encoded response.\n".to_string()
+    })?;
+    check_update(&der).map_err(|e| format!("{e}.\n"))?;
+    let no_match = || {
+        "OCSP single response: Certificate ID does not match any certificate or issuer.\n"
+            .to_string()
+    };
+    let id = certid(&der)
+        .filter(|i| i.len() <= MAX_CERTID)
+        .ok_or_else(no_match)?;
+    let key = padded(&id);
+    let n = ckch::set_ocsp(
+        |old| certid(old).is_some_and(|o| o.len() <= MAX_CERTID && padded(&o) == key),
+        &der,
+    );
+    if n == 0 {
+        return Err(no_match());
+    }
+    Ok("OCSP Response updated!\n".into())
+}
+
 /// A GeneralizedTime as OpenSSL's `ASN1_TIME_print`:
 /// `Sep 13 21:20:24 2019 GMT`, fractions of a second kept.
 fn gtime(b: &[u8]) -> Option<String> {

@@ -69,6 +69,12 @@ impl CertSlot {
 
     fn set(&self, key: &Arc<CertifiedKey>) {
         *self.key.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(key);
+        self.forget_sessions();
+    }
+
+    /// Drops the TLS sessions kept (a commit changed how the server is
+    /// verified).
+    pub(crate) fn forget_sessions(&self) {
         *self.sessions.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(ClientSessionMemoryCache::new(CLIENT_SESSIONS));
     }
@@ -649,6 +655,39 @@ pub fn commit(name: &str) -> Result<String, String> {
     }
     out.push_str("\nSuccess!\n");
     Ok(out)
+}
+
+/// Staples `der` from now on for every certificate in use whose OCSP
+/// response `matches` (`set ssl ocsp-response`, which files responses by
+/// certificate ID); how many files took it.
+pub(crate) fn set_ocsp(matches: impl Fn(&[u8]) -> bool, der: &[u8]) -> usize {
+    let mut s = store();
+    let provider = super::provider();
+    let mut n = 0;
+    for (path, e) in s.files.iter_mut() {
+        if !e.ckch.ocsp.as_deref().is_some_and(&matches) {
+            continue;
+        }
+        e.users.retain(|u| u.serves(path));
+        if e.users.is_empty() {
+            continue;
+        }
+        let mut ckch = e.ckch.clone();
+        ckch.ocsp = Some(der.to_vec());
+        let Ok(loaded) = super::certify(&ckch, &provider, true) else {
+            continue;
+        };
+        for u in &e.users {
+            if let User::Bind(w) = u {
+                if let Some(r) = w.upgrade() {
+                    r.replace(path, &loaded.key, &loaded.names);
+                }
+            }
+        }
+        e.ckch.ocsp = Some(der.to_vec());
+        n += 1;
+    }
+    n
 }
 
 /// `abort ssl cert NAME`.

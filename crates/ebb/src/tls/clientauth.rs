@@ -120,6 +120,18 @@ impl ClientAuth {
         conf: &ClientAuthConf,
         provider: Arc<CryptoProvider>,
     ) -> Result<Option<Arc<ClientAuth>>, String> {
+        Self::load_from(conf, provider, false)
+    }
+
+    /// As [`ClientAuth::load`]; `stored`: the files as the CA/CRL store
+    /// holds them (after a CLI commit) rather than read again.
+    pub fn load_from(
+        conf: &ClientAuthConf,
+        provider: Arc<CryptoProvider>,
+        stored: bool,
+    ) -> Result<Option<Arc<ClientAuth>>, String> {
+        use crate::tls::cafile;
+        let used = conf.verify != ClientVerify::None;
         let mut roots = RootCertStore::empty();
         let mut hints = Vec::new();
         for (kw, path, named) in [
@@ -127,11 +139,18 @@ impl ClientAuth {
             ("ca-verify-file", &conf.ca_verify_file, false),
         ] {
             let Some(path) = path else { continue };
-            let certs = ca_certs(path)
-                .map_err(|e| format!("'{kw}' : unable to load {}: {e}", path.display()))?;
             let name = path.display().to_string();
-            let kind = crate::tls::cafile::Kind::Ca;
-            crate::tls::cafile::record(&name, kind, certs.iter().map(|c| c.as_ref()), true);
+            let kind = cafile::Kind::Ca;
+            // (A file a commit gave the other kind holds nothing of this one.)
+            let certs = match stored.then(|| cafile::contents(&name, kind).unwrap_or_default()) {
+                Some(ders) => ders.into_iter().map(CertificateDer::from).collect(),
+                None => {
+                    let certs = ca_certs(path)
+                        .map_err(|e| format!("'{kw}' : unable to load {}: {e}", path.display()))?;
+                    cafile::record(&name, kind, certs.iter().map(|c| c.as_ref()), used);
+                    certs
+                }
+            };
             let mut store = RootCertStore::empty();
             for c in certs {
                 store
@@ -146,10 +165,16 @@ impl ClientAuth {
         let mut crls = Vec::new();
         let mut crl_facts = Vec::new();
         if let Some(path) = &conf.crl_file {
-            let loaded = crate::tls::crls_from_file(path)?;
             let name = path.display().to_string();
-            let kind = crate::tls::cafile::Kind::Crl;
-            crate::tls::cafile::record(&name, kind, loaded.iter().map(|(d, _)| d.as_ref()), true);
+            let kind = cafile::Kind::Crl;
+            let loaded = match stored.then(|| cafile::contents(&name, kind).unwrap_or_default()) {
+                Some(ders) => crate::tls::crls_from_ders(ders)?,
+                None => {
+                    let loaded = crate::tls::crls_from_file(path)?;
+                    cafile::record(&name, kind, loaded.iter().map(|(d, _)| d.as_ref()), used);
+                    loaded
+                }
+            };
             for (der, owned) in loaded {
                 crls.push(webpki::CertRevocationList::Owned(owned));
                 if let Ok((_, crl)) =
