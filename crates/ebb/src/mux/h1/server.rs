@@ -527,39 +527,19 @@ impl ServerSide {
         let Some(st) = self.sock.as_mut() else {
             return false;
         };
-        let room = self.ibuf.len() - self.iend;
-        let mut again = false;
-        loop {
-            match st.read(&mut self.ibuf[self.iend..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return false;
-                }
-                Ok(n) => {
-                    self.iend += n;
-                    if n < room && !self.hup && !st.read_pending() {
-                        self.rd = false;
-                    }
-                    return true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // The peer's close reported behind TLS records
-                    // without data: one more read (see mux::read_once).
-                    if self.hup && !again {
-                        again = true;
-                        continue;
-                    }
-                    self.rd = false;
-                    return false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.eof = true;
-                    self.errored = true;
-                    return false;
-                }
-            }
-        }
+        let got = crate::mux::read_once_with(
+            st,
+            &mut self.ibuf,
+            &mut self.iend,
+            &mut self.rd,
+            self.hup,
+            &mut self.eof,
+        );
+        got.unwrap_or_else(|_| {
+            self.eof = true;
+            self.errored = true;
+            false
+        })
     }
 
     /// One run of `h1_srv` after an event: moves what it can and says
