@@ -730,15 +730,12 @@ impl sched::TaskletFn for SideTasklet {
         }
         let ev = ctx.take_events(me);
         let mut s = self.side.borrow_mut();
-        if ev.readable() || ev.hup_or_err() {
-            s.rd = true;
-        }
-        if ev.hup_or_err() && s.sock.is_some() {
-            s.hup = true;
-        }
-        if ev.writable() || ev.hup_or_err() {
-            s.wr = true;
-        }
+        let side = &mut *s;
+        // (The close is noted for the socket of an exchange only: the
+        // idle one's is seen at its reuse.)
+        let mut hup = false;
+        crate::mux::note_events(ev, &mut side.rd, &mut hup, &mut side.wr);
+        side.hup |= hup && side.sock.is_some();
         if s.h2.is_some() {
             // Woken by its HTTP/2 connection: the pipe has news.
             s.rd = true;
