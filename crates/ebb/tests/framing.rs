@@ -567,7 +567,7 @@ fn bodyless_answers_keep_their_length_as_one_number() {
 /// answer, one after the other on a connection the server never closes
 /// (reading to the close, as it once did, waited for the read timeout
 /// and took them all for the first body); a chunked answer cut short
-/// comes back as far as it came. `response_len` finds the same ends in
+/// comes back as far as it came, marked broken (`read_resp` fails on it). `response_len` finds the same ends in
 /// the raw bytes.
 #[test]
 fn the_test_client_reads_answers_by_their_framing() {
@@ -580,6 +580,13 @@ fn the_test_client_reads_answers_by_their_framing() {
         let head = common::origin::read_head(&mut s).unwrap_or_default();
         if head.starts_with(b"GET /cut ") {
             let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+            return;
+        }
+        if head.starts_with(b"GET /bad ") {
+            // A broken size line, then bytes that are not the body's.
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\nzz\r\nRAW",
+            );
             return;
         }
         let _ = s.write_all(ANSWERS);
@@ -597,7 +604,15 @@ fn the_test_client_reads_answers_by_their_framing() {
     assert!(c.take_buffered().is_empty());
     let mut c = Client::connect(a);
     c.send(b"GET /cut HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_eq!(c.read_resp().text(), "hel");
+    let r = c.read_resp_opt(false).expect("the cut answer's head");
+    assert_eq!(r.text(), "hel");
+    assert_eq!(r.broken.as_deref(), Some("the chunked body was cut short"));
+    let mut c = Client::connect(a);
+    c.send(b"GET /bad HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp_opt(false).expect("the broken answer's head");
+    assert_eq!(r.text(), "hel");
+    assert_eq!(r.broken.as_deref(), Some("a bad chunk size line"));
+    assert!(c.take_buffered().is_empty());
     // The same ends in raw bytes.
     let first = response_len(ANSWERS, false).expect("the chunked answer's end");
     assert!(ANSWERS[..first].ends_with(b"X-T: v\r\n\r\n"));

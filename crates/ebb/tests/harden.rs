@@ -421,32 +421,25 @@ fn both_proxying(answer: &'static [u8]) -> ((Ebb, Option<Hap>, Origin), Vec<Sock
 /// tell the end of every answer these tests expect or fear, so no wait
 /// on a silence; what they do not end fails the caller's checks after a
 /// 10 s silence.
-fn exchange(a: SocketAddr, req: &[u8], then: &[u8]) -> Vec<u8> {
-    exchange_until(a, req, then, |got| {
+fn exchange(a: SocketAddr, req: &[u8]) -> Vec<u8> {
+    exchange_until(a, req, |got| {
         got.ends_with(b"FROM-SERVER")
             || (!got.starts_with(b"HTTP/1.1 101 ") && response_len(got, false).is_some())
     })
 }
 
 /// [`exchange`], ended when `done` holds of what came.
-fn exchange_until(a: SocketAddr, req: &[u8], then: &[u8], done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+fn exchange_until(a: SocketAddr, req: &[u8], done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let mut s = TcpStream::connect(a).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(req).unwrap();
     let mut got = Vec::new();
     let mut tmp = [0u8; 4096];
-    let mut sent_then = then.is_empty();
     while let Ok(n) = s.read_retry(&mut tmp) {
         if n == 0 {
             break;
         }
         got.extend_from_slice(&tmp[..n]);
-        if !sent_then && got.windows(4).any(|w| w == b"\r\n\r\n") {
-            // The answer's head came: the client goes on (a tunnel's
-            // first bytes).
-            let _ = s.write_all(then);
-            sent_then = true;
-        }
         if done(&got) {
             break;
         }
@@ -470,7 +463,7 @@ fn a_switch_the_request_did_not_ask_for_is_a_502() {
             &b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"[..],
             b"GET / HTTP/1.1\r\nHost: t\r\nUpgrade: foo\r\n\r\n",
         ] {
-            let got = String::from_utf8_lossy(&exchange(a, req, b"")).into_owned();
+            let got = String::from_utf8_lossy(&exchange(a, req)).into_owned();
             assert!(got.starts_with("HTTP/1.1 502 "), "{a}: {got}");
             assert!(!got.contains("FROM-SERVER"), "{a}: {got}");
         }
@@ -478,7 +471,6 @@ fn a_switch_the_request_did_not_ask_for_is_a_502() {
         let got = exchange(
             a,
             b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n",
-            b"",
         );
         let got = String::from_utf8_lossy(&got).into_owned();
         assert!(got.starts_with("HTTP/1.1 101 "), "{a}: {got}");
@@ -510,7 +502,6 @@ fn a_switch_that_names_no_protocol_is_a_502() {
             let got = exchange(
                 a,
                 b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n",
-                b"",
             );
             let got = String::from_utf8_lossy(&got).into_owned();
             assert!(got.starts_with("HTTP/1.1 502 "), "{a}: {got}");
@@ -558,7 +549,7 @@ fn chunk_sizes_reach_the_client_canonical() {
           0\r\nX-Trailer: t\r\n\r\n",
     );
     for &a in &targets {
-        let got = exchange(a, b"GET / HTTP/1.1\r\nHost: t\r\nTE: trailers\r\n\r\n", b"");
+        let got = exchange(a, b"GET / HTTP/1.1\r\nHost: t\r\nTE: trailers\r\n\r\n");
         let mut body = body_of(&got);
         if a != targets[0] {
             // HAProxy writes its sizes in upper case.
@@ -589,7 +580,7 @@ fn chunk_sizes_reach_the_client_canonical() {
     let e = Ebb::start(&proxy_cfg(o.addr));
     // The body never ends (the server stays silent after `abc`): read up
     // to the chunk that carries it.
-    let got = exchange_until(e.addr(), b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", b"", |g| {
+    let got = exchange_until(e.addr(), b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", |g| {
         g.windows(4).any(|w| w == b"\r\n\r\n") && chunks(&body_of(g)).1 == b"abc"
     });
     let text = String::from_utf8_lossy(&got).into_owned();

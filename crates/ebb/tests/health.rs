@@ -162,27 +162,13 @@ fn client(fe: SocketAddr, http: bool) -> (TcpStream, std::thread::JoinHandle<Vec
 fn read_answer(r: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
     let mut b = [0u8; 4096];
-    while !whole_answer(&got) {
+    while response_len(&got, false).is_none() {
         match r.read_retry(&mut b) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&b[..n]),
         }
     }
     got
-}
-
-/// Whether `b` holds an answer's head and its `Content-Length` body.
-fn whole_answer(b: &[u8]) -> bool {
-    let Some(h) = b.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&b[..h]).to_ascii_lowercase();
-    let len = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    b.len() >= h + 4 + len
 }
 
 /// `on-marked-down shutdown-sessions`: a server that goes DOWN by its

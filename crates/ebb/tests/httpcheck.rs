@@ -671,3 +671,41 @@ fn alpn_h2_checks_speak_http2_over_tls_as_haproxy() {
         assert_eq!(status(&h.sock), "L7RSP", "haproxy");
     }
 }
+
+/// A body rule on an answer without a body fails, negated or not: HAProxy
+/// 2.6's `tcpcheck_eval_expect_http` reports "could not find a response
+/// body" (L7RSP) before it looks for the pattern, so `! string X` and
+/// `! rstring X` fail too (ebb passed them). Beside haproxy.
+#[test]
+fn a_body_rule_on_an_empty_body_fails_even_negated() {
+    let (a, _) = server("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let (full, _) = server("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    let srv = |t: SocketAddr| format!("    server srv {t} check inter 100ms\n");
+    let backends = format!(
+        "backend ok\n    option httpchk\n    http-check expect status 200\n{}\
+         backend negstr\n    option httpchk\n    http-check expect ! string X\n{}\
+         backend negre\n    option httpchk\n    http-check expect ! rstring X\n{}\
+         backend str\n    option httpchk\n    http-check expect string X\n{}\
+         backend negfull\n    option httpchk\n    http-check expect ! string X\n{}",
+        srv(a),
+        srv(a),
+        srv(a),
+        srv(a),
+        srv(full),
+    );
+    let (_d, sock, _e) = ebb_with_socket("httpcheck-emptybody", &backends);
+    let none = (
+        "L7RSP",
+        "",
+        "HTTP content check could not find a response body",
+    );
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("ok", ("L7OK", "200", "")),
+        ("negstr", none),
+        ("negre", none),
+        ("str", none),
+        ("negfull", ("L7OK", "200", "")),
+    ];
+    let ours = settled_checks(&sock, want);
+    same_as_haproxy(&backends, want, &ours);
+}

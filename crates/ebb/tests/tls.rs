@@ -407,7 +407,8 @@ fn sessions_resume_unless_cache_and_tickets_are_off() {
 /// connection (HAProxy's meaning): `req.hdr(host)` sends each request's
 /// Host (a keep-alive client whose Host changes gets a connection per
 /// name), `str(NAME)` one name; a bare name is refused at start, as
-/// HAProxy refuses it; the health checks send `check-sni`, never `sni`.
+/// HAProxy refuses it; the health checks send `check-sni`, never `sni`
+/// (on a server without `ssl`, with `connect default ssl` only).
 /// Side by side with haproxy.
 #[test]
 fn sni_is_an_expression_and_checks_send_check_sni() {
@@ -432,7 +433,13 @@ fn sni_is_an_expression_and_checks_send_check_sni() {
              backend chk\n    option httpchk GET /\n    http-check expect string sni=chk.test\n\
              \x20   server o {oaddr} ssl verify none sni str(fixed.test) check-sni chk.test check inter 100ms\n\
              backend nochk\n    option httpchk GET /\n    http-check expect rstring ^sni=$\n\
-             \x20   server o {oaddr} ssl verify none sni str(fixed.test) check inter 100ms\n",
+             \x20   server o {oaddr} ssl verify none sni str(fixed.test) check inter 100ms\n\
+             backend chkdef\n    option httpchk\n    http-check connect default ssl\n\
+             \x20   http-check send meth GET uri /\n    http-check expect string sni=chk.test\n\
+             \x20   server o {oaddr} verify none check-sni chk.test check inter 100ms\n\
+             backend chkssl\n    option httpchk\n    http-check connect ssl\n\
+             \x20   http-check send meth GET uri /\n    http-check expect rstring ^sni=$\n\
+             \x20   server o {oaddr} verify none check-sni chk.test check inter 100ms\n",
             sock.display()
         )
     };
@@ -463,8 +470,11 @@ fn sni_is_an_expression_and_checks_send_check_sni() {
             "{who}"
         );
         // Checks: `check-sni` sent; without it, no name (the server's
-        // address is an IP), whatever `sni` says.
-        for be in ["chk", "nochk"] {
+        // address is an IP), whatever `sni` says. On a server without
+        // `ssl`, a `connect default ssl` step sends `check-sni` too, a
+        // `connect ssl` one no name (HAProxy's `tcpcheck_eval_connect`:
+        // `check-sni` goes with `default` only).
+        for be in ["chk", "nochk", "chkdef", "chkssl"] {
             // (HAProxy marks a check under way with "* ".)
             wait_until(&format!("{who}'s check of {be}"), || {
                 let r = stat_row(sock, be, "o");

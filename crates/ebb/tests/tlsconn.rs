@@ -697,3 +697,124 @@ fn tls_checks_fail_and_time_out_as_haproxy() {
         on_proxy(who, "tlsconn-check", &cfg, &check);
     }
 }
+
+/// The client side's twin of [`a_close_right_after_the_handshake_is_seen`]:
+/// a TLS client whose FIN comes in the same segment as a TLS record that
+/// carries no data, so that ebb's read of the record comes back short and
+/// the poller has already reported the close: the client's Finished (a
+/// probe that handshakes and leaves), or a KeyUpdate on a connection kept
+/// idle (after an answer in HTTP; after a byte reached the server in
+/// `mode tcp`, whose server closes when it reads the end). The close must be
+/// seen at once (the connection freed: the frontend's `scur` back to 0),
+/// not after the timeouts (100 s here; the client waits 30 s for ebb's
+/// close). TCP_CORK holds the record until the FIN joins it in one
+/// segment: one event, no race.
+#[test]
+fn a_client_close_behind_records_without_data_is_seen() {
+    let d = scratch("tlsconn-client-hangup");
+    let c = certs(&d);
+    // The tcp server counts the bytes it reads; it closes at the end.
+    let got = Arc::new(AtomicUsize::new(0));
+    let n = Arc::clone(&got);
+    let origin = serve_each(move |mut s| {
+        let mut b = [0u8; 4096];
+        while let Ok(k @ 1..) = retry_eintr(|| std::io::Read::read(&mut s, &mut b)) {
+            n.fetch_add(k, Ordering::SeqCst);
+        }
+    });
+    let (e, sock) = ebb_with_admin("tlsconn-client-hangup", |sock, bind| {
+        format!(
+            "global
+    stats socket {} level admin
+             defaults
+    timeout client 100s
+    timeout http-request 100s
+                 timeout http-keep-alive 100s
+    timeout server 100s
+    timeout connect 10s
+             frontend fe
+    mode http
+    bind {bind} ssl crt {crt}
+    http-request return status 200
+             listen tcp
+    mode tcp
+    bind {bind} ssl crt {crt}
+    server s {origin}
+",
+            sock.display(),
+            crt = c.both.display(),
+        )
+    });
+    let cfg = client_trusting(&c.ca);
+    for (fe, addr) in [("fe", e.addrs[0]), ("tcp", e.addrs[1])] {
+        let scur = || stat_row(&sock, fe, "FRONTEND")["scur"].clone();
+        for key_update in [false, true, false, true] {
+            let what = format!("{fe}, key update {key_update}");
+            let name = "origin.test".try_into().unwrap();
+            let mut tls = rustls::ClientConnection::new(Arc::clone(&cfg), name).unwrap();
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            // Up to the server's Finished: the client's own is then queued.
+            while tls.is_handshaking() {
+                while tls.wants_write() {
+                    tls.write_tls(&mut s).unwrap();
+                }
+                assert!(
+                    tls.read_tls(&mut s).unwrap() > 0,
+                    "{what}: closed in the handshake"
+                );
+                tls.process_new_packets().unwrap();
+            }
+            if key_update && fe == "tcp" {
+                // A byte through to the server, then the connection idle.
+                let before = got.load(Ordering::SeqCst);
+                tls.writer().write_all(b"x").unwrap();
+                while tls.wants_write() {
+                    tls.write_tls(&mut s).unwrap();
+                }
+                wait_until(&format!("{what}: the byte at the server"), || {
+                    got.load(Ordering::SeqCst) > before
+                });
+                tls.refresh_traffic_keys().unwrap();
+            } else if key_update {
+                tls.writer()
+                    .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                while tls.wants_write() {
+                    tls.write_tls(&mut s).unwrap();
+                }
+                // The answer (a 200 without a body), the connection kept.
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    assert!(tls.read_tls(&mut s).unwrap() > 0, "{what}: no answer");
+                    tls.process_new_packets().unwrap();
+                    let mut b = [0u8; 4096];
+                    while let Ok(n) = std::io::Read::read(&mut tls.reader(), &mut b) {
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&b[..n]);
+                    }
+                }
+                assert!(got.starts_with(b"HTTP/1.1 200"), "{what}: {got:?}");
+                tls.refresh_traffic_keys().unwrap();
+            }
+            socket2::SockRef::from(&s).set_tcp_cork(true).unwrap();
+            while tls.wants_write() {
+                tls.write_tls(&mut s).unwrap();
+            }
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            // ebb closes: what it sends (session tickets), then the end.
+            let mut b = [0u8; 4096];
+            loop {
+                match retry_eintr(|| std::io::Read::read(&mut s, &mut b)) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                    Err(e) => panic!("{what}: ebb did not close: {e}"),
+                }
+            }
+            wait_until(&format!("{what}: the connection freed"), || scur() == "0");
+        }
+    }
+}

@@ -65,8 +65,8 @@ pub use tcpcheck::{
 pub use types::*;
 
 pub use parse::{agent_addr, parse_dynamic_server, parse_sock_spec, quiet_seen, unreachable_rules};
+pub(crate) use parse::{tls_bind_option, TlsOptionsOf};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeerListen, PeersSection};
-pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 
 /// Quotes `s` as one configuration word that the parser reads back exactly,

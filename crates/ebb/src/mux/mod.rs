@@ -54,6 +54,21 @@ pub(crate) fn read_once(
     len: &mut usize,
     r: &mut Ready,
 ) -> std::io::Result<bool> {
+    read_once_with(tr, buf, len, &mut r.rd, r.hup, &mut r.eof)
+}
+
+/// [`read_once`] on readiness bits kept elsewhere (the HTTP/1 server
+/// side's): `rd` readable, `hup` the peer's close reported, `eof` the end
+/// of stream read.
+#[inline]
+pub(crate) fn read_once_with(
+    tr: &mut Transport,
+    buf: &mut [u8],
+    len: &mut usize,
+    rd: &mut bool,
+    hup: bool,
+    eof: &mut bool,
+) -> std::io::Result<bool> {
     use std::io::ErrorKind;
     if *len == buf.len() {
         return Ok(false);
@@ -63,13 +78,13 @@ pub(crate) fn read_once(
     loop {
         match tr.read(&mut buf[*len..]) {
             Ok(0) => {
-                r.eof = true;
+                *eof = true;
                 return Ok(false);
             }
             Ok(n) => {
                 *len += n;
-                if n < room && !r.hup && !tr.read_pending() {
-                    r.rd = false;
+                if n < room && !hup && !tr.read_pending() {
+                    *rd = false;
                 }
                 return Ok(true);
             }
@@ -81,11 +96,11 @@ pub(crate) fn read_once(
                 // poller reported, may wait behind them and no new edge
                 // would come: one more read finds it (it answered 504
                 // after `timeout server` instead of seeing the close).
-                if r.hup && !again {
+                if hup && !again {
                     again = true;
                     continue;
                 }
-                r.rd = false;
+                *rd = false;
                 return Ok(false);
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -253,38 +253,38 @@ impl Sock {
             return false;
         }
         let room = h.buf.len() - h.end;
-        loop {
-            match tr.read(&mut h.buf[h.end..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    h.release_if_empty(w);
-                    return false;
-                }
-                Ok(n) => {
-                    h.end += n;
-                    self.bytes_read += n as u64;
-                    self.last_io = now;
-                    h.full_reads = if n == room && room * 2 >= h.buf.len() {
-                        h.full_reads.saturating_add(1)
-                    } else {
-                        0
-                    };
-                    if n < room && !self.hup && !tr.read_pending() {
-                        self.rd = false;
-                    }
-                    return true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rd = false;
-                    h.release_if_empty(w);
-                    return false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.eof = true;
-                    self.err = true;
-                    return false;
-                }
+        let before = h.end;
+        // A short read clears `rd`; with the close reported, a TLS read
+        // that took only records without data reads once more (the
+        // client's Finished or a KeyUpdate with its FIN in one segment).
+        let r = crate::mux::read_once_with(
+            tr,
+            &mut h.buf,
+            &mut h.end,
+            &mut self.rd,
+            self.hup,
+            &mut self.eof,
+        );
+        match r {
+            Ok(true) => {
+                let n = h.end - before;
+                self.bytes_read += n as u64;
+                self.last_io = now;
+                h.full_reads = if n == room && room * 2 >= h.buf.len() {
+                    h.full_reads.saturating_add(1)
+                } else {
+                    0
+                };
+                true
+            }
+            Ok(false) => {
+                h.release_if_empty(w);
+                false
+            }
+            Err(_) => {
+                self.eof = true;
+                self.err = true;
+                false
             }
         }
     }

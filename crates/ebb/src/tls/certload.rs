@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
 use super::ckch;
-use crate::config::{BindSsl, ClientVerify, TlsVersion};
+use crate::config::{tls_bind_option, BindSsl, ClientVerify, TlsOptionsOf};
 
 /// One loaded certificate: the key, and the DNS names it answers for
 /// (lower case; wildcards kept as `*.domain`): its SAN names, or the SNI
@@ -354,8 +354,9 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                 return Err(format!("{}: '[' without ']'", at()));
             };
             rest = after;
-            overlay = Some(crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?);
-            opts_text = crt_list_options_text(opts, ssl);
+            let (b, words) = crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?;
+            overlay = Some(b);
+            opts_text = crt_list_options_text(&words);
         }
         let mut names = Vec::new();
         let mut excluded = Vec::new();
@@ -408,33 +409,16 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
     Ok(out)
 }
 
+/// The words of a `crt-list` line's `[options]` with their values.
+type CrtListWords = Vec<(String, Option<String>)>;
+
 /// A `crt-list` line's `[options]` as `show ssl crt-list` prints them:
 /// HAProxy's order (`alpn`, `verify`, `no-ca-names`, `ca-file`,
 /// `crl-file`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
-/// `ssl-max-ver`), file paths after `ca-base`, in brackets with a space
-/// before. Called once the options were checked.
-fn crt_list_options_text(opts: &str, ssl: &BindSsl) -> String {
-    let words: Vec<&str> = opts.split_whitespace().collect();
-    let mut got: Vec<(&str, String)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let kw = words[i];
-        if kw == "no-ca-names" {
-            got.push((kw, String::new()));
-            i += 1;
-            continue;
-        }
-        let v = words.get(i + 1).copied().unwrap_or("");
-        let v = match kw {
-            "ca-file" | "crl-file" if !v.starts_with('/') => {
-                ssl.ca_base.join(v).display().to_string()
-            }
-            _ => v.to_string(),
-        };
-        got.retain(|(k, _)| *k != kw);
-        got.push((kw, v));
-        i += 2;
-    }
+/// `ssl-max-ver`), the last of a repeated word, file paths after
+/// `ca-base`, in brackets with a space before. `words`: what
+/// [`crt_list_options`] read, in line order.
+fn crt_list_options_text(words: &CrtListWords) -> String {
     const ORDER: [&str; 10] = [
         "alpn",
         "verify",
@@ -449,86 +433,50 @@ fn crt_list_options_text(opts: &str, ssl: &BindSsl) -> String {
     ];
     let mut parts = Vec::new();
     for k in ORDER {
-        if let Some((_, v)) = got.iter().find(|(x, _)| *x == k) {
-            parts.push(if v.is_empty() {
-                k.to_string()
-            } else {
-                format!("{k} {v}")
+        if let Some((_, v)) = words.iter().rev().find(|(x, _)| x == k) {
+            parts.push(match v {
+                None => k.to_string(),
+                Some(v) => format!("{k} {v}"),
             });
         }
     }
     format!(" [{}]", parts.join(" "))
 }
 
-/// A `crt-list` line's `[options]` over the bind line's settings.
-fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
+/// A `crt-list` line's `[options]` over the bind line's settings (read by
+/// the bind line's own parser, in its `crt-list` subset), and the words
+/// read with their values (a file name after `ca-base`).
+fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<(BindSsl, CrtListWords), String> {
     let mut b = ssl.clone();
     let words: Vec<&str> = opts.split_whitespace().collect();
     if words.is_empty() {
         return Err("empty '[]'".into());
     }
-    let version = |kw: &str, v: &str| match v {
-        "TLSv1.2" => Ok(TlsVersion::Tls12),
-        "TLSv1.3" => Ok(TlsVersion::Tls13),
-        _ => Err(format!(
-            "'{kw} {v}' is not supported (ebb speaks TLSv1.2 and TLSv1.3)"
-        )),
+    let ca_path = |v: &str| {
+        let p = Path::new(v);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            ssl.ca_base.join(p)
+        }
     };
+    let mut read = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let kw = words[i];
-        let v = words
-            .get(i + 1)
-            .copied()
-            .ok_or_else(|| format!("'{kw}' expects a value"));
-        match kw {
-            "alpn" => {
-                let v = v?;
-                b.alpn = crate::config::alpn_list(v)?;
-            }
-            "ciphers" => {
-                let v = v?;
-                crate::tls_policy::ciphers12(v)?;
-                b.ciphers = Some(v.to_string());
-            }
-            "ciphersuites" => {
-                let v = v?;
-                crate::tls_policy::ciphers13(v)?;
-                b.ciphersuites = Some(v.to_string());
-            }
-            "curves" => {
-                let v = v?;
-                crate::tls_policy::curves(v)?;
-                b.curves = Some(v.to_string());
-            }
-            "ssl-min-ver" => b.min_ver = Some(version(kw, v?)?),
-            "ssl-max-ver" => b.max_ver = Some(version(kw, v?)?),
-            "verify" => b.client.verify = ClientVerify::parse(v?)?,
-            "ca-file" | "ca-verify-file" | "crl-file" => {
-                let p = Path::new(v?);
-                let p = if p.is_absolute() {
-                    p.to_path_buf()
-                } else {
-                    ssl.ca_base.join(p)
-                };
-                match kw {
-                    "ca-file" => b.client.ca_file = Some(p),
-                    "ca-verify-file" => b.client.ca_verify_file = Some(p),
-                    _ => b.client.crl_file = Some(p),
-                }
-            }
-            "no-ca-names" => {
-                b.client.no_ca_names = true;
-                i += 1;
-                continue;
-            }
-            _ => {
-                return Err(format!(
-                    "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, verify, ca-file, ca-verify-file, crl-file, no-ca-names)"
-                ))
-            }
-        }
-        i += 2;
+        let next = words.get(i + 1).copied();
+        let Some(n) = tls_bind_option(kw, next, TlsOptionsOf::CrtListLine, &mut b, &ca_path)?
+        else {
+            return Err(format!(
+                "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, verify, ca-file, ca-verify-file, crl-file, no-ca-names)"
+            ));
+        };
+        let v = next.filter(|_| n > 0).map(|v| match kw {
+            "ca-file" | "ca-verify-file" | "crl-file" => ca_path(v).display().to_string(),
+            _ => v.to_string(),
+        });
+        read.push((kw.to_string(), v));
+        i += 1 + n;
     }
     if b.client.verify != ClientVerify::None
         && b.client.ca_file.is_none()
@@ -541,7 +489,7 @@ fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
     if b.versions().is_empty() {
         return Err("the version options leave no TLS version (TLSv1.2, TLSv1.3)".into());
     }
-    Ok(b)
+    Ok((b, read))
 }
 
 /// Every certificate of a bind line, in load order.

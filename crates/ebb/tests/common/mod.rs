@@ -226,6 +226,11 @@ pub struct Resp {
     pub body: Vec<u8>,
     /// A chunked body's trailer fields.
     pub trailers: Vec<(String, String)>,
+    /// Why the body is not whole: a chunked body whose framing broke or
+    /// that was cut short (`body` holds what decoded before). `read_resp`
+    /// fails the test on it; a test that expects it reads with
+    /// `read_resp_opt` and looks.
+    pub broken: Option<String>,
 }
 
 impl Resp {
@@ -287,8 +292,8 @@ impl Client {
     /// It returns as soon as the message ends, so a response on a
     /// connection kept open costs no read timeout. None when no head
     /// came, or a `Content-Length` body was cut short. A chunked body cut
-    /// short or broken is returned as far as it decoded, what followed
-    /// added raw (the close or read timeout ends it).
+    /// short or broken is returned as far as it decoded, with `broken`
+    /// saying what went wrong (the bytes after the break are dropped).
     pub fn read_resp_opt(&mut self, head_req: bool) -> Option<Resp> {
         let end = loop {
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -314,6 +319,7 @@ impl Client {
             headers,
             body: Vec::new(),
             trailers: Vec::new(),
+            broken: None,
         };
         if head_req || status == 304 || status == 204 || status < 200 {
             return Some(r);
@@ -326,9 +332,9 @@ impl Client {
                 .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
         });
         if chunked {
-            if !self.read_chunked(&mut r) {
-                while self.fill() {}
-                r.body.append(&mut self.buf);
+            if let Err(why) = self.read_chunked(&mut r) {
+                r.broken = Some(why.to_string());
+                self.buf.clear();
             }
         } else if let Some(cl) = r.header("content-length") {
             let n: usize = cl.parse().ok()?;
@@ -370,20 +376,19 @@ impl Client {
     }
 
     /// Decodes a chunked body into `r.body`, its trailers into
-    /// `r.trailers`; false when the stream ended or the framing broke
+    /// `r.trailers`; an error when the stream ended or the framing broke
     /// before the end of the trailers (the data of a chunk cut short is
     /// in `r.body`).
-    fn read_chunked(&mut self, r: &mut Resp) -> bool {
+    fn read_chunked(&mut self, r: &mut Resp) -> Result<(), &'static str> {
+        const CUT: &str = "the chunked body was cut short";
         loop {
-            let Some(l) = self.line() else { return false };
+            let l = self.line().ok_or(CUT)?;
             let l = String::from_utf8_lossy(&l).into_owned();
             let size = l.split(';').next().unwrap_or("").trim();
             if size.is_empty() || !size.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return false;
+                return Err("a bad chunk size line");
             }
-            let Ok(n) = usize::from_str_radix(size, 16) else {
-                return false;
-            };
+            let n = usize::from_str_radix(size, 16).map_err(|_| "a chunk size too large")?;
             if n == 0 {
                 break;
             }
@@ -391,17 +396,19 @@ impl Client {
                 Some(mut d) => r.body.append(&mut d),
                 None => {
                     r.body.append(&mut self.buf);
-                    return false;
+                    return Err(CUT);
                 }
             }
-            if self.line().is_none_or(|l| !l.is_empty()) {
-                return false;
+            match self.line() {
+                None => return Err(CUT),
+                Some(l) if !l.is_empty() => return Err("no CRLF after a chunk's data"),
+                Some(_) => {}
             }
         }
         loop {
-            let Some(l) = self.line() else { return false };
+            let l = self.line().ok_or(CUT)?;
             if l.is_empty() {
-                return true;
+                return Ok(());
             }
             if let Some((k, v)) = String::from_utf8_lossy(&l).split_once(':') {
                 r.trailers
@@ -410,8 +417,19 @@ impl Client {
         }
     }
 
+    /// [`Client::read_resp_opt`], failing the test when no response
+    /// came or its chunked body broke.
     pub fn read_resp(&mut self) -> Resp {
-        self.read_resp_opt(false).expect("no response")
+        let r = self.read_resp_opt(false).expect("no response");
+        if let Some(why) = &r.broken {
+            panic!(
+                "{why}: {} {:?}, body as far as it decoded: {:?}",
+                r.status,
+                r.headers,
+                r.text()
+            );
+        }
+        r
     }
 
     /// True when the server closed the connection within the timeout: EOF,

@@ -60,6 +60,11 @@ pub struct CheckHow {
     /// The server's TLS settings, for `connect ssl` steps (HAProxy's
     /// server SSL context, prepared when a check rule asks for it).
     pub ssl_ctx: Option<Arc<rustls::ClientConfig>>,
+    /// `check-sni` and `check-alpn`: what a `connect default ssl` step
+    /// sends on a server whose checks have no TLS of their own (HAProxy's
+    /// `tcpcheck_eval_connect` takes them for any `default` step).
+    pub check_sni: Option<String>,
+    pub check_alpn_list: Option<Vec<String>>,
     pub socks4: Option<SocketAddr>,
     pub via_socks4: bool,
     /// The server is not DOWN (HAProxy's `next_state != STOPPED`): an
@@ -84,6 +89,8 @@ impl CheckHow {
             ) || o.proto_h2,
             check_alpn: o.check_alpn.is_some(),
             ssl_ctx: None,
+            check_sni: o.check_sni.clone(),
+            check_alpn_list: o.check_alpn.clone(),
             socks4: o.socks4,
             via_socks4: o.check_via_socks4,
             running: false,
@@ -317,9 +324,11 @@ pub(in crate::backend) fn step_is_tls(cc: &CheckConnect, tls_default: bool) -> b
 
 /// The TLS of a connect step (HAProxy's): with `default`, the server's
 /// checks' (`check-sni`, `check-alpn`); with `ssl`, the server's TLS
-/// settings; the step's `sni` and `alpn` replace the name and the
-/// protocols offered. Without a name, none is sent (rustls is given the
-/// address, which it does not send).
+/// settings, and with `default` too on a server whose checks have no TLS
+/// (`connect default ssl`), `check-sni` and `check-alpn` over them; the
+/// step's `sni` and `alpn` replace the name and the protocols offered.
+/// Without a name, none is sent (rustls is given the address, which it
+/// does not send).
 fn step_tls(
     cc: &CheckConnect,
     target: SocketAddr,
@@ -340,10 +349,17 @@ fn step_tls(
         _ => return Ok(None),
     };
     let (mut cfg, mut sni) = base;
+    let mut alpn = cc.alpn.as_ref();
+    if cc.default && tls.is_none() {
+        if let Some(n) = &how.check_sni {
+            sni = n.clone();
+        }
+        alpn = alpn.or(how.check_alpn_list.as_ref());
+    }
     if let Some(n) = &cc.sni {
         sni = n.clone();
     }
-    if let Some(list) = &cc.alpn {
+    if let Some(list) = alpn {
         let mut c = (*cfg).clone();
         c.alpn_protocols = list.iter().map(|p| p.as_bytes().to_vec()).collect();
         cfg = Arc::new(c);

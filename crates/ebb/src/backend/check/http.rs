@@ -537,14 +537,20 @@ fn judge_rule(
             *neg,
         ),
         Expect::RStatus(re, neg) => (re.is_match(r.code_b) != *neg, false, *neg),
+        // No body: a failure whatever the negation (HAProxy 2.6's
+        // `tcpcheck_eval_expect_http` fails every body rule on one,
+        // `! string X` too).
+        Expect::String(_, neg) | Expect::RString(_, neg) | Expect::StringLf(_, neg)
+            if r.body.is_empty() =>
+        {
+            (false, true, *neg)
+        }
         Expect::String(s, neg) => (
             (!s.is_empty() && r.body.windows(s.len()).any(|w| w == s.as_slice())) != *neg,
             true,
             *neg,
         ),
         Expect::RString(re, neg) => (re.is_match(r.body) != *neg, true, *neg),
-        // No body: a failure whatever the negation (HAProxy's).
-        Expect::StringLf(_, neg) if r.body.is_empty() => (false, true, *neg),
         Expect::StringLf(f, neg) => {
             let p = render(f);
             if p.is_empty() {

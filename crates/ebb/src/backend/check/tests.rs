@@ -25,6 +25,17 @@ fn judging_http_answers() {
     let v = judge(ok, &Expect::String(b"nope".to_vec(), false));
     assert_eq!(v.st, CheckStatus::L7Rsp);
     assert_eq!(v.desc, "HTTP content check did not match");
+    // No body: every body rule fails, a negated one too (HAProxy's).
+    let empty = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    for e in [
+        Expect::String(b"x".to_vec(), true),
+        Expect::RString(Regex::new("x").unwrap(), true),
+        Expect::RString(Regex::new("^$").unwrap(), false),
+    ] {
+        let v = judge(empty, &e);
+        assert_eq!(v.st, CheckStatus::L7Rsp);
+        assert_eq!(v.desc, "HTTP content check could not find a response body");
+    }
     assert!(!judge(b"garbage", &Expect::Default).passed());
     assert!(!judge(b"SSH-2.0\r\n", &Expect::Default).passed());
 }

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use super::tls::{ssl_option, with_base};
+use super::tls::{tls_bind_option, with_base, TlsOptionsOf};
 use super::{arg, Ctx};
 use crate::config::types::*;
 use crate::config::values::*;
@@ -71,33 +71,6 @@ pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
     None
 }
 
-/// The error IDs of `ca-ignore-err` / `crt-ignore-err`: `all`, or a
-/// comma list of OpenSSL verify error numbers (1 to 63), as HAProxy 2.6
-/// reads them. ebb's verification stops at some errors it cannot look
-/// past (a bad signature, a wrong purpose): ignoring those is refused
-/// rather than accepting a chain whose other checks were not made.
-fn ignore_err_list(kw: &str, v: &str) -> Result<u64, String> {
-    if v == "all" {
-        return Ok(u64::MAX);
-    }
-    let mut bits = 0u64;
-    for id in v.split(',') {
-        let n: i64 = id.trim().parse().unwrap_or(0);
-        if !(1..=63).contains(&n) {
-            return Err(format!(
-                "'{kw}' : ID '{n}' out of range (1..63) in error IDs list '{v}'"
-            ));
-        }
-        if crate::clientcert::NOT_IGNORABLE.contains(&n) {
-            return Err(format!(
-                "'{kw}' : ignoring error {n} is not supported by ebb: its verification cannot go on past it (use 'all' to accept any certificate)"
-            ));
-        }
-        bits |= 1 << n;
-    }
-    Ok(bits)
-}
-
 pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
@@ -138,7 +111,9 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             _ => {}
         }
-        if let Some(n) = ssl_option(opt, w.get(i + 1).map(String::as_str), &mut b)? {
+        let ca_path = |v: &str| with_base(ctx, ctx.tls.ca_base.as_ref(), v);
+        let next = w.get(i + 1).map(String::as_str);
+        if let Some(n) = tls_bind_option(opt, next, TlsOptionsOf::BindLine, &mut b, &ca_path)? {
             tls_opts = true;
             i += 1 + n;
             continue;
@@ -203,39 +178,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 b.crt_lists.push((b.crts.len(), p));
             }
             "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
-            "verify" => b.client.verify = ClientVerify::parse(v?)?,
-            "ca-file" => b.client.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?)),
-            "ca-verify-file" => {
-                b.client.ca_verify_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?))
-            }
-            "crl-file" => b.client.crl_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v?)),
-            "ca-ignore-err" => b.client.ca_ignore_err = ignore_err_list(opt, v?)?,
-            "crt-ignore-err" => b.client.crt_ignore_err = ignore_err_list(opt, v?)?,
-            "no-ca-names" => {
-                b.client.no_ca_names = true;
-                tls_opts = true;
-                i += 1;
-                continue;
-            }
-            "alpn" => {
-                let v = v?;
-                b.alpn = alpn_list(v)?;
-            }
-            "ciphers" => {
-                let v = v?;
-                crate::tls_policy::ciphers12(v)?;
-                b.ciphers = Some(v.to_string());
-            }
-            "ciphersuites" => {
-                let v = v?;
-                crate::tls_policy::ciphers13(v)?;
-                b.ciphersuites = Some(v.to_string());
-            }
-            "curves" => {
-                let v = v?;
-                crate::tls_policy::curves(v)?;
-                b.curves = Some(v.to_string());
-            }
             "accept-proxy" => {
                 accept_proxy = true;
                 i += 1;

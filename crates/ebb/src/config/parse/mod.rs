@@ -38,6 +38,7 @@ pub use proxy::unreachable_rules;
 pub(super) use rules::{is_shared_action, request_scope, shared_action};
 pub(super) use server::no_check_port;
 pub use server::{agent_addr, parse_dynamic_server};
+pub(crate) use tls::{tls_bind_option, TlsOptionsOf};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -68,6 +68,105 @@ pub(super) fn ssl_option(
     }))
 }
 
+/// Where TLS bind options are read: a `bind` line, or the `[options]` of
+/// a `crt-list` line, which HAProxy 2.6 limits to its `ssl_bind_kws`
+/// (`alpn`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
+/// `ssl-max-ver`, `verify`, `ca-file`, `ca-verify-file`, `crl-file`,
+/// `no-ca-names`; ebb refuses its `npn`, `ecdhe` and `allow-0rtt`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TlsOptionsOf {
+    BindLine,
+    CrtListLine,
+}
+
+impl TlsOptionsOf {
+    fn missing_value(self, kw: &str) -> String {
+        match self {
+            TlsOptionsOf::BindLine => format!("bind option '{kw}' expects a value"),
+            TlsOptionsOf::CrtListLine => format!("'{kw}' expects a value"),
+        }
+    }
+}
+
+/// One TLS option word of a `bind` line or of a `crt-list` line (`of`),
+/// with the word after it (`next`), into `b`: the one parser of both.
+/// `Ok(Some(n))`: handled, `n` values taken after it; `Ok(None)`: not a
+/// TLS option of that line (the caller's own words, or its error).
+/// `ca_path`: a `ca-file`/`ca-verify-file`/`crl-file` name after
+/// `ca-base`. The certificate words (`crt`, `crt-list`, `key`) are the
+/// bind line's own.
+pub fn tls_bind_option(
+    kw: &str,
+    next: Option<&str>,
+    of: TlsOptionsOf,
+    b: &mut BindSsl,
+    ca_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<Option<usize>, String> {
+    let value = || next.ok_or_else(|| of.missing_value(kw));
+    let bind = of == TlsOptionsOf::BindLine;
+    match kw {
+        "alpn" => b.alpn = crate::config::values::alpn_list(value()?)?,
+        "ciphers" => {
+            let v = value()?;
+            crate::tls_policy::ciphers12(v)?;
+            b.ciphers = Some(v.to_string());
+        }
+        "ciphersuites" => {
+            let v = value()?;
+            crate::tls_policy::ciphers13(v)?;
+            b.ciphersuites = Some(v.to_string());
+        }
+        "curves" => {
+            let v = value()?;
+            crate::tls_policy::curves(v)?;
+            b.curves = Some(v.to_string());
+        }
+        "verify" => b.client.verify = ClientVerify::parse(value()?)?,
+        "ca-file" => b.client.ca_file = Some(ca_path(value()?)),
+        "ca-verify-file" => b.client.ca_verify_file = Some(ca_path(value()?)),
+        "crl-file" => b.client.crl_file = Some(ca_path(value()?)),
+        "no-ca-names" => {
+            b.client.no_ca_names = true;
+            return Ok(Some(0));
+        }
+        "ca-ignore-err" if bind => b.client.ca_ignore_err = ignore_err_list(kw, value()?)?,
+        "crt-ignore-err" if bind => b.client.crt_ignore_err = ignore_err_list(kw, value()?)?,
+        // The version and order options `ssl-default-bind-options` shares.
+        _ if bind => return ssl_option(kw, next, b),
+        "ssl-min-ver" => b.min_ver = Some(tls_version(kw, value()?)?),
+        "ssl-max-ver" => b.max_ver = Some(tls_version(kw, value()?)?),
+        _ => return Ok(None),
+    }
+    Ok(Some(1))
+}
+
+/// The error IDs of `ca-ignore-err` / `crt-ignore-err`: `all`, or a
+/// comma list of OpenSSL verify error numbers (1 to 63), as HAProxy 2.6
+/// reads them. ebb's verification stops at some errors it cannot look
+/// past (a bad signature, a wrong purpose): ignoring those is refused
+/// rather than accepting a chain whose other checks were not made.
+fn ignore_err_list(kw: &str, v: &str) -> Result<u64, String> {
+    if v == "all" {
+        return Ok(u64::MAX);
+    }
+    let mut bits = 0u64;
+    for id in v.split(',') {
+        let n: i64 = id.trim().parse().unwrap_or(0);
+        if !(1..=63).contains(&n) {
+            return Err(format!(
+                "'{kw}' : ID '{n}' out of range (1..63) in error IDs list '{v}'"
+            ));
+        }
+        if crate::clientcert::NOT_IGNORABLE.contains(&n) {
+            return Err(format!(
+                "'{kw}' : ignoring error {n} is not supported by ebb: its verification cannot go on past it (use 'all' to accept any certificate)"
+            ));
+        }
+        bits |= 1 << n;
+    }
+    Ok(bits)
+}
+
 /// [`ssl_option`] for `server` lines and `ssl-default-server-options`
 /// (no cipher order: the server picks).
 pub(super) fn server_tls_option(

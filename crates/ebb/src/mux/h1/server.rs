@@ -527,39 +527,19 @@ impl ServerSide {
         let Some(st) = self.sock.as_mut() else {
             return false;
         };
-        let room = self.ibuf.len() - self.iend;
-        let mut again = false;
-        loop {
-            match st.read(&mut self.ibuf[self.iend..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return false;
-                }
-                Ok(n) => {
-                    self.iend += n;
-                    if n < room && !self.hup && !st.read_pending() {
-                        self.rd = false;
-                    }
-                    return true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // The peer's close reported behind TLS records
-                    // without data: one more read (see mux::read_once).
-                    if self.hup && !again {
-                        again = true;
-                        continue;
-                    }
-                    self.rd = false;
-                    return false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.eof = true;
-                    self.errored = true;
-                    return false;
-                }
-            }
-        }
+        let got = crate::mux::read_once_with(
+            st,
+            &mut self.ibuf,
+            &mut self.iend,
+            &mut self.rd,
+            self.hup,
+            &mut self.eof,
+        );
+        got.unwrap_or_else(|_| {
+            self.eof = true;
+            self.errored = true;
+            false
+        })
     }
 
     /// One run of `h1_srv` after an event: moves what it can and says
@@ -750,15 +730,12 @@ impl sched::TaskletFn for SideTasklet {
         }
         let ev = ctx.take_events(me);
         let mut s = self.side.borrow_mut();
-        if ev.readable() || ev.hup_or_err() {
-            s.rd = true;
-        }
-        if ev.hup_or_err() && s.sock.is_some() {
-            s.hup = true;
-        }
-        if ev.writable() || ev.hup_or_err() {
-            s.wr = true;
-        }
+        let side = &mut *s;
+        // (The close is noted for the socket of an exchange only: the
+        // idle one's is seen at its reuse.)
+        let mut hup = false;
+        crate::mux::note_events(ev, &mut side.rd, &mut hup, &mut side.wr);
+        side.hup |= hup && side.sock.is_some();
         if s.h2.is_some() {
             // Woken by its HTTP/2 connection: the pipe has news.
             s.rd = true;

@@ -46,30 +46,17 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
-        let room = self.rbuf.len() - self.rend;
-        loop {
-            match self.tr.read(&mut self.rbuf[self.rend..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.rend += n;
-                    if n < room && !self.rd_hup && !self.tr.read_pending() {
-                        // Short read: the socket is drained; the next edge
-                        // tells when more arrives.
-                        self.rd_ready = false;
-                    }
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rd_ready = false;
-                    return Ok(false);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        // (A short read clears `rd_ready`: the socket is drained, the
+        // next edge tells when more arrives; with the close reported, a
+        // TLS read that took only records without data reads once more.)
+        crate::mux::read_once_with(
+            &mut self.tr,
+            &mut self.rbuf,
+            &mut self.rend,
+            &mut self.rd_ready,
+            self.rd_hup,
+            &mut self.eof,
+        )
     }
 
     /// Writes what is pending. Returns whether bytes left.
