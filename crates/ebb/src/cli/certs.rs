@@ -17,42 +17,37 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
     use CliLevel::*;
     let arg = |i: usize| w.get(i).copied().unwrap_or("");
     Some(match w {
-        ["show", "ssl", "cert", ..] => need(level, Operator, "show ssl cert").and_then(|_| {
+        ["show", "ssl", "cert", ..] => need(level, Operator).and_then(|_| {
             if w.len() > 3 {
                 show(arg(3))
             } else {
                 Ok(show_list())
             }
         }),
-        ["show", "ssl", "ca-file", ..] => need(level, Operator, "show ssl ca-file")
-            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca)),
-        ["show", "ssl", "crl-file", ..] => need(level, Operator, "show ssl crl-file")
-            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl)),
+        ["show", "ssl", "ca-file", ..] => {
+            need(level, Operator).and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca))
+        }
+        ["show", "ssl", "crl-file", ..] => {
+            need(level, Operator).and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl))
+        }
         // HAProxy 2.6 asks no level for this one.
         ["show", "ssl", "ocsp-response", ..] => super::ocsp::show_responses(arg(3)),
         ["show", "ssl", "crt-list", rest @ ..] => {
-            need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+            need(level, Admin).and_then(|_| ckch::show_lists(rest))
         }
-        ["add", "ssl", "crt-list", ..] => need(level, Admin, "add ssl crt-list")
-            .and_then(|_| ckch::add_to_list(arg(3), arg(4), None)),
+        ["add", "ssl", "crt-list", ..] => {
+            need(level, Admin).and_then(|_| ckch::add_to_list(arg(3), arg(4), None))
+        }
         ["del", "ssl", "crt-list", ..] => {
-            need(level, Admin, "del ssl crt-list").and_then(|_| ckch::del_from_list(arg(3), arg(4)))
+            need(level, Admin).and_then(|_| ckch::del_from_list(arg(3), arg(4)))
         }
-        ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
+        ["set", "ssl", "cert", ..] => need(level, Admin).and_then(|_| {
             Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
         }),
-        ["commit", "ssl", "cert", ..] => {
-            need(level, Admin, "commit ssl cert").and_then(|_| ckch::commit(arg(3)))
-        }
-        ["abort", "ssl", "cert", ..] => {
-            need(level, Admin, "abort ssl cert").and_then(|_| ckch::abort(arg(3)))
-        }
-        ["new", "ssl", "cert", ..] => {
-            need(level, Admin, "new ssl cert").and_then(|_| ckch::new(arg(3)))
-        }
-        ["del", "ssl", "cert", ..] => {
-            need(level, Admin, "del ssl cert").and_then(|_| ckch::del(arg(3)))
-        }
+        ["commit", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::commit(arg(3))),
+        ["abort", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::abort(arg(3))),
+        ["new", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::new(arg(3))),
+        ["del", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::del(arg(3))),
         _ => return None,
     })
 }
@@ -72,15 +67,15 @@ pub fn execute_payload(
     let w: Vec<&str> = cmd.split_whitespace().collect();
     match w.as_slice() {
         ["set", "ssl", "cert", rest @ ..] => Some(
-            need(level, CliLevel::Admin, "set ssl cert")
+            need(level, CliLevel::Admin)
                 .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
         ),
-        ["add", "ssl", "crt-list", rest @ ..] => Some(
-            need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
+        ["add", "ssl", "crt-list", rest @ ..] => {
+            Some(need(level, CliLevel::Admin).and_then(|_| {
                 let arg = |i: usize| rest.get(i).copied().unwrap_or("");
                 ckch::add_to_list(arg(0), arg(1), Some(payload))
-            }),
-        ),
+            }))
+        }
         _ => None,
     }
 }

@@ -100,7 +100,7 @@ pub fn run(data: &[u8]) -> Option<String> {
         w.0 = w.0.wrapping_add(1);
         let p = &w.1.as_ref()?.process;
         let first = data.first().copied().unwrap_or(2);
-        let level = match first % 3 {
+        let mut level = match first % 3 {
             0 => CliLevel::User,
             1 => CliLevel::Operator,
             _ => CliLevel::Admin,
@@ -110,7 +110,7 @@ pub fn run(data: &[u8]) -> Option<String> {
         for raw in data.get(1..).unwrap_or_default().split(|c| *c == b'\n') {
             let line = String::from_utf8_lossy(raw);
             let line = line.trim_end_matches(['\n', '\r']);
-            let r = super::execute_line(p, level, line, &mut experimental, &mut |f| f());
+            let r = super::execute_line(p, &mut level, line, &mut experimental, &mut |f| f());
             out.push_str(&r.text);
         }
         Some(out)

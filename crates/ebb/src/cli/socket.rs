@@ -132,6 +132,9 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
     if let Some(mode) = s.mode {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
     }
+    if s.owner != (None, None) {
+        std::os::unix::fs::chown(&path, s.owner.0, s.owner.1)?;
+    }
     Ok(CliSocket {
         listener: listener.into(),
         path: Some(path),
@@ -419,7 +422,7 @@ impl CliConn {
                     let mut experimental = self.experimental;
                     let r = super::execute_line(
                         &process,
-                        self.level,
+                        &mut self.level,
                         line,
                         &mut experimental,
                         &mut |f| {
