@@ -521,7 +521,7 @@ fn show_events(
     let ring = match crate::ring::find(name) {
         Some(r) => r,
         None if matches!(name, "stdout" | "stderr") => {
-            return Ok(("Nothing to report for this sink\n".into(), None))
+            return Ok(("Nothing to report for this sink".into(), None))
         }
         None => return Err("No such event sink".into()),
     };
@@ -606,9 +606,10 @@ pub fn execute_line(
                         break;
                     }
                     Ok((text, None)) | Err(text) => {
+                        // One newline after it, as HAProxy (its messages
+                        // have none of their own).
                         r.text.push_str(&text);
-                        r.text
-                            .push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+                        r.text.push('\n');
                         continue;
                     }
                 }
@@ -625,7 +626,21 @@ pub fn execute_line(
             Ok(s) => s,
             Err(e) => e,
         };
-        if !exact && !out.is_empty() && !out.ends_with('\n') {
+        // HAProxy's answers without a newline of their own (`show events
+        // RING`, `del server`, `add server`'s first checks) are followed
+        // by one newline only, not the empty line that ends the others.
+        let bare = !out.ends_with('\n')
+            && match words.as_slice() {
+                ["show", "events", _, ..] | ["del", "server", ..] => true,
+                ["add", "server", ..] => [
+                    "Require 'backend/server'.",
+                    "No such backend.",
+                    "Backend has no servers (it serves files).",
+                ]
+                .contains(&out.as_str()),
+                _ => false,
+            };
+        if !exact && !bare && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
         // `experimental-mode on -`: no empty line after it (HAProxy's
