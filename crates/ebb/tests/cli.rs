@@ -1309,13 +1309,12 @@ fn srv_sess_rate_and_del_server_of_a_named_server() {
 #[test]
 fn error_answers_as_haproxy() {
     let cfg = |sock: &Path, bind: &str| {
-        format!(
-            "global\n    stats socket {} level admin\n\
-             defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
-             frontend f\n    bind {bind}\n    default_backend be\n\
-             backend be\n    server s 127.0.0.1:9\n",
-            sock.display()
-        )
+        let proxies = format!(
+            "frontend f\n    bind {bind}\n    default_backend be\nbackend be\n    server s 127.0.0.1:9\n"
+        );
+        let timeouts = "timeout client 5s\n    timeout server 5s\n    timeout connect 5s";
+        let socket = format!("stats socket {} level admin", sock.display());
+        format!("global\n    {socket}\ndefaults\n    mode http\n    {timeouts}\n{proxies}")
     };
     let cmds = [
         "get weight x/y",
