@@ -437,7 +437,10 @@ fn global_errors() {
         ("hard-stop-after forever", "invalid time"),
         ("log ring@buf local0", "unknown ring named 'buf'"),
         ("log ring@ local0", "expects a ring name"),
-        ("log fd@3 local0", "not supported yet"),
+        (
+            "log fd@x local0",
+            "file descriptor 'x' is not a valid integer in 'fd@x'",
+        ),
         ("log stdout format json local0", "unknown log format 'json'"),
         ("log stdout len 10 local0", "between 80 and 65535"),
         ("log stdout sample 1:0 local0", "wrong sample size"),
