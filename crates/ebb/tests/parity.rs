@@ -987,3 +987,23 @@ fn master_cli_socket_options() {
         assert!(out.contains(&err), "{opt}: {out}");
     }
 }
+
+/// A client that sends commands and never reads their answers is closed
+/// 5 s after the master last wrote to it, outside interactive mode; the
+/// master answers others meanwhile.
+#[test]
+fn a_master_cli_client_that_never_reads_is_closed() {
+    let (_e, sock) = master("mcli-noread");
+    let mut s = UnixStream::connect(&sock).unwrap();
+    // Some 8 MiB of answers: far more than the socket buffers hold.
+    let many = "help\n".repeat(8 * 1024);
+    s.write_all(many.as_bytes()).unwrap();
+    assert!(mcli(&sock, "show proc").contains("# workers"));
+    // Once the master has closed it, a write fails (reading would take
+    // answers, which is not what this client does).
+    s.set_nonblocking(true).unwrap();
+    wait_until(
+        "the client closed",
+        || matches!(s.write(b"\n"), Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe),
+    );
+}

@@ -17,7 +17,8 @@
 //!
 //! The master's loop (`Master::serve`) polls these connections with its
 //! signals and its workers' readiness pipes: each is read and answered
-//! without blocking (outside interactive mode, 5 s to send each command;
+//! without blocking (outside interactive mode, 5 s to send each command,
+//! and 5 s without taking any of its answers;
 //! commands up to 64 KiB, 64 connections at once, more wait in the listen
 //! queue), so a silent client delays neither a reload nor another client.
 //! A command sent to a worker (`@N`) is passed on and its answer relayed
@@ -690,13 +691,12 @@ impl CliConn {
         }
     }
 
-    /// Silent past its deadline while waiting for its next command: to be
-    /// closed. One whose command waits on a worker is answered at the
+    /// Silent (or not reading its answers) past its deadline outside
+    /// interactive mode: to be closed. One whose command waits on a worker is answered at the
     /// forward's deadline instead (`Master::cli_timers`).
     pub(super) fn expired(&self, now: Instant) -> bool {
         self.fwd.is_none()
             && self.master_payload.is_none()
-            && self.unsent() == 0
             && self.deadline.is_some_and(|d| d <= now)
     }
 
@@ -712,7 +712,13 @@ impl CliConn {
         while self.sent < self.out.len() {
             match (&self.s).write(&self.out[self.sent..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
+                Ok(n) => {
+                    self.sent += n;
+                    // A client reading its answers is not idle.
+                    if self.deadline.is_some() {
+                        self.deadline = Some(Instant::now() + MCLI_TIMEOUT);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(e),
