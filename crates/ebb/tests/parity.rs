@@ -786,17 +786,28 @@ const PROMPT_SESSION: &[(&str, &str)] = &[
         "experimental-mode is ON\n\nmaster(x)> ",
     ),
     ("experimental-mode off\n", "master> "),
-    ("operator\n", "master> "),
+    ("experimental-mode on\n", "master(x)> "),
+    // The mode stays on below admin, and is refused with each command.
+    ("operator\n", "master(x)> "),
     (
         "show cli level;@1 show cli level\n",
-        "operator\n\nmaster> operator\n\nmaster> ",
+        "Permission denied\noperator\n\nmaster(x)> Permission denied\noperator\n\nmaster(x)> ",
     ),
-    ("@!PID show cli level\n", "operator\n\nmaster> "),
-    ("@1 experimental-mode on\n", "Permission denied\n\nmaster> "),
-    ("user\n", "master> "),
-    ("reload\n", "Permission denied\n\nmaster> "),
+    (
+        "@!PID show cli level\n",
+        "Permission denied\noperator\n\nmaster(x)> ",
+    ),
+    (
+        "@1 experimental-mode on\n",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
+    ("user\n", "master(x)> "),
+    (
+        "reload\n",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
     ("prompt\n", ""),
-    ("show cli level\n", "user\n\n"),
+    ("show cli level\n", "Permission denied\nuser\n\n"),
     ("operator\n", "Permission denied!\n<EOF>"),
 ];
 

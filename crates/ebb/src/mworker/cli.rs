@@ -385,15 +385,18 @@ impl Master {
                     return false;
                 };
                 // The session's level and mode go before the command, on
-                // its line (the worker runs one line, then closes).
+                // its line (the worker runs one line, then closes), in
+                // HAProxy's order: the level first (so experimental mode
+                // kept from an admin session is refused at a lower one,
+                // `Permission denied` before the answer, as HAProxy's).
                 let mut req = String::new();
-                if c.experimental {
-                    req.push_str("experimental-mode on -;");
-                }
                 match c.level {
                     CliLevel::Admin => {}
                     CliLevel::Operator => req.push_str("operator -;"),
                     CliLevel::User => req.push_str("user -;"),
+                }
+                if c.experimental {
+                    req.push_str("experimental-mode on -;");
                 }
                 req.push_str(&line);
                 c.fwd = Some(Forward::new(&w.cli, &req, !payload));
@@ -410,6 +413,11 @@ impl Master {
     /// prompt after it queued. True: `reload`.
     fn answer_master(&mut self, k: usize, cmd: &str, failed: bool) -> bool {
         let mut out = String::new();
+        if self.conns[k].experimental && self.conns[k].level < CliLevel::Admin {
+            // As HAProxy's master, which passes the mode on to its own
+            // commands too: refused below admin, before the answer.
+            out.push_str("Permission denied\n");
+        }
         if self.master_command(cmd, self.conns[k].level, &mut out) {
             return true;
         }
