@@ -785,6 +785,9 @@ const PROMPT_SESSION: &[(&str, &str)] = &[
         "@1 experimental-mode\n",
         "experimental-mode is ON\n\nmaster(x)> ",
     ),
+    ("expert-mode on\n", "master(xe)> "),
+    ("@1 expert-mode\n", "expert-mode is ON\n\nmaster(xe)> "),
+    ("expert-mode\n", "master(x)> "),
     ("experimental-mode off\n", "master> "),
     ("experimental-mode on\n", "master(x)> "),
     // The mode stays on below admin, and is refused with each command.

@@ -105,12 +105,15 @@ pub fn run(data: &[u8]) -> Option<String> {
             1 => CliLevel::Operator,
             _ => CliLevel::Admin,
         };
-        let mut experimental = first & 0x80 != 0;
+        let mut modes = super::Modes {
+            experimental: first & 0x80 != 0,
+            expert: first & 0x40 != 0,
+        };
         let mut out = String::new();
         for raw in data.get(1..).unwrap_or_default().split(|c| *c == b'\n') {
             let line = String::from_utf8_lossy(raw);
             let line = line.trim_end_matches(['\n', '\r']);
-            let r = super::execute_line(p, &mut level, line, &mut experimental, &mut |f| f());
+            let r = super::execute_line(p, &mut level, line, &mut modes, &mut |f| f());
             out.push_str(&r.text);
         }
         Some(out)

@@ -469,27 +469,36 @@ pub fn split_commands(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// A CLI connection's modes, HAProxy's: `experimental-mode` (the
+/// commands marked experimental) and `expert-mode` (ebb has no command
+/// that needs it: the mode is kept and reported, as HAProxy's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modes {
+    pub experimental: bool,
+    pub expert: bool,
+}
+
 /// The commands that depend on the connection's modes (`experimental-mode`)
 /// or take escaped words (`get var`, `set var`); `None` for the others.
 /// A successful answer is complete as returned: no newline is added to it before
 /// the empty line that ends it (HAProxy's `get var` line has none).
-fn execute_moded(
-    level: CliLevel,
-    cmd: &str,
-    experimental: &mut bool,
-) -> Option<Result<String, String>> {
+fn execute_moded(level: CliLevel, cmd: &str, modes: &mut Modes) -> Option<Result<String, String>> {
     use CliLevel::*;
     let w = maps::words(cmd);
     let w: Vec<&str> = w.iter().map(String::as_str).collect();
     Some(match w.as_slice() {
-        ["experimental-mode", rest @ ..] => need(level, Admin).map(|_| match rest.first() {
-            None => format!(
-                "experimental-mode is {}\n",
-                if *experimental { "ON" } else { "OFF" }
-            ),
-            Some(m) => {
-                *experimental = *m == "on";
-                String::new()
+        [m @ ("experimental-mode" | "expert-mode"), rest @ ..] => need(level, Admin).map(|_| {
+            let flag = if *m == "expert-mode" {
+                &mut modes.expert
+            } else {
+                &mut modes.experimental
+            };
+            match rest.first() {
+                None => format!("{m} is {}\n", if *flag { "ON" } else { "OFF" }),
+                Some(v) => {
+                    *flag = *v == "on";
+                    String::new()
+                }
             }
         }),
         ["get", "var", rest @ ..] => need(level, Operator).and_then(|_| match rest {
@@ -497,7 +506,7 @@ fn execute_moded(
             [name, ..] => crate::sample::vars::cli_get(name),
         }),
         ["set", "var", rest @ ..] => {
-            if !*experimental {
+            if !modes.experimental {
                 Err("This command is restricted to experimental mode only.\n".into())
             } else {
                 need(level, Operator).and_then(|_| {
@@ -543,14 +552,14 @@ fn show_events(
     Ok((s, wait.then_some(next)))
 }
 
-/// Runs one line of commands. `experimental` is the connection's
-/// `experimental-mode`; `isolate` runs a closure with every other
+/// Runs one line of commands. `modes` are the connection's
+/// (`experimental-mode`, `expert-mode`); `isolate` runs a closure with every other
 /// scheduler thread parked.
 pub fn execute_line(
     p: &Process,
     level_now: &mut CliLevel,
     line: &str,
-    experimental: &mut bool,
+    modes: &mut Modes,
     isolate: &mut dyn FnMut(&mut dyn FnMut()),
 ) -> Reply {
     let mut r = Reply::default();
@@ -573,7 +582,7 @@ pub fn execute_line(
                     r.text.push_str("Permission denied\n");
                 } else {
                     *level_now = want;
-                    *experimental = false;
+                    *modes = Modes::default();
                 }
                 if rest.first() != Some(&"-") {
                     r.text.push('\n');
@@ -616,7 +625,7 @@ pub fn execute_line(
             }
             _ => {}
         }
-        let moded = execute_moded(level, &cmd, experimental);
+        let moded = execute_moded(level, &cmd, modes);
         let exact = matches!(moded, Some(Ok(_))) || certs::exact(&words);
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
@@ -643,9 +652,10 @@ pub fn execute_line(
         if !exact && !bare && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        // `experimental-mode on -`: no empty line after it (HAProxy's
+        // `experimental-mode on -`, `expert-mode on -`: no empty line after it (HAProxy's
         // form for the master CLI).
-        let nolf = words.first() == Some(&"experimental-mode") && words.get(2) == Some(&"-");
+        let nolf = matches!(words.first(), Some(&("experimental-mode" | "expert-mode")))
+            && words.get(2) == Some(&"-");
         if !nolf {
             out.push('\n');
         }

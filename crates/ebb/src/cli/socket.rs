@@ -221,8 +221,8 @@ struct CliConn {
     out: Vec<u8>,
     opos: usize,
     interactive: bool,
-    /// `experimental-mode on` was given on this connection.
-    experimental: bool,
+    /// `experimental-mode on`, `expert-mode on` given on this connection.
+    modes: super::Modes,
     closing: bool,
     /// The client has sent all it will (EOF, an error, or too much
     /// unread): the lines read are still run, then the connection ends.
@@ -266,7 +266,7 @@ fn spawn(
         out: Vec::new(),
         opos: 0,
         interactive: false,
-        experimental: false,
+        modes: super::Modes::default(),
         closing: false,
         eof: false,
         full: false,
@@ -419,17 +419,17 @@ impl CliConn {
                 }
                 None => {
                     let process = Arc::clone(&self.process);
-                    let mut experimental = self.experimental;
+                    let mut modes = self.modes;
                     let r = super::execute_line(
                         &process,
                         &mut self.level,
                         line,
-                        &mut experimental,
+                        &mut modes,
                         &mut |f| {
                             ctx.isolate(|_| f());
                         },
                     );
-                    self.experimental = experimental;
+                    self.modes = modes;
                     r
                 }
             };

@@ -10,8 +10,8 @@
 //! `prompt` toggles interactive mode: after each answer a prompt names
 //! the target (`master> `, `PID> `, `+ ` inside a payload). `operator`
 //! and `user` lower the session's level (the socket's is `level`, admin
-//! by default), `experimental-mode on` turns that mode on for the
-//! workers' commands; both are passed on to each command a worker runs.
+//! by default), `experimental-mode on` and `expert-mode on` turn those
+//! modes on; all are passed on to each command a worker runs.
 //! Each worker gets a private CLI socket (level admin) in the master's
 //! 0700 directory for this.
 //!
@@ -352,12 +352,19 @@ impl Master {
                     c.prompt_out(failed);
                     return false;
                 }
-                "experimental-mode" => {
+                m @ ("experimental-mode" | "expert-mode") => {
                     if c.level < CliLevel::Admin {
                         deny(c);
                         return false;
                     }
-                    c.experimental = words.get(1).is_some_and(|w| w == "on");
+                    // As HAProxy: `on` sets it, anything else (or
+                    // nothing) clears it.
+                    let on = words.get(1).is_some_and(|w| w == "on");
+                    if m == "expert-mode" {
+                        c.expert = on;
+                    } else {
+                        c.experimental = on;
+                    }
                     c.prompt_out(failed);
                     return false;
                 }
@@ -395,6 +402,9 @@ impl Master {
                     CliLevel::Operator => req.push_str("operator -;"),
                     CliLevel::User => req.push_str("user -;"),
                 }
+                if c.expert {
+                    req.push_str("expert-mode on -;");
+                }
                 if c.experimental {
                     req.push_str("experimental-mode on -;");
                 }
@@ -413,10 +423,15 @@ impl Master {
     /// prompt after it queued. True: `reload`.
     fn answer_master(&mut self, k: usize, cmd: &str, failed: bool) -> bool {
         let mut out = String::new();
-        if self.conns[k].experimental && self.conns[k].level < CliLevel::Admin {
-            // As HAProxy's master, which passes the mode on to its own
-            // commands too: refused below admin, before the answer.
-            out.push_str("Permission denied\n");
+        let c = &self.conns[k];
+        if c.level < CliLevel::Admin {
+            // As HAProxy's master, which passes the modes on to its own
+            // commands too: each refused below admin, before the answer.
+            for on in [c.expert, c.experimental] {
+                if on {
+                    out.push_str("Permission denied\n");
+                }
+            }
         }
         if self.master_command(cmd, self.conns[k].level, &mut out) {
             return true;
@@ -578,8 +593,9 @@ pub(super) struct CliConn {
     prompt: bool,
     /// The session's level: the socket's, lowered by `operator`/`user`.
     level: CliLevel,
-    /// `experimental-mode on`.
+    /// `experimental-mode on`, `expert-mode on`.
     experimental: bool,
+    expert: bool,
     /// Where a command without a prefix goes: `None` the master, or a
     /// worker's pid (a prefix alone, `@1`).
     target: Option<u32>,
@@ -609,6 +625,7 @@ impl CliConn {
             prompt: false,
             level,
             experimental: false,
+            expert: false,
             target: None,
             fwd: None,
             payload: false,
@@ -625,8 +642,8 @@ impl CliConn {
 
     /// HAProxy's master prompt, in interactive mode: `+ ` inside a
     /// payload, otherwise the target (`master`, with `[ReloadFailed]`
-    /// after a failed reload, or the worker's pid), `(x)` in experimental
-    /// mode, then `> `.
+    /// after a failed reload, or the worker's pid), the modes in brackets
+    /// (`x` experimental, `e` expert), then `> `.
     fn prompt_out(&mut self, failed: bool) {
         if !self.prompt {
             return;
@@ -640,8 +657,15 @@ impl CliConn {
             None => "master".to_string(),
             Some(pid) => pid.to_string(),
         };
-        if self.experimental {
-            p.push_str("(x)");
+        if self.experimental || self.expert {
+            p.push('(');
+            if self.experimental {
+                p.push('x');
+            }
+            if self.expert {
+                p.push('e');
+            }
+            p.push(')');
         }
         p.push_str("> ");
         self.out.extend_from_slice(p.as_bytes());
