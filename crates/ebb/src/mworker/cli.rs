@@ -471,6 +471,9 @@ impl Master {
             ["show", "proc"] => out.push_str(&self.show_proc()),
             ["reload"] if level < CliLevel::Operator => out.push_str("Permission denied\n\n"),
             ["reload"] => return true,
+            // HAProxy 2.6's master lists none of its sockets here (it
+            // has no stats frontend): an empty answer.
+            ["show", "cli", "sockets"] => out.push('\n'),
             ["show", "version"] => {
                 out.push_str(env!("CARGO_PKG_VERSION"));
                 out.push_str("\n\n");
@@ -762,8 +765,7 @@ impl CliConn {
     }
 }
 
-/// The master's commands, as HAProxy 2.6's master CLI lists them (those
-/// ebb has).
+/// The master's commands, as HAProxy 2.6's master CLI lists them.
 const MASTER_HELP: &str =
     "  @!<pid>                                 : send a command to the <pid> process
   @<relative pid>                         : send a command to the <relative pid> process
@@ -771,6 +773,7 @@ const MASTER_HELP: &str =
   operator                                : lower the level of the current CLI session to operator
   reload                                  : reload haproxy
   show cli level                          : display the level of the current CLI session
+  show cli sockets                        : dump list of cli sockets
   show proc                               : show processes status
   show version                            : show version of the current process
   user                                    : lower the level of the current CLI session to user
