@@ -54,6 +54,29 @@ pub enum Sink {
     Unix(UnixDatagram, PathBuf),
     /// A ring (`ring@NAME`, `tcp@`): messages take the ring's format.
     Ring(std::sync::Arc<crate::ring::Ring>),
+    /// `fd@N`: an inherited descriptor, non-blocking unless a terminal
+    /// (HAProxy's); a message it does not take at once is dropped.
+    Fd(std::sync::Arc<File>),
+}
+
+/// The `fd@N` descriptors taken so far: every `log fd@N` line (and every
+/// reload's) writes through the same one.
+static LOG_FDS: std::sync::Mutex<Vec<(i32, std::sync::Arc<File>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The descriptor of `log fd@N`, taken on first use (it must be open).
+fn log_fd(n: i32) -> io::Result<std::sync::Arc<File>> {
+    let mut fds = LOG_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, f)) = fds.iter().find(|(m, _)| *m == n) {
+        return Ok(std::sync::Arc::clone(f));
+    }
+    let f = File::from(crate::sys::take_inherited_fd(n)?);
+    if !std::io::IsTerminal::is_terminal(&f) {
+        socket2::SockRef::from(&f).set_nonblocking(true)?;
+    }
+    let f = std::sync::Arc::new(f);
+    fds.push((n, std::sync::Arc::clone(&f)));
+    Ok(f)
 }
 
 impl Sink {
@@ -82,6 +105,7 @@ impl Sink {
             LogDest::Ring(n) => Sink::Ring(crate::ring::find(n).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::NotFound, format!("no ring named '{n}'"))
             })?),
+            LogDest::Fd(n) => Sink::Fd(log_fd(*n)?),
         })
     }
 
@@ -101,6 +125,9 @@ impl Sink {
             Sink::File(f) => (&*f).write_all(l),
             Sink::Udp(s, a) => s.send_to(l, a).map(drop),
             Sink::Unix(s, p) => s.send_to(l, p).map(drop),
+            // One write: what it does not take is lost, as HAProxy's
+            // writev.
+            Sink::Fd(f) => (&**f).write(l).map(drop),
             Sink::Ring(r) => {
                 r.write(
                     1,

@@ -1043,6 +1043,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
                 LogDest::Stdout => "stdout".into(),
                 LogDest::Stderr => "stderr".into(),
                 LogDest::Ring(n) => format!("ring@{n}"),
+                LogDest::Fd(n) => format!("fd@{n}"),
             };
             startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
         })

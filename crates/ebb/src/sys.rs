@@ -519,11 +519,22 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
 /// limit): each `(fd, write)` waits to be writable when `write`, readable
 /// otherwise (a hang-up or an error counts as ready). Returns which are.
 pub fn poll_fds(fds: &[(RawFd, bool)], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let fds: Vec<(RawFd, i16)> = fds
+        .iter()
+        .map(|&(fd, write)| (fd, if write { libc::POLLOUT } else { libc::POLLIN }))
+        .collect();
+    poll_events(&fds, timeout_ms)
+}
+
+/// As [`poll_fds`], each descriptor with the events it waits for
+/// (`0`: only its hang-up or an error; a negative descriptor is left
+/// out).
+pub fn poll_events(fds: &[(RawFd, i16)], timeout_ms: i32) -> io::Result<Vec<bool>> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
-        .map(|&(fd, write)| libc::pollfd {
+        .map(|&(fd, events)| libc::pollfd {
             fd,
-            events: if write { libc::POLLOUT } else { libc::POLLIN },
+            events,
             revents: 0,
         })
         .collect();

@@ -12,12 +12,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::origin::{drain, exchange, read_head, serve_each};
-use common::{haproxy_beside, scratch, wait_until, Ebb, ReadRetry, Syslog};
+use common::{haproxy_beside, run_ebb, scratch, wait_until, Ebb, ReadRetry, Syslog};
 
 fn mcli(path: &Path, cmd: &str) -> String {
     let mut s = UnixStream::connect(path).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    // The master CLI keeps a connection for more commands: the client's
+    // end says there are none (as `socat` does).
+    s.shutdown(std::net::Shutdown::Write).unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
@@ -34,13 +37,17 @@ fn reloads(show: &str) -> Option<String> {
 /// CLI socket.
 fn master(name: &str) -> (Ebb, std::path::PathBuf) {
     let dir = scratch(name);
-    let cfg = dir.join("ebb.cfg");
-    std::fs::write(
-        &cfg,
+    master_on(
+        &dir,
         "defaults\n    mode http\n    timeout client 5s\n\
          frontend f\n    bind 127.0.0.1:0\n    http-request return status 200\n",
     )
-    .unwrap();
+}
+
+/// A master (`-W -S`) on configuration `text` in `dir`.
+fn master_on(dir: &Path, text: &str) -> (Ebb, std::path::PathBuf) {
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(&cfg, text).unwrap();
     let sock = dir.join("master.sock");
     let args = [
         "-W",
@@ -49,7 +56,7 @@ fn master(name: &str) -> (Ebb, std::path::PathBuf) {
         "-f",
         cfg.to_str().unwrap(),
     ];
-    (Ebb::start_args(&args, dir.clone()), sock)
+    (Ebb::start_args(&args, dir.to_path_buf()), sock)
 }
 
 /// Silent master CLI clients (connected, nothing sent; one with half a
@@ -99,6 +106,7 @@ fn a_silent_master_cli_client_delays_nothing() {
         s.write_all(part.as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
     }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     assert!(out.contains("# workers"), "{out}");
@@ -169,6 +177,7 @@ fn a_stopped_worker_delays_no_other_master_cli_client() {
     });
     let mut held = UnixStream::connect(&sock).unwrap();
     held.write_all(b"@1 show info\n").unwrap();
+    held.shutdown(std::net::Shutdown::Write).unwrap();
     // Its client's connection and the one to the worker: the command is
     // passed on.
     let t = Instant::now();
@@ -189,7 +198,9 @@ fn a_stopped_worker_delays_no_other_master_cli_client() {
             let got = r.map(|n| String::from_utf8_lossy(&b[..n]).into_owned());
             assert!(
                 t.elapsed() >= Duration::from_secs(10)
-                    && got.as_deref().is_ok_and(|g| g.contains("timed out")),
+                    && got
+                        .as_deref()
+                        .is_ok_and(|g| g.contains("Can't connect to the target CLI!")),
                 "{got:?}"
             );
             out = got.unwrap_or_default();
@@ -202,7 +213,8 @@ fn a_stopped_worker_delays_no_other_master_cli_client() {
     let _ = held.read_to_string(&mut out);
     assert!(
         out.contains(&format!("Pid: {worker}"))
-            || t.elapsed() >= Duration::from_secs(10) && out.contains("timed out"),
+            || t.elapsed() >= Duration::from_secs(10)
+                && out.contains("Can't connect to the target CLI!"),
         "{out}"
     );
 }
@@ -672,4 +684,349 @@ fn a_refused_head_is_logged_as_haproxys_badreq_line() {
             }
         }
     }
+}
+
+/// An interactive master CLI client: each command's answer is read up to
+/// the text that ends it (a prompt), or to the connection's end.
+struct Talk(UnixStream);
+
+impl Talk {
+    fn connect(sock: &Path) -> Talk {
+        let s = UnixStream::connect(sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Talk(s)
+    }
+
+    /// Sends `cmd` (as is) and reads until the answer ends with `end`
+    /// (`""`: until the connection's end).
+    fn say(&mut self, cmd: &str, end: &str) -> String {
+        self.0.write_all(cmd.as_bytes()).unwrap();
+        self.until(end)
+    }
+
+    fn until(&mut self, end: &str) -> String {
+        let mut out = Vec::new();
+        let mut b = [0u8; 4096];
+        loop {
+            if !end.is_empty() && out.ends_with(end.as_bytes()) {
+                break;
+            }
+            match self.0.read_retry(&mut b) {
+                Ok(0) => {
+                    out.extend_from_slice(b"<EOF>");
+                    break;
+                }
+                Ok(n) => out.extend_from_slice(&b[..n]),
+                Err(e) => panic!("{e}: after {}", String::from_utf8_lossy(&out)),
+            }
+        }
+        String::from_utf8(out).unwrap()
+    }
+}
+
+/// A master's current worker pid, from `show proc`.
+fn worker_pid(sock: &Path) -> String {
+    let show = mcli(sock, "show proc");
+    show.lines()
+        .skip_while(|l| !l.starts_with("# workers"))
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{show}"))
+        .to_string()
+}
+
+/// haproxy's master (`haproxy -W -S SOCK`) on `cfg`, stopped when dropped.
+struct HapMaster(std::process::Child);
+
+impl Drop for HapMaster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.0.id().to_string())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn haproxy_master(name: &str, cfg: &str, s_arg: &str) -> Option<(HapMaster, std::path::PathBuf)> {
+    if !common::have("haproxy") {
+        println!("haproxy is not installed: ebb is checked on its own");
+        return None;
+    }
+    let d = scratch(name);
+    std::fs::write(d.join("h.cfg"), cfg).unwrap();
+    let sock = d.join("hm.sock");
+    let child = std::process::Command::new("haproxy")
+        .arg("-W")
+        .arg("-S")
+        .arg(format!("{}{s_arg}", sock.display()))
+        .arg("-f")
+        .arg(d.join("h.cfg"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let h = HapMaster(child);
+    wait_until("haproxy's master CLI and its worker", || {
+        UnixStream::connect(&sock).is_ok() && mcli(&sock, "show proc").contains("worker")
+    });
+    Some((h, sock))
+}
+
+/// The steps of an interactive session on a master CLI and the answers
+/// haproxy 2.6 gives (`PID` the current worker's pid).
+const PROMPT_SESSION: &[(&str, &str)] = &[
+    ("prompt\n", "master> "),
+    ("show cli level\n", "admin\n\nmaster> "),
+    ("show cli sockets\n", "\nmaster> "),
+    ("@1\n", "PID> "),
+    ("show cli level\n", "admin\n\nPID> "),
+    ("@\n", "master> "),
+    ("experimental-mode on\n", "master(x)> "),
+    (
+        "@1 experimental-mode\n",
+        "experimental-mode is ON\n\nmaster(x)> ",
+    ),
+    ("expert-mode on\n", "master(xe)> "),
+    ("@1 expert-mode\n", "expert-mode is ON\n\nmaster(xe)> "),
+    ("expert-mode\n", "master(x)> "),
+    ("experimental-mode off\n", "master> "),
+    ("experimental-mode on\n", "master(x)> "),
+    // The mode stays on below admin, and is refused with each command.
+    ("operator\n", "master(x)> "),
+    (
+        "show cli level;@1 show cli level\n",
+        "Permission denied\noperator\n\nmaster(x)> Permission denied\noperator\n\nmaster(x)> ",
+    ),
+    (
+        "@!PID show cli level\n",
+        "Permission denied\noperator\n\nmaster(x)> ",
+    ),
+    (
+        "@1 experimental-mode on\n",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
+    ("user\n", "master(x)> "),
+    (
+        "reload\n",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
+    ("prompt\n", ""),
+    ("show cli level\n", "Permission denied\nuser\n\n"),
+    ("operator\n", "Permission denied!\n<EOF>"),
+];
+
+/// Runs [`PROMPT_SESSION`] on a master CLI: the answers, `PID` for the
+/// worker's pid.
+fn prompt_session(sock: &Path) -> Vec<String> {
+    let pid = worker_pid(sock);
+    let mut t = Talk::connect(sock);
+    PROMPT_SESSION
+        .iter()
+        .map(|(cmd, want)| {
+            let cmd = cmd.replace("PID", &pid);
+            let want = want.replace("PID", &pid);
+            t.0.write_all(cmd.as_bytes()).unwrap();
+            if want.is_empty() {
+                // Nothing comes (the next answer would show it).
+                return String::new();
+            }
+            // `""`: to the connection's end.
+            let end = if want.ends_with("<EOF>") { "" } else { &want };
+            t.until(end).replace(&pid, "PID")
+        })
+        .collect()
+}
+
+/// The master CLI's interactive mode (`prompt`), the default target (a
+/// prefix alone), the session's levels (`operator`, `user`, passed on to
+/// the worker's commands), `experimental-mode` in the prompt and passed
+/// on, `reload` refused below operator, and `operator` refused at level
+/// user (the connection ends), answer for answer as haproxy 2.6's master
+/// CLI. Before, ebb's master answered one line per connection and knew
+/// none of these words.
+#[test]
+fn master_cli_prompt_mode_as_haproxy() {
+    let want: Vec<String> = PROMPT_SESSION.iter().map(|x| x.1.to_string()).collect();
+    let (_e, sock) = master("mcli-prompt");
+    assert_eq!(prompt_session(&sock), want);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n\
+         frontend f\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
+        common::free_port()
+    );
+    let help = mcli(&sock, "help");
+    assert!(
+        help.starts_with("The following commands are valid at this level:\n  @!<pid>  ")
+            && help.ends_with("  quit                                    : disconnect\n\n"),
+        "{help}"
+    );
+    if let Some((_h, hsock)) = haproxy_master("mcli-prompt-h", &cfg, "") {
+        assert_eq!(prompt_session(&hsock), want);
+        // HAProxy's list, byte for byte.
+        assert_eq!(mcli(&hsock, "help"), help);
+    }
+}
+
+/// The master's open descriptors (`/proc/PID/fd`).
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// `@1 show events RING -w` through the master CLI: each message comes
+/// as the worker logs it, and the watch (the master's connection to the
+/// worker) ends when the client closes. A command with a payload (`<<`)
+/// goes to the worker with its lines, `+ ` after each in interactive mode
+/// (haproxy 2.6's transcript). Before, the master shut its side after the
+/// command, so the worker ended the watch at once, and it read one line.
+#[test]
+fn master_cli_relays_a_watch_as_it_comes_and_payloads() {
+    let dir = scratch("mcli-watch");
+    let port = common::free_port();
+    let map = dir.join("m.map");
+    std::fs::write(&map, "").unwrap();
+    let (e, sock) = master_on(
+        &dir,
+        &format!(
+            "ring r1\n    size 32768\n    format raw\n\
+             defaults\n    mode http\n    timeout client 5s\n\
+             frontend f\n    bind 127.0.0.1:{port}\n    log ring@r1 local0\n    log-format \"hit %HP\"\n\
+             \x20   http-request set-header x %[path,map({})]\n    http-request return status 200\n",
+            map.display()
+        ),
+    );
+    let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until("the worker", || std::net::TcpStream::connect(a).is_ok());
+    let before = fd_count(e.pid());
+    let mut t = Talk::connect(&sock);
+    // The messages already there come first: no need to wait for the
+    // watch to be on.
+    t.0.write_all(b"@1 show events r1 -w\n").unwrap();
+    assert_eq!(common::get(a, "/one").status, 200);
+    // (The readiness probe above logged a bad request first.)
+    assert!(t.until("hit /one\n").ends_with("hit /one\n"));
+    assert_eq!(common::get(a, "/two").status, 200);
+    assert_eq!(t.until("hit /two\n"), "hit /two\n");
+    drop(t);
+    wait_until("the watch's end", || fd_count(e.pid()) <= before);
+
+    let mut t = Talk::connect(&sock);
+    let m = map.display();
+    let steps = [
+        ("prompt\n".to_string(), "master> "),
+        (format!("@1 add map {m} <<\n"), "+ "),
+        ("/a 1\n".to_string(), "+ "),
+        ("/b 2\n".to_string(), "+ "),
+        ("\n".to_string(), "\nmaster> "),
+    ];
+    for (cmd, want) in steps {
+        assert_eq!(t.say(&cmd, want), want, "{cmd}");
+    }
+    let show = t.say(&format!("@1 show map {m}\n"), "\n\nmaster> ");
+    let entries: Vec<&str> = show
+        .lines()
+        .filter(|l| l.starts_with("0x"))
+        .filter_map(|l| l.split_once(' ').map(|x| x.1))
+        .collect();
+    assert_eq!(entries, ["/a 1", "/b 2"], "{show}");
+}
+
+/// The master CLI's `-S` options: `mode`, `uid`/`gid` (or `user`/`group`)
+/// on the socket file, `level` for the session (`user`: `reload` and
+/// `operator` refused, the worker's commands run at that level), and the
+/// wrong ones refused at start with haproxy 2.6's words. Before, every
+/// option but `mode` was refused.
+#[test]
+fn master_cli_socket_options() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = scratch("mcli-opts");
+    let port = common::free_port();
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend f\n    bind 127.0.0.1:{port}\n    http-request return status 200\n"
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("master.sock");
+    // Root (as the tests run here) may give the file to anyone; another
+    // user only to itself.
+    let (uid, gid) = match std::fs::metadata(&dir).unwrap().uid() {
+        0 => (1, 2),
+        u => (u, std::fs::metadata(&dir).unwrap().gid()),
+    };
+    let arg = format!(
+        "{},mode,600,,level,user,uid,{uid},gid,{gid},expose-fd,listeners",
+        sock.display()
+    );
+    let _e = Ebb::start_args(
+        &["-W", "-S", &arg, "-f", cfg.to_str().unwrap()],
+        dir.clone(),
+    );
+    let m = std::fs::metadata(&sock).unwrap();
+    assert_eq!(
+        (m.permissions().mode() & 0o7777, m.uid(), m.gid()),
+        (0o600, uid, gid)
+    );
+    assert_eq!(mcli(&sock, "show cli level"), "user\n\n");
+    assert_eq!(mcli(&sock, "@1 show cli level"), "user\n\n");
+    assert_eq!(mcli(&sock, "reload"), "Permission denied\n\n");
+    assert_eq!(mcli(&sock, "operator"), "Permission denied!\n");
+    assert_eq!(mcli(&sock, "@1 set weight b/s 1"), "Permission denied\n\n");
+    for (opt, err) in [
+        (
+            ",level,foo",
+            "'SOCK level' : ''level' only supports 'user', 'operator', and 'admin' (got 'foo')'",
+        ),
+        (",mode,600,level", "'SOCK mode' : ''level' : missing level'"),
+        (
+            ",mode,999",
+            "'SOCK mode' : ''mode' : missing or invalid mode '999' (octal integer expected)'",
+        ),
+        (
+            ",expose-fd,foo",
+            "'SOCK expose-fd' : ''expose-fd' only supports 'listeners' (got 'foo')'",
+        ),
+        (",foo", "'SOCK foo' : unknown keyword 'foo'."),
+        (
+            ",user,nosuchuser",
+            "'SOCK user' : ''user' : unknown user name 'nosuchuser''",
+        ),
+    ] {
+        let bad = dir.join("bad.sock");
+        let (code, _, out) = run_ebb(
+            &[
+                "-W",
+                "-S",
+                &format!("{}{opt}", bad.display()),
+                "-f",
+                cfg.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        let err = err.replace("SOCK", &bad.display().to_string());
+        assert_eq!(code, 1, "{opt}: {out}");
+        assert!(out.contains(&err), "{opt}: {out}");
+    }
+}
+
+/// A client that sends commands and never reads their answers is closed
+/// 5 s after the master last wrote to it, outside interactive mode; the
+/// master answers others meanwhile.
+#[test]
+fn a_master_cli_client_that_never_reads_is_closed() {
+    let (_e, sock) = master("mcli-noread");
+    let mut s = UnixStream::connect(&sock).unwrap();
+    // Some 8 MiB of answers: far more than the socket buffers hold.
+    let many = "help\n".repeat(8 * 1024);
+    s.write_all(many.as_bytes()).unwrap();
+    assert!(mcli(&sock, "show proc").contains("# workers"));
+    // Once the master has closed it, a write fails (reading would take
+    // answers, which is not what this client does).
+    s.set_nonblocking(true).unwrap();
+    wait_until(
+        "the client closed",
+        || matches!(s.write(b"\n"), Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe),
+    );
 }

@@ -741,8 +741,10 @@ fn run_programs(prog: &str, name: &str) -> ProgramRun {
             return String::new();
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-        // Both masters close after one command.
+        // Both masters keep a connection for more commands: the
+        // client's end says there are none.
         let _ = s.write_all(b"show proc\n");
+        let _ = s.shutdown(std::net::Shutdown::Write);
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out

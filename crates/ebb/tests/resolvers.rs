@@ -857,12 +857,12 @@ fn runtime_servers_added_and_deleted_under_load() {
     wait_until("s2 checked", || stat(&sock, "s2", 36) == "L4OK");
     assert_eq!(
         cli_cmd(&sock, "del server be/s2"),
-        "Only servers in maintenance mode can be deleted.\n\n"
+        "Only servers in maintenance mode can be deleted.\n"
     );
     // Out: maintenance, then delete once its last stream ended.
     assert_eq!(cli_cmd(&sock, "disable server be/s2"), "\n");
     wait_until("s2 deleted", || {
-        cli_cmd(&sock, "del server be/s2") == "Server deleted.\n\n"
+        cli_cmd(&sock, "del server be/s2") == "Server deleted.\n"
     });
     let on_s2 = o3.requests.load(Ordering::SeqCst);
     load.wait_ok(200);
@@ -875,7 +875,7 @@ fn runtime_servers_added_and_deleted_under_load() {
     assert!(!cli_cmd(&sock, "show servers state be").contains(" s2 "));
     assert_eq!(
         cli_cmd(&sock, "disable server be/s2"),
-        "No such server 's2' in backend 'be'.\n\n"
+        "No such server.\n\n"
     );
     // The name is free again.
     assert_eq!(
@@ -902,12 +902,12 @@ fn runtime_servers_added_and_deleted_under_load() {
     assert_eq!(cli_cmd(&sock, "disable server gated/g1"), "\n");
     assert_eq!(
         cli_cmd(&sock, "del server gated/g1"),
-        "Server still has connections attached to it, cannot remove it.\n\n"
+        "Server still has connections attached to it, cannot remove it.\n"
     );
     gate.open();
     assert_eq!(pending.join().unwrap(), 200);
     wait_until("g1 deleted", || {
-        cli_cmd(&sock, "del server gated/g1") == "Server deleted.\n\n"
+        cli_cmd(&sock, "del server gated/g1") == "Server deleted.\n"
     });
     assert_eq!(get(e.addr(), "/g").status, 503);
 }

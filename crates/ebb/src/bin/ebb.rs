@@ -60,7 +60,8 @@ struct Args {
     /// on SIGUSR2 without closing a listening socket.
     #[arg(short = 'W')]
     master_worker: bool,
-    /// Master CLI socket (with -W): ADDR[,mode,OCTAL]; several allowed.
+    /// Master CLI socket (with -W): ADDR[,OPTION,VALUE]... (mode, user, group,
+    /// uid, gid, level, expose-fd); several allowed.
     #[arg(short = 'S', value_name = "SOCKET", action = ArgAction::Append)]
     master_cli: Vec<String>,
     /// The local peer name (HAProxy's `-L`): which `peer` of a `peers`

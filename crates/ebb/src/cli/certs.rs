@@ -17,52 +17,46 @@ pub fn execute(level: CliLevel, w: &[&str]) -> Option<Result<String, String>> {
     use CliLevel::*;
     let arg = |i: usize| w.get(i).copied().unwrap_or("");
     Some(match w {
-        ["show", "ssl", "cert", ..] => need(level, Operator, "show ssl cert").and_then(|_| {
+        ["show", "ssl", "cert", ..] => need(level, Operator).and_then(|_| {
             if w.len() > 3 {
                 show(arg(3))
             } else {
                 Ok(show_list())
             }
         }),
-        ["show", "ssl", "ca-file", ..] => need(level, Operator, "show ssl ca-file")
-            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca)),
-        ["show", "ssl", "crl-file", ..] => need(level, Operator, "show ssl crl-file")
-            .and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl)),
+        ["show", "ssl", "ca-file", ..] => {
+            need(level, Operator).and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Ca))
+        }
+        ["show", "ssl", "crl-file", ..] => {
+            need(level, Operator).and_then(|_| show_file(arg(3), crate::tls::cafile::Kind::Crl))
+        }
         [verb @ ("new" | "set" | "commit" | "abort" | "del"), "ssl", what @ ("ca-file" | "crl-file"), ..] =>
         {
             let kind = match *what {
                 "ca-file" => crate::tls::cafile::Kind::Ca,
                 _ => crate::tls::cafile::Kind::Crl,
             };
-            need(level, Admin, &format!("{verb} ssl {what}"))
-                .and_then(|_| ca_transaction(verb, kind, arg(3), None))
+            need(level, Admin).and_then(|_| ca_transaction(verb, kind, arg(3), None))
         }
         // HAProxy 2.6 asks no level for these two.
         ["set", "ssl", "ocsp-response", ..] => super::ocsp::set_response(arg(3)),
         ["show", "ssl", "ocsp-response", ..] => super::ocsp::show_responses(arg(3)),
         ["show", "ssl", "crt-list", rest @ ..] => {
-            need(level, Admin, "show ssl crt-list").and_then(|_| ckch::show_lists(rest))
+            need(level, Admin).and_then(|_| ckch::show_lists(rest))
         }
-        ["add", "ssl", "crt-list", ..] => need(level, Admin, "add ssl crt-list")
-            .and_then(|_| ckch::add_to_list(arg(3), arg(4), None)),
+        ["add", "ssl", "crt-list", ..] => {
+            need(level, Admin).and_then(|_| ckch::add_to_list(arg(3), arg(4), None))
+        }
         ["del", "ssl", "crt-list", ..] => {
-            need(level, Admin, "del ssl crt-list").and_then(|_| ckch::del_from_list(arg(3), arg(4)))
+            need(level, Admin).and_then(|_| ckch::del_from_list(arg(3), arg(4)))
         }
-        ["set", "ssl", "cert", ..] => need(level, Admin, "set ssl cert").and_then(|_| {
+        ["set", "ssl", "cert", ..] => need(level, Admin).and_then(|_| {
             Err("'set ssl cert expects a filename and a certificate as a payload\n".into())
         }),
-        ["commit", "ssl", "cert", ..] => {
-            need(level, Admin, "commit ssl cert").and_then(|_| ckch::commit(arg(3)))
-        }
-        ["abort", "ssl", "cert", ..] => {
-            need(level, Admin, "abort ssl cert").and_then(|_| ckch::abort(arg(3)))
-        }
-        ["new", "ssl", "cert", ..] => {
-            need(level, Admin, "new ssl cert").and_then(|_| ckch::new(arg(3)))
-        }
-        ["del", "ssl", "cert", ..] => {
-            need(level, Admin, "del ssl cert").and_then(|_| ckch::del(arg(3)))
-        }
+        ["commit", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::commit(arg(3))),
+        ["abort", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::abort(arg(3))),
+        ["new", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::new(arg(3))),
+        ["del", "ssl", "cert", ..] => need(level, Admin).and_then(|_| ckch::del(arg(3))),
         _ => return None,
     })
 }
@@ -82,7 +76,7 @@ pub fn execute_payload(
     let w: Vec<&str> = cmd.split_whitespace().collect();
     match w.as_slice() {
         ["set", "ssl", "cert", rest @ ..] => Some(
-            need(level, CliLevel::Admin, "set ssl cert")
+            need(level, CliLevel::Admin)
                 .and_then(|_| ckch::set(rest.first().copied().unwrap_or(""), payload)),
         ),
         ["set", "ssl", what @ ("ca-file" | "crl-file"), rest @ ..] => {
@@ -92,17 +86,17 @@ pub fn execute_payload(
             };
             let name = rest.first().copied().unwrap_or("");
             Some(
-                need(level, CliLevel::Admin, &format!("set ssl {what}"))
+                need(level, CliLevel::Admin)
                     .and_then(|_| ca_transaction("set", kind, name, Some(payload))),
             )
         }
         ["set", "ssl", "ocsp-response", ..] => Some(super::ocsp::set_response(payload)),
-        ["add", "ssl", "crt-list", rest @ ..] => Some(
-            need(level, CliLevel::Admin, "add ssl crt-list").and_then(|_| {
+        ["add", "ssl", "crt-list", rest @ ..] => {
+            Some(need(level, CliLevel::Admin).and_then(|_| {
                 let arg = |i: usize| rest.get(i).copied().unwrap_or("");
                 ckch::add_to_list(arg(0), arg(1), Some(payload))
-            }),
-        ),
+            }))
+        }
         _ => None,
     }
 }

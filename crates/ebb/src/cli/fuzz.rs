@@ -100,17 +100,20 @@ pub fn run(data: &[u8]) -> Option<String> {
         w.0 = w.0.wrapping_add(1);
         let p = &w.1.as_ref()?.process;
         let first = data.first().copied().unwrap_or(2);
-        let level = match first % 3 {
+        let mut level = match first % 3 {
             0 => CliLevel::User,
             1 => CliLevel::Operator,
             _ => CliLevel::Admin,
         };
-        let mut experimental = first & 0x80 != 0;
+        let mut modes = super::Modes {
+            experimental: first & 0x80 != 0,
+            expert: first & 0x40 != 0,
+        };
         let mut out = String::new();
         for raw in data.get(1..).unwrap_or_default().split(|c| *c == b'\n') {
             let line = String::from_utf8_lossy(raw);
             let line = line.trim_end_matches(['\n', '\r']);
-            let r = super::execute_line(p, level, line, &mut experimental, &mut |f| f());
+            let r = super::execute_line(p, &mut level, line, &mut modes, &mut |f| f());
             out.push_str(&r.text);
         }
         Some(out)

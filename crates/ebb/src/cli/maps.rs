@@ -74,7 +74,7 @@ pub fn execute(level: CliLevel, cmd: &str) -> Option<Result<String, String>> {
 fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, String> {
     let kind = if maps { "map" } else { "acl" };
     if !matches!(verb, "show" | "get") {
-        need(level, CliLevel::Operator, &format!("{verb} {kind}"))?;
+        need(level, CliLevel::Operator)?;
     }
     match (verb, a) {
         ("show", []) => {
@@ -183,7 +183,7 @@ pub fn execute_payload(
         _ => return None,
     };
     Some((|| {
-        need(level, CliLevel::Operator, "add map")?;
+        need(level, CliLevel::Operator)?;
         let r = find(name, true)?;
         for line in payload.lines() {
             let Some((key, value)) = line.split_once([' ', '\t']) else {

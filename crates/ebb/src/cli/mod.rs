@@ -85,6 +85,30 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
     ),
     ("quit", "", CliLevel::User, "close the connection"),
     (
+        "operator",
+        "",
+        CliLevel::Operator,
+        "lower the level of the current CLI session to operator",
+    ),
+    (
+        "user",
+        "",
+        CliLevel::User,
+        "lower the level of the current CLI session to user",
+    ),
+    (
+        "show cli level",
+        "",
+        CliLevel::User,
+        "display the level of the current CLI session",
+    ),
+    (
+        "show version",
+        "",
+        CliLevel::User,
+        "show the version of the current process",
+    ),
+    (
         "show info",
         "[typed|json]",
         CliLevel::User,
@@ -481,40 +505,47 @@ pub fn split_commands(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// A CLI connection's modes, HAProxy's: `experimental-mode` (the
+/// commands marked experimental) and `expert-mode` (ebb has no command
+/// that needs it: the mode is kept and reported, as HAProxy's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modes {
+    pub experimental: bool,
+    pub expert: bool,
+}
+
 /// The commands that depend on the connection's modes (`experimental-mode`)
 /// or take escaped words (`get var`, `set var`); `None` for the others.
 /// A successful answer is complete as returned: no newline is added to it before
 /// the empty line that ends it (HAProxy's `get var` line has none).
-fn execute_moded(
-    level: CliLevel,
-    cmd: &str,
-    experimental: &mut bool,
-) -> Option<Result<String, String>> {
+fn execute_moded(level: CliLevel, cmd: &str, modes: &mut Modes) -> Option<Result<String, String>> {
     use CliLevel::*;
     let w = maps::words(cmd);
     let w: Vec<&str> = w.iter().map(String::as_str).collect();
     Some(match w.as_slice() {
-        ["experimental-mode", rest @ ..] => {
-            need(level, Admin, "experimental-mode").map(|_| match rest.first() {
-                None => format!(
-                    "experimental-mode is {}\n",
-                    if *experimental { "ON" } else { "OFF" }
-                ),
-                Some(m) => {
-                    *experimental = *m == "on";
+        [m @ ("experimental-mode" | "expert-mode"), rest @ ..] => need(level, Admin).map(|_| {
+            let flag = if *m == "expert-mode" {
+                &mut modes.expert
+            } else {
+                &mut modes.experimental
+            };
+            match rest.first() {
+                None => format!("{m} is {}\n", if *flag { "ON" } else { "OFF" }),
+                Some(v) => {
+                    *flag = *v == "on";
                     String::new()
                 }
-            })
-        }
-        ["get", "var", rest @ ..] => need(level, Operator, "get var").and_then(|_| match rest {
+            }
+        }),
+        ["get", "var", rest @ ..] => need(level, Operator).and_then(|_| match rest {
             [] => Err("Missing process-wide variable identifier.\n".into()),
             [name, ..] => crate::sample::vars::cli_get(name),
         }),
         ["set", "var", rest @ ..] => {
-            if !*experimental {
+            if !modes.experimental {
                 Err("This command is restricted to experimental mode only.\n".into())
             } else {
-                need(level, Operator, "set var").and_then(|_| {
+                need(level, Operator).and_then(|_| {
                     let args: Vec<String> = rest.iter().map(|a| a.to_string()).collect();
                     crate::sample::vars::cli_set(&args).map(|_| String::new())
                 })
@@ -531,11 +562,11 @@ fn show_events(
     name: &str,
     opts: &[&str],
 ) -> Result<(String, Option<u64>), String> {
-    need(level, CliLevel::Operator, "show events")?;
+    need(level, CliLevel::Operator)?;
     let ring = match crate::ring::find(name) {
         Some(r) => r,
         None if matches!(name, "stdout" | "stderr") => {
-            return Ok(("Nothing to report for this sink\n".into(), None))
+            return Ok(("Nothing to report for this sink".into(), None))
         }
         None => return Err("No such event sink".into()),
     };
@@ -557,20 +588,48 @@ fn show_events(
     Ok((s, wait.then_some(next)))
 }
 
-/// Runs one line of commands. `experimental` is the connection's
-/// `experimental-mode`; `isolate` runs a closure with every other
+/// Runs one line of commands. `modes` are the connection's
+/// (`experimental-mode`, `expert-mode`); `isolate` runs a closure with every other
 /// scheduler thread parked.
 pub fn execute_line(
     p: &Process,
-    level: CliLevel,
+    level_now: &mut CliLevel,
     line: &str,
-    experimental: &mut bool,
+    modes: &mut Modes,
     isolate: &mut dyn FnMut(&mut dyn FnMut()),
 ) -> Reply {
     let mut r = Reply::default();
     for cmd in split_commands(line) {
+        let level = *level_now;
         let words: Vec<&str> = cmd.split_whitespace().collect();
         match words.as_slice() {
+            // HAProxy's session levels: `operator` and `user` lower the
+            // connection's level (never raise it) and end its
+            // experimental mode; a `-` after it leaves out the empty line
+            // that ends an answer (the master CLI sends `user -` before
+            // each command of a session at that level).
+            [lvl @ ("operator" | "user"), rest @ ..] => {
+                let want = if *lvl == "operator" {
+                    CliLevel::Operator
+                } else {
+                    CliLevel::User
+                };
+                if rank(level) < rank(want) {
+                    r.text.push_str("Permission denied\n");
+                } else {
+                    *level_now = want;
+                    *modes = Modes::default();
+                }
+                if rest.first() != Some(&"-") {
+                    r.text.push('\n');
+                }
+                continue;
+            }
+            ["show", "cli", "level"] => {
+                r.text.push_str(level_name(level));
+                r.text.push_str("\n\n");
+                continue;
+            }
             ["quit"] => {
                 r.quit = true;
                 break;
@@ -592,16 +651,17 @@ pub fn execute_line(
                         break;
                     }
                     Ok((text, None)) | Err(text) => {
+                        // One newline after it, as HAProxy (its messages
+                        // have none of their own).
                         r.text.push_str(&text);
-                        r.text
-                            .push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+                        r.text.push('\n');
                         continue;
                     }
                 }
             }
             _ => {}
         }
-        let moded = execute_moded(level, &cmd, experimental);
+        let moded = execute_moded(level, &cmd, modes);
         let exact = matches!(moded, Some(Ok(_))) || certs::exact(&words);
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
@@ -611,10 +671,30 @@ pub fn execute_line(
             Ok(s) => s,
             Err(e) => e,
         };
-        if !exact && !out.is_empty() && !out.ends_with('\n') {
+        // HAProxy's answers without a newline of their own (`show events
+        // RING`, `del server`, `add server`'s first checks) are followed
+        // by one newline only, not the empty line that ends the others.
+        let bare = !out.ends_with('\n')
+            && match words.as_slice() {
+                ["show", "events", _, ..] | ["del", "server", ..] => true,
+                ["add", "server", ..] => [
+                    "Require 'backend/server'.",
+                    "No such backend.",
+                    "Backend has no servers (it serves files).",
+                ]
+                .contains(&out.as_str()),
+                _ => false,
+            };
+        if !exact && !bare && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        out.push('\n');
+        // `experimental-mode on -`, `expert-mode on -`: no empty line after it (HAProxy's
+        // form for the master CLI).
+        let nolf = matches!(words.first(), Some(&("experimental-mode" | "expert-mode")))
+            && words.get(2) == Some(&"-");
+        if !nolf {
+            out.push('\n');
+        }
         r.text.push_str(&out);
     }
     r
@@ -637,15 +717,12 @@ pub fn execute_payload(level: CliLevel, cmd: &str, payload: &str) -> Reply {
     }
 }
 
-fn need(level: CliLevel, want: CliLevel, what: &str) -> Result<(), String> {
+fn need(level: CliLevel, want: CliLevel) -> Result<(), String> {
     if rank(level) >= rank(want) {
         Ok(())
     } else {
-        Err(format!(
-            "Permission denied: '{what}' needs level {} (this socket is level {}).",
-            level_name(want),
-            level_name(level)
-        ))
+        // HAProxy 2.6's words.
+        Err("Permission denied\n".to_string())
     }
 }
 
@@ -675,6 +752,7 @@ pub fn execute(
     match w {
         [] => Ok(String::new()),
         ["help"] => Ok(help(level)),
+        ["show", "version"] => Ok(format!("{}\n", env!("CARGO_PKG_VERSION"))),
         ["show", "info"] => Ok(show_info(p, "")),
         ["show", "info", form @ ("typed" | "json"), ..] => Ok(show_info(p, form)),
         ["show", "stat", rest @ ..] => show_stat(p, rest),
@@ -689,14 +767,14 @@ pub fn execute(
         }
         ["get", "weight", ..] => Err("Require 'backend/server'.".into()),
         ["set", "weight", spec, wt] => {
-            need(level, Admin, "set weight")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             stats::set_weight(&farm, &srv, wt)?;
             Ok(String::new())
         }
         ["set", "weight", ..] => {
-            need(level, Admin, "set weight")?;
+            need(level, Admin)?;
             Err("Require 'backend/server' and 'weight' or 'weight%'.".into())
         }
         ["show", "backend"] => {
@@ -797,11 +875,11 @@ pub fn execute(
             Ok(p.handle.profiling_report(o))
         }
         ["show", "tasks"] => {
-            need(level, Operator, "show tasks")?;
+            need(level, Operator)?;
             Ok(show_tasks(p, isolate))
         }
         ["show", "sess", rest @ ..] => {
-            need(level, Operator, "show sess")?;
+            need(level, Operator)?;
             let all = match rest {
                 [] => false,
                 ["all"] => true,
@@ -812,42 +890,42 @@ pub fn execute(
         ["show", "table"] => Ok(crate::table::cli::show_all(&p.live.compiled().tables)),
         ["show", "peers", rest @ ..] => crate::peers::show(rest, p.handle.now()),
         ["show", "cache"] => {
-            need(level, Admin, "show cache")?;
+            need(level, Admin)?;
             Ok(crate::httpcache::show(&p.live.compiled().caches))
         }
         ["show", "table", name, rest @ ..] => {
             crate::table::cli::show(&p.live.compiled().tables, name, rest, p.handle.now())
         }
         ["clear", "table", name, rest @ ..] => {
-            need(level, Operator, "clear table")?;
+            need(level, Operator)?;
             crate::table::cli::clear(&p.live.compiled().tables, name, rest, p.handle.now())
         }
         ["clear", "table"] => {
-            need(level, Operator, "clear table")?;
+            need(level, Operator)?;
             Err("Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>".into())
         }
         ["set", "table", name, rest @ ..] => {
-            need(level, Admin, "set table")?;
+            need(level, Admin)?;
             crate::table::cli::set(&p.live.compiled().tables, name, rest, p.handle.now())
         }
         ["set", "table"] => {
-            need(level, Admin, "set table")?;
+            need(level, Admin)?;
             Err(crate::table::cli::SET_USAGE.into())
         }
         ["clear", "counters"] => {
-            need(level, Operator, "clear counters")?;
+            need(level, Operator)?;
             stats::clear_maxima();
             stats::clear_server_maxima(&p.live.compiled());
             Ok(String::new())
         }
         ["clear", "counters", "all"] => {
-            need(level, Admin, "clear counters all")?;
+            need(level, Admin)?;
             stats::clear_all(&p.live.compiled());
             p.handle.reset_profiling();
             Ok(String::new())
         }
         ["set", "profiling", "tasks", m] => {
-            need(level, Admin, "set profiling")?;
+            need(level, Admin)?;
             let mode = match *m {
                 "on" => ProfilingMode::On,
                 "auto" => ProfilingMode::Auto,
@@ -863,7 +941,7 @@ pub fn execute(
         }
         ["set", "profiling", ..] => Err("Usage: set profiling tasks on|auto|off".into()),
         ["shutdown", "session", id] => {
-            need(level, Admin, "shutdown session")?;
+            need(level, Admin)?;
             let n = parse_id(id).ok_or_else(|| format!("'{id}': not a session id."))?;
             let s = p
                 .sessions
@@ -873,7 +951,7 @@ pub fn execute(
             Ok(String::new())
         }
         ["shutdown", "sessions", "server", spec] => {
-            need(level, Admin, "shutdown sessions server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             let mut n = 0;
@@ -893,7 +971,7 @@ pub fn execute(
             Ok(String::new())
         }
         ["set", "server", spec, "state", st] => {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             let st = match *st {
@@ -906,7 +984,7 @@ pub fn execute(
             Ok(String::new())
         }
         ["set", "server", spec, "health", h] => {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             use crate::backend::check::Health;
@@ -924,21 +1002,21 @@ pub fn execute(
             Ok(String::new())
         }
         ["set", "server", spec, "weight", wt] => {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             stats::set_weight(&farm, &srv, wt)?;
             Ok(String::new())
         }
         ["set", "server", spec, kw @ ("addr" | "fqdn"), rest @ ..] => {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             servers::set(&farm, &srv, kw, rest)
         }
         ["set", "server", spec, kw @ ("agent" | "agent-addr" | "agent-port" | "agent-send"), rest @ ..] =>
         {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             servers::set_agent(&farm, &srv, kw, rest)
@@ -946,36 +1024,36 @@ pub fn execute(
         ["show", "resolvers"] => crate::resolvers::show(None),
         ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
-            need(level, Admin, "set server")?;
+            need(level, Admin)?;
             Err("Usage: set server BACKEND/SERVER state ready|drain|maint, health up|stopping|down, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
         }
         [verb @ ("enable" | "disable"), "dynamic-cookie", "backend", rest @ ..] => {
-            need(level, Admin, "dynamic-cookie")?;
+            need(level, Admin)?;
             servers::dynamic_cookie(&p.live.compiled(), rest.first().copied(), *verb == "enable")
         }
         ["set", "dynamic-cookie-key", "backend", rest @ ..] => {
-            need(level, Admin, "set dynamic-cookie-key")?;
+            need(level, Admin)?;
             let (b, k) = (rest.first().copied(), rest.get(1).copied());
             servers::dynamic_cookie_key(&p.live.compiled(), b, k)
         }
         ["add", "server", spec, rest @ ..] => {
-            need(level, Admin, "add server")?;
+            need(level, Admin)?;
             servers::add(&p.live.compiled(), spec, rest)
         }
         ["del", "server", spec] => {
-            need(level, Admin, "del server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             servers::del(&farm, &srv)
         }
         [verb @ ("enable" | "disable"), what @ ("health" | "agent"), spec] => {
-            need(level, Admin, &format!("{verb} {what}"))?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (_, srv) = stats::find_server(&c, spec)?;
             servers::check_switch(&srv, *verb == "enable", *what == "agent")
         }
         [verb @ ("enable" | "disable"), "server", spec] => {
-            need(level, Admin, &format!("{verb} server"))?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             let st = if *verb == "enable" {
@@ -987,7 +1065,7 @@ pub fn execute(
             Ok(String::new())
         }
         ["set", "maxconn", "server", spec, n] => {
-            need(level, Admin, "set maxconn server")?;
+            need(level, Admin)?;
             let c = p.live.compiled();
             let (farm, srv) = stats::find_server(&c, spec)?;
             stats::set_maxconn(&farm, &srv, n)?;
@@ -1298,12 +1376,9 @@ mod tests {
 
     #[test]
     fn levels_rank() {
-        assert!(need(CliLevel::Admin, CliLevel::Operator, "x").is_ok());
-        let e = need(CliLevel::User, CliLevel::Admin, "set server").unwrap_err();
-        assert!(
-            e.contains("needs level admin") && e.contains("level user"),
-            "{e}"
-        );
+        assert!(need(CliLevel::Admin, CliLevel::Operator).is_ok());
+        let e = need(CliLevel::User, CliLevel::Admin).unwrap_err();
+        assert_eq!(e, "Permission denied\n");
         assert!(help(CliLevel::User).contains("show info"));
         assert!(!help(CliLevel::User).contains("set server"));
         assert!(help(CliLevel::Admin).contains("set server"));

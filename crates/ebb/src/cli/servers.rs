@@ -145,7 +145,7 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
 /// `del server BACKEND/NAME`.
 pub fn del(farm: &Farm, s: &ServerRt) -> Result<String, String> {
     farm.del_server(s)?;
-    Ok("Server deleted.\n".into())
+    Ok("Server deleted.".into())
 }
 
 pub use crate::backend::check_switch;

@@ -132,6 +132,9 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
     if let Some(mode) = s.mode {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
     }
+    if s.owner != (None, None) {
+        std::os::unix::fs::chown(&path, s.owner.0, s.owner.1)?;
+    }
     Ok(CliSocket {
         listener: listener.into(),
         path: Some(path),
@@ -218,8 +221,8 @@ struct CliConn {
     out: Vec<u8>,
     opos: usize,
     interactive: bool,
-    /// `experimental-mode on` was given on this connection.
-    experimental: bool,
+    /// `experimental-mode on`, `expert-mode on` given on this connection.
+    modes: super::Modes,
     closing: bool,
     /// The client has sent all it will (EOF, an error, or too much
     /// unread): the lines read are still run, then the connection ends.
@@ -263,7 +266,7 @@ fn spawn(
         out: Vec::new(),
         opos: 0,
         interactive: false,
-        experimental: false,
+        modes: super::Modes::default(),
         closing: false,
         eof: false,
         full: false,
@@ -416,17 +419,17 @@ impl CliConn {
                 }
                 None => {
                     let process = Arc::clone(&self.process);
-                    let mut experimental = self.experimental;
+                    let mut modes = self.modes;
                     let r = super::execute_line(
                         &process,
-                        self.level,
+                        &mut self.level,
                         line,
-                        &mut experimental,
+                        &mut modes,
                         &mut |f| {
                             ctx.isolate(|_| f());
                         },
                     );
-                    self.experimental = experimental;
+                    self.modes = modes;
                     r
                 }
             };

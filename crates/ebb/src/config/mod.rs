@@ -64,7 +64,10 @@ pub use tcpcheck::{
 };
 pub use types::*;
 
-pub use parse::{agent_addr, parse_dynamic_server, parse_sock_spec, quiet_seen, unreachable_rules};
+pub use parse::{
+    agent_addr, parse_dynamic_server, parse_octal_mode, parse_sock_spec, quiet_seen,
+    unix_owner_opt, unreachable_rules,
+};
 pub(crate) use parse::{tls_bind_option, TlsOptionsOf};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeerListen, PeersSection};
 pub use values::parse_bind_addrs;

@@ -437,7 +437,10 @@ fn global_errors() {
         ("hard-stop-after forever", "invalid time"),
         ("log ring@buf local0", "unknown ring named 'buf'"),
         ("log ring@ local0", "expects a ring name"),
-        ("log fd@3 local0", "not supported yet"),
+        (
+            "log fd@x local0",
+            "file descriptor 'x' is not a valid integer in 'fd@x'",
+        ),
         ("log stdout format json local0", "unknown log format 'json'"),
         ("log stdout len 10 local0", "between 80 and 65535"),
         ("log stdout sample 1:0 local0", "wrong sample size"),
@@ -3504,6 +3507,16 @@ fn soft_stop_and_master_worker_keywords() {
     );
     let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
     assert!(c.global.stats_sockets[0].expose_fd);
+    // The socket file's owner and group, by name or number.
+    let c = ok("global\n    stats socket /x user root group root\n");
+    assert_eq!(c.global.stats_sockets[0].owner, (Some(0), Some(0)));
+    let c = ok("global\n    stats socket /x uid 7 gid 8\n");
+    assert_eq!(c.global.stats_sockets[0].owner, (Some(7), Some(8)));
+    err1(
+        "global\n    stats socket 127.0.0.1:9999 uid 7\n",
+        "t.cfg:2: ",
+        "'uid' applies to a UNIX socket path only",
+    );
     let c = ok(&fe("    option idle-close-on-response"));
     assert!(c.proxies[0].options.idle_close_on_response);
     err1(

@@ -42,7 +42,7 @@ use crate::server::RunOptions;
 
 mod cli;
 
-use cli::{bind_mcli, CliConn, MCLI_MAX_CONNS};
+use cli::{bind_mcli, CliConn, McliSocket, MCLI_MAX_CONNS};
 
 /// Carries the master's counters and workers over a re-exec.
 const STATE_ENV: &str = "EBB_MW_STATE";
@@ -103,7 +103,7 @@ struct Master {
     cfg: Option<Config>,
     opts: MasterOptions,
     sigfd: OwnedFd,
-    mcli: Vec<Socket>,
+    mcli: Vec<McliSocket>,
     /// Master CLI connections being read or answered.
     conns: Vec<CliConn>,
     workers: Vec<Worker>,
@@ -252,10 +252,10 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
     }
     for a in m.opts.mcli.clone() {
         match bind_mcli(&a) {
-            Ok((s, f)) => {
-                let _ = crate::handover::remember_cli(&format!("mcli:{a}"), &s);
+            Ok(s) => {
+                let _ = crate::handover::remember_cli(&format!("mcli:{a}"), &s.s);
+                m.files.extend(s.path.clone());
                 m.mcli.push(s);
-                m.files.extend(f);
             }
             Err(e) => {
                 eprintln!("ebb: master CLI -S {a}: {e}");
@@ -542,28 +542,29 @@ impl Master {
             let now = Instant::now();
             // A client silent or not reading past its deadline is closed.
             self.conns.retain(|c| !c.expired(now));
-            let mut fds: Vec<(RawFd, bool)> = vec![(self.sigfd.as_raw_fd(), false)];
+            let mut fds: Vec<(RawFd, i16)> = vec![(self.sigfd.as_raw_fd(), libc::POLLIN)];
             // At the bound, new clients wait in the listen queue.
             if self.conns.len() < MCLI_MAX_CONNS {
-                fds.extend(self.mcli.iter().map(|s| (s.as_raw_fd(), false)));
+                fds.extend(self.mcli.iter().map(|s| (s.s.as_raw_fd(), libc::POLLIN)));
             }
             let nm = fds.len();
             // By pid: a signal handled below may reap workers first.
             let mut starting = Vec::new();
             for w in &self.workers {
                 if let Some(r) = &w.ready {
-                    fds.push((r.as_raw_fd(), false));
+                    fds.push((r.as_raw_fd(), libc::POLLIN));
                     starting.push(w.pid);
                 }
             }
             let nc = fds.len();
-            fds.extend(self.conns.iter().map(CliConn::poll_fd));
+            // Two for each client: its socket and its worker's.
+            fds.extend(self.conns.iter().flat_map(CliConn::poll_fds));
             let wait = self
                 .conns
                 .iter()
                 .map(|c| c.wait_ms(now))
                 .fold(1000, i32::min);
-            let ready = match crate::sys::poll_fds(&fds, wait) {
+            let ready = match crate::sys::poll_events(&fds, wait) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("ebb: master: poll: {e}");
@@ -582,8 +583,14 @@ impl Master {
                 }
             }
             let mut reload = false;
-            for k in (0..ready.len() - nc).filter(|&k| ready[nc + k]) {
-                reload |= self.on_cli(k);
+            for k in 0..(ready.len() - nc) / 2 {
+                let (me, w) = (nc + 2 * k, nc + 2 * k + 1);
+                if ready[me] && fds[me].1 == 0 {
+                    // Only its hang-up was waited for.
+                    self.conns[k].hung_up();
+                } else if ready[me] || ready[w] {
+                    reload |= self.on_cli(k);
+                }
             }
             reload |= self.cli_timers();
             self.conns.retain(|c| !c.done);
@@ -594,7 +601,7 @@ impl Master {
                 // The answers before it go out as far as the sockets
                 // take them now: the re-exec closes every connection.
                 for c in &mut self.conns {
-                    c.flush();
+                    let _ = c.flush();
                 }
                 self.reload();
             }

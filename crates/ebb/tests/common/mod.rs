@@ -592,6 +592,8 @@ fn cli_bytes(sock: &Path, line: &str) -> Vec<u8> {
     let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    // No more commands (a master CLI would wait for them).
+    let _ = s.shutdown(std::net::Shutdown::Write);
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     out

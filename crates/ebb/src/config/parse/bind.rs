@@ -16,11 +16,40 @@ use crate::config::types::*;
 use crate::config::values::*;
 
 /// An octal permission mode (`660`, `0600`).
-pub(super) fn parse_octal_mode(arg: &str) -> Result<u32, String> {
+pub fn parse_octal_mode(arg: &str) -> Result<u32, String> {
     u32::from_str_radix(arg, 8)
         .ok()
         .filter(|m| *m <= 0o7777 && !arg.is_empty())
         .ok_or_else(|| format!("invalid octal mode '{arg}'"))
+}
+
+/// A UNIX socket's `user NAME`, `group NAME`, `uid N` or `gid N` option
+/// (`bind`, `stats socket`, the master CLI's `-S`): sets the owner or
+/// the group in `owner` (uid, gid).
+pub fn unix_owner_opt(
+    opt: &str,
+    v: &str,
+    owner: &mut (Option<u32>, Option<u32>),
+) -> Result<(), String> {
+    let id = match opt {
+        "uid" | "gid" => parse_u32_range(opt, v, 0, u32::MAX)?,
+        "user" => match crate::sys::user_by_name(v) {
+            Ok(Some((uid, _))) => uid,
+            Ok(None) => return Err(format!("unknown user '{v}'")),
+            Err(e) => return Err(format!("cannot look up user '{v}': {e}")),
+        },
+        _ => match crate::sys::group_by_name(v) {
+            Ok(Some(gid)) => gid,
+            Ok(None) => return Err(format!("unknown group '{v}'")),
+            Err(e) => return Err(format!("cannot look up group '{v}': {e}")),
+        },
+    };
+    if opt == "user" || opt == "uid" {
+        owner.0 = Some(id);
+    } else {
+        owner.1 = Some(id);
+    }
+    Ok(())
 }
 
 /// A bind address that is not a TCP address: `fd@N`, `unix@PATH` or a
@@ -131,25 +160,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
                     return Err(format!("bind option '{opt}' applies to a UNIX socket path only"));
                 }
-                let v = v?;
-                let id = match opt {
-                    "uid" | "gid" => parse_u32_range(opt, v, 0, u32::MAX)?,
-                    "user" => match crate::sys::user_by_name(v) {
-                        Ok(Some((uid, _))) => uid,
-                        Ok(None) => return Err(format!("unknown user '{v}'")),
-                        Err(e) => return Err(format!("cannot look up user '{v}': {e}")),
-                    },
-                    _ => match crate::sys::group_by_name(v) {
-                        Ok(Some(gid)) => gid,
-                        Ok(None) => return Err(format!("unknown group '{v}'")),
-                        Err(e) => return Err(format!("cannot look up group '{v}': {e}")),
-                    },
-                };
-                if opt == "user" || opt == "uid" {
-                    unix_owner.0 = Some(id);
-                } else {
-                    unix_owner.1 = Some(id);
-                }
+                unix_owner_opt(opt, v?, &mut unix_owner)?;
             }
             "proto" => {
                 let v = v?;

@@ -148,6 +148,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
     let mut s = StatsSocket {
         path: path.clone(),
         mode: None,
+        owner: (None, None),
         level: CliLevel::Operator,
         nice: None,
         expose_fd: false,
@@ -174,6 +175,12 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "user" | "group" | "uid" | "gid" => {
+                if tcp.is_some() {
+                    return Err(format!("'{opt}' applies to a UNIX socket path only"));
+                }
+                super::bind::unix_owner_opt(opt, arg, &mut s.owner)?
+            }
             "expose-fd" if arg == "listeners" => s.expose_fd = true,
             "expose-fd" => {
                 return Err(format!(
@@ -182,7 +189,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice, expose-fd)"
+                    "unknown 'stats socket' option '{o}' (supported: mode, user, group, uid, gid, level, nice, expose-fd)"
                 ))
             }
         }

@@ -118,10 +118,11 @@ pub(super) fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, Str
         // read (its format is the ring's).
         tcp_addr = Some(syslog_addr(a, v6)?);
         LogDest::Ring(String::new())
-    } else if t.starts_with("fd@") {
-        return Err(format!(
-            "log target '{t}' is not supported yet (ebb logs to stdout, stderr, UDP, TCP, a ring, a UNIX datagram socket or a file)"
-        ));
+    } else if let Some(n) = t.strip_prefix("fd@") {
+        LogDest::Fd(n.parse::<i32>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            // HAProxy's words.
+            format!("log : file descriptor '{n}' is not a valid integer in '{t}'")
+        })?)
     } else if t.contains('@') {
         return Err(format!("log target '{t}': unknown address family"));
     } else {

@@ -32,7 +32,7 @@ mod server;
 mod tls;
 mod userlist;
 
-pub use bind::parse_sock_spec;
+pub use bind::{parse_octal_mode, parse_sock_spec, unix_owner_opt};
 pub use global::quiet_seen;
 pub use proxy::unreachable_rules;
 pub(super) use rules::{is_shared_action, request_scope, shared_action};

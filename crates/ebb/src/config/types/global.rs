@@ -251,6 +251,8 @@ pub struct StatsSocket {
     /// A UNIX socket path, or `ADDR:PORT` / `ipv4@...` for TCP, as written.
     pub path: String,
     pub mode: Option<u32>,
+    /// `user`/`uid` and `group`/`gid`: the socket file's owner and group.
+    pub owner: (Option<u32>, Option<u32>),
     /// `operator` when not given (HAProxy's documented default level).
     pub level: CliLevel,
     /// `nice N` (-1024..1024); `None`: the CLI's own default, which should

@@ -35,6 +35,9 @@ pub enum LogDest {
     /// for a `tcp@HOST:PORT` target (named `ring#N`, see
     /// [`crate::config::ring`]).
     Ring(String),
+    /// `fd@N` (N not 1 or 2): a descriptor the process inherited open;
+    /// each message written to it whole, never blocking (HAProxy's).
+    Fd(i32),
 }
 
 /// The syslog header of a log target (`format` on a `log` line).

@@ -12,7 +12,9 @@ use super::*;
 pub fn find_server(c: &Compiled, spec: &str) -> Result<(Arc<Farm>, Arc<ServerRt>), String> {
     let (b, s) = spec
         .split_once('/')
-        .ok_or_else(|| format!("'{spec}': expected BACKEND/SERVER"))?;
+        // HAProxy 2.6's words, here and below.
+        .filter(|(b, s)| !b.is_empty() && !s.is_empty())
+        .ok_or_else(|| "Require 'backend/server'.".to_string())?;
     find_server2(c, b, s)
 }
 
@@ -22,7 +24,7 @@ pub fn find_server2(c: &Compiled, b: &str, s: &str) -> Result<(Arc<Farm>, Arc<Se
         .backends
         .iter()
         .find(|x| x.name == b)
-        .ok_or_else(|| format!("No such backend '{b}'."))?;
+        .ok_or_else(|| "No such backend.".to_string())?;
     let BackendKind::Servers(sv) = &be.kind else {
         return Err(format!("Backend '{b}' has no servers (it serves files)."));
     };
@@ -31,7 +33,7 @@ pub fn find_server2(c: &Compiled, b: &str, s: &str) -> Result<(Arc<Farm>, Arc<Se
         .servers
         .iter()
         .find(|x| x.name == s)
-        .ok_or_else(|| format!("No such server '{s}' in backend '{b}'."))?;
+        .ok_or_else(|| "No such server.".to_string())?;
     Ok((Arc::clone(&sv.farm), Arc::clone(srv)))
 }
 
