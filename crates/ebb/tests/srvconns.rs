@@ -119,7 +119,7 @@ fn show_servers_conn_counts_used_idle_safe_and_the_need_as_haproxy() {
         return;
     };
     let theirs = run(hap, &h.sock, &gate);
-    assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+    assert_eq!(theirs, ours.to_vec(), "haproxy (left), ebb (right)");
 }
 
 fn purge_cfg(sock: &Path, bind: &str, origin: SocketAddr) -> String {
@@ -485,43 +485,59 @@ fn idle_cur(sock: &Path) -> String {
         .to_string()
 }
 
+/// When the server closes the first client's idle connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CloseWhen {
+    /// While the client is there; then the client leaves.
+    ThenClientLeaves,
+    /// After the client left.
+    AfterClientLeft,
+    /// While the client is there, which stays for its next requests.
+    WhileClientStays,
+}
+
 /// One request of a first client leaves an idle connection, which the
-/// server closes: before the client leaves (`client_first` false) or
-/// after. The closed connection leaves the pool (idle count back to 0);
-/// then a second client's two requests go on one new connection, kept
-/// between them. What the origin saw, by connection.
+/// server closes (`when`). The closed connection leaves the pool (idle
+/// count back to 0); then two more requests (of a second client, or of
+/// the first that stayed) go on one new connection, kept between them.
+/// What the origin saw, by connection.
 fn closed_idle_steps(
     a: SocketAddr,
     sock: &Path,
     o: &Closer,
-    client_first: bool,
+    when: CloseWhen,
 ) -> Vec<(usize, String)> {
     let mut c1 = Client::connect(a);
     c1.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c1.read_resp().status, 200);
     wait_until("the first connection idle", || idle_cur(sock) == "1");
-    if client_first {
-        drop(c1);
-        // (The client's leave moves the connection to the thread's idle
-        // watcher; nothing of the idle count changes.)
-        wait_until("the client gone", || {
-            stat_row(sock, "f", "FRONTEND")
-                .get("scur")
-                .map(String::as_str)
-                == Some("0")
-        });
-        o.close(0);
-    } else {
-        o.close(0);
-        drop(c1);
+    match when {
+        CloseWhen::AfterClientLeft => {
+            drop(c1);
+            // (The client's leave moves the connection to the thread's
+            // idle watcher; nothing of the idle count changes.)
+            wait_until("the client gone", || {
+                stat_row(sock, "f", "FRONTEND")
+                    .get("scur")
+                    .map(String::as_str)
+                    == Some("0")
+            });
+            o.close(0);
+            c1 = Client::connect(a);
+        }
+        CloseWhen::ThenClientLeaves => {
+            o.close(0);
+            drop(c1);
+            c1 = Client::connect(a);
+        }
+        CloseWhen::WhileClientStays => o.close(0),
     }
     wait_until("the closed idle connection out of the pool", || {
         idle_cur(sock) == "0"
     });
-    let mut c2 = Client::connect(a);
     for p in ["/b", "/c"] {
-        c2.send(format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
-        assert_eq!(c2.read_resp().status, 200);
+        c1.send(format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(c1.read_resp().status, 200);
     }
     o.log()
 }
@@ -539,22 +555,27 @@ fn closed_idle_steps(
 fn a_closed_idle_connection_leaves_the_pool_at_once() {
     let s = |n: usize, p: &str| (n, p.to_string());
     let want = [s(0, "/a"), s(1, "/b"), s(1, "/c")];
-    // Each case on a new program: the second client's connection stays
-    // idle after it.
-    let ours = [false, true].map(|client_first| {
+    let cases = [
+        CloseWhen::ThenClientLeaves,
+        CloseWhen::AfterClientLeft,
+        CloseWhen::WhileClientStays,
+    ];
+    // Each case on a new program: the last connection stays idle after it.
+    let ours = cases.map(|when| {
         let o = Closer::start();
         let (e, sock) = ebb_with_admin("srvclosed", |s, b| closer_cfg(s, b, o.addr));
-        closed_idle_steps(e.addr(), &sock, &o, client_first)
+        (when, closed_idle_steps(e.addr(), &sock, &o, when))
     });
-    assert_eq!(ours[0], want, "server closes, then the client leaves");
-    assert_eq!(ours[1], want, "the client leaves, then the server closes");
+    for (when, seen) in &ours {
+        assert_eq!(seen, &want, "{when:?}");
+    }
     let mut theirs = Vec::new();
-    for client_first in [false, true] {
+    for when in cases {
         let o = Closer::start();
         let Some((h, hap)) = haproxy_beside("srvclosed", |s, b| closer_cfg(s, b, o.addr)) else {
             return;
         };
-        theirs.push(closed_idle_steps(hap, &h.sock, &o, client_first));
+        theirs.push((when, closed_idle_steps(hap, &h.sock, &o, when)));
     }
-    assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+    assert_eq!(theirs, ours.to_vec(), "haproxy (left), ebb (right)");
 }

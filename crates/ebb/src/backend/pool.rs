@@ -316,7 +316,24 @@ impl Parked {
     pub fn server_uid(&self) -> u64 {
         self.uid
     }
+
+    /// A handle on this place for the tasklet the parked connection stays
+    /// registered with (the client's server side), which does not keep the
+    /// place ([`IdlePools::check_parked`]).
+    pub fn watch(&self) -> ParkedWatch {
+        ParkedWatch(Arc::downgrade(&self.slot))
+    }
+
+    /// Whether `w` is a handle on this place (a client parking again in
+    /// its own place keeps its handle: no count to change).
+    pub fn watched_by(&self, w: &ParkedWatch) -> bool {
+        std::ptr::eq(w.0.as_ptr(), Arc::as_ptr(&self.slot))
+    }
 }
+
+/// See [`Parked::watch`].
+#[derive(Debug)]
+pub struct ParkedWatch(std::sync::Weak<Slot>);
 
 /// An idle connection taken from the pool.
 pub struct Taken {
@@ -477,6 +494,30 @@ impl IdlePools {
             g.entry = Some(e);
             None
         })
+    }
+
+    /// The tasklet `reg` a client's parked connection is registered with
+    /// had an event while that client stays: the connection, if it is
+    /// still there and still registered with `reg`, is looked at; a dead
+    /// one leaves the pool and is returned (to forget and drop), an open
+    /// one takes `reg`'s new `mark`.
+    pub fn check_parked(
+        &self,
+        w: &ParkedWatch,
+        reg: TaskletId,
+        mark: Option<u32>,
+    ) -> Option<Transport> {
+        let slot = w.0.upgrade()?;
+        let mut g = slot.try_lock().ok()?;
+        g.entry.as_ref().filter(|e| e.reg == Some(reg))?;
+        let e = g.entry.take()?;
+        match checked(e, mark) {
+            Ok(e) => {
+                g.entry = Some(e);
+                None
+            }
+            Err(t) => Some(t),
+        }
     }
 
     /// The watcher `watch` of `thread`'s idle connections had events on

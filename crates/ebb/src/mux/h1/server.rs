@@ -95,6 +95,11 @@ pub(crate) struct ServerSide {
     /// `sock`'s count among its server's connections in use (set by
     /// whoever installs it; [`ServerSide::take_sock`] lets it go).
     pub(crate) used: Option<crate::backend::pool::UsedConn>,
+    /// The client's place in the idle pool, where its last connection
+    /// stays registered with this side's tasklet: looked at on an event
+    /// while no exchange has a socket, so a server's close takes it out of
+    /// the pool at once.
+    pub(crate) parked: Option<crate::backend::pool::ParkedWatch>,
 }
 
 impl Drop for ServerSide {
@@ -138,6 +143,7 @@ impl ServerSide {
             mux,
             socks,
             used,
+            parked,
         } = self;
         sock.is_none()
             && local.is_none()
@@ -154,6 +160,7 @@ impl ServerSide {
             && mux.is_none()
             && socks.is_none()
             && used.is_none()
+            && parked.is_none()
     }
 
     /// Resets the readiness and input state for a new socket.
@@ -759,7 +766,20 @@ impl sched::TaskletFn for SideTasklet {
             }
         }
         let w = &self.w;
+        let idle = s.sock.is_none() && s.h2.is_none();
         let wake = s.drive(ctx.now(), || w.get_buf());
+        if idle {
+            // The event may be a close of the connection parked for the
+            // client (HAProxy closes an idle connection on its event).
+            let dead = s
+                .parked
+                .as_ref()
+                .and_then(|p| w.shared.idle.check_parked(p, me, ctx.io_mark(me)));
+            if let Some(st) = dead {
+                // Closed as it drops: no `EPOLL_CTL_DEL`.
+                ctx.forget_fd(st.raw_fd());
+            }
+        }
         s.watch_blocked(ctx);
         s.wake_mux(ctx);
         if wake {

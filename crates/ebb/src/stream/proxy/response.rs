@@ -588,6 +588,10 @@ impl Stream {
                         reg,
                         ctx.now(),
                     );
+                    self.side.borrow_mut().parked = self
+                        .parked
+                        .as_ref()
+                        .map(crate::backend::pool::Parked::watch);
                 } else {
                     // Closed as `st` drops: no `EPOLL_CTL_DEL`.
                     ctx.forget_fd(st.raw_fd());
