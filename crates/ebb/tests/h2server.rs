@@ -1614,3 +1614,83 @@ fn a_refused_upgrade_keeps_the_server_connection() {
         );
     }
 }
+
+/// The `x-port` of each answer to `n` requests made one after the other
+/// on one keep-alive client connection (curl, HTTP/1.1), grouped by run:
+/// how many requests each server connection carried, in order.
+fn requests_per_server_conn(front: SocketAddr, n: usize) -> Vec<usize> {
+    let url = format!("http://{front}/r");
+    let mut args = vec!["--http1.1", "-D", "-", "-o", "/dev/null"];
+    for _ in 0..n {
+        args.push(&url);
+    }
+    let (ok, hdrs, err) = curl(&args);
+    assert!(ok, "{err}");
+    let ports: Vec<String> = hdrs
+        .lines()
+        .filter_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("x-port: ")
+                .map(|p| p.trim().to_string())
+        })
+        .collect();
+    assert_eq!(ports.len(), n, "{hdrs}");
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for p in ports {
+        match runs.last_mut() {
+            Some((q, k)) if *q == p => *k += 1,
+            _ => {
+                assert!(!runs.iter().any(|(q, _)| *q == p), "port {p} again");
+                runs.push((p, 1));
+            }
+        }
+    }
+    runs.into_iter().map(|(_, k)| k).collect()
+}
+
+/// `max-reuse N`: an HTTP/2 server connection carries N + 1 streams (its
+/// first and N reuses) and closes; -1 is no limit; an HTTP/1.1 server's
+/// connections ignore it. Beside HAProxy 2.6 with the same server lines.
+#[test]
+fn max_reuse_as_haproxy() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-maxreuse");
+    let echo = Origin::start("echo", Mode::Echo);
+    let (_hap, h2) = h2_origin(&dir, &echo);
+    // An HTTP/1.1 origin telling the port of each connection.
+    let h1 = free_addr();
+    let cfg = format!(
+        "frontend o1\n    bind {h1}\n\
+         \x20   http-request return status 200 hdr x-port %[src_port]\n"
+    );
+    let _h1p = haproxy(&dir, "origin1", &cfg, h1);
+    let cases: [(SocketAddr, &str, Vec<usize>); 5] = [
+        (h2, "proto h2 max-reuse 2", vec![3, 3, 3]),
+        (h2, "proto h2 max-reuse 0", vec![1; 4]),
+        (h2, "proto h2 max-reuse -1", vec![7]),
+        (h2, "proto h2 max-reuse 10", vec![7]),
+        (h1, "max-reuse 0", vec![5]),
+    ];
+    for (i, (origin, opts, want)) in cases.iter().enumerate() {
+        let n = want.iter().sum();
+        let e = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    server s {origin} {opts}\n"
+        ));
+        assert_eq!(
+            &requests_per_server_conn(e.addrs[0], n),
+            want,
+            "ebb: {opts}"
+        );
+        let a = free_addr();
+        let cfg = format!(
+            "frontend fe\n    bind {a}\n    default_backend be\n\
+             backend be\n    server s {origin} {opts}\n"
+        );
+        let _h = haproxy(&dir, &format!("mr{i}"), &cfg, a);
+        assert_eq!(&requests_per_server_conn(a, n), want, "haproxy: {opts}");
+    }
+}

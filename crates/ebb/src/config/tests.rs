@@ -1756,6 +1756,23 @@ fn server_defaults_are_haproxys() {
     assert_eq!(o.inter, Duration::from_secs(2));
     assert_eq!((o.rise, o.fall), (2, 3));
     assert!(!o.check && !o.backup && !o.disabled && !o.ssl);
+    assert_eq!(o.max_reuse, None);
+}
+
+#[test]
+fn max_reuse_values() {
+    let c = ok(&be(
+        "    default-server max-reuse 3\n    server a 1.2.3.4:80\n    server b 1.2.3.4:80 max-reuse 0\n    server c 1.2.3.4:80 max-reuse -5",
+    ));
+    let s = &c.proxies[0].servers;
+    assert_eq!(s[0].opts.max_reuse, Some(3));
+    assert_eq!(s[1].opts.max_reuse, Some(0));
+    assert_eq!(s[2].opts.max_reuse, None);
+    err1(
+        &be("    server a 1.2.3.4:80 max-reuse lots"),
+        "t.cfg:2:",
+        "'max-reuse' expects an integer",
+    );
 }
 
 #[test]

@@ -413,6 +413,19 @@ pub(super) fn parse_server_opts(
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    // HAProxy reads it with atoi(): any negative value is
+                    // no limit; ebb takes a number only.
+                    "max-reuse" => {
+                        o.max_reuse = match v.parse::<i64>() {
+                            Ok(n) if n < 0 => None,
+                            Ok(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                            Err(_) => {
+                                return Err(format!(
+                                    "'max-reuse' expects an integer (-1: no limit), got '{v}'"
+                                ))
+                            }
+                        }
+                    }
                     "cookie" => o.cookie = Some(v.to_string()),
                     "agent-port" => {
                         o.agent_port = Some(v.parse::<u16>().map_err(|_| {
@@ -446,7 +459,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }

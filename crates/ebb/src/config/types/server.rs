@@ -72,6 +72,11 @@ pub struct ServerOptions {
     pub check_sni: Option<String>,
     /// `pool-max-conn`; `None` = unlimited (`-1`).
     pub pool_max_conn: Option<u32>,
+    /// `max-reuse N`: an HTTP/2 connection to the server carries at most
+    /// N + 1 streams, then closes once they are over; `None` (-1, the
+    /// default, or any negative value): no limit. HAProxy 2.6's HTTP/1
+    /// side ignores it, and so does ebb's.
+    pub max_reuse: Option<u32>,
     /// `pool-purge-delay`, 5 s by default (HAProxy's).
     pub pool_purge_delay: Duration,
     /// TLS towards the server: `ciphers`, `ciphersuites`, version options,
@@ -280,6 +285,7 @@ impl Default for ServerOptions {
             sni: None,
             check_sni: None,
             pool_max_conn: None,
+            max_reuse: None,
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
