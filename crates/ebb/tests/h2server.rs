@@ -87,6 +87,19 @@ fn h2_origin(dir: &Path, o: &Origin) -> (Proc, SocketAddr) {
     (haproxy(dir, "origin", &cfg, a), a)
 }
 
+/// A self-signed certificate for `localhost` and its key, in one PEM
+/// file of `dir` (an HAProxy origin's `crt`).
+fn origin_pem(dir: &Path) -> std::path::PathBuf {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = dir.join("o.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    pem
+}
+
 fn tools(list: &[&str]) -> bool {
     for t in list {
         if !have(t) {
@@ -354,7 +367,7 @@ fn grpc_through_ebb_as_through_haproxy() {
 fn unsupported_server_protocols_are_refused() {
     let dir = scratch("h2server-refuse");
     let cases = [
-        ("    server s 127.0.0.1:1 proto h1\n", "proto h1"),
+        ("    server s 127.0.0.1:1 proto h3\n", "proto"),
         ("    server s 127.0.0.1:1 proto fcgi\n", "proto fcgi"),
         (
             "    option httpchk\n    server s 127.0.0.1:1 proto h2 check check-proto fcgi\n",
@@ -642,13 +655,7 @@ fn tls_to_an_http2_server_and_a_tcp_check() {
         return;
     }
     let dir = scratch("h2server-tls");
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let pem = dir.join("o.pem");
-    std::fs::write(
-        &pem,
-        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
-    )
-    .unwrap();
+    let pem = origin_pem(&dir);
     let echo = Origin::start("echo", Mode::Echo);
     let a = free_addr();
     let cfg = format!(
@@ -690,13 +697,7 @@ fn alpn_on_a_server_picks_the_protocol() {
         return;
     }
     let dir = scratch("h2server-alpn");
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let pem = dir.join("o.pem");
-    std::fs::write(
-        &pem,
-        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
-    )
-    .unwrap();
+    let pem = origin_pem(&dir);
     let echo = Origin::start("echo", Mode::Echo);
     for (offer, want) in [("h2,http/1.1", "2.0"), ("http/1.1", "1.1")] {
         let a = free_addr();
@@ -1692,5 +1693,91 @@ fn max_reuse_as_haproxy() {
         );
         let _h = haproxy(&dir, &format!("mr{i}"), &cfg, a);
         assert_eq!(&requests_per_server_conn(a, n), want, "haproxy: {opts}");
+    }
+}
+
+/// `proto h1` on a server: HTTP/1.1 whatever ALPN picks (the handshake
+/// still offers the server's `alpn`): an origin that picks `h2` then
+/// reads an HTTP/1.1 request on an HTTP/2 connection and the answer is a
+/// 502, as through HAProxy 2.6; one that picks `http/1.1` answers. `proto
+/// none` is tcp mode's pass-through; each refused in the other mode with
+/// HAProxy's message.
+#[test]
+fn proto_h1_and_none_on_servers_as_haproxy() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-proto-h1");
+    let pem = origin_pem(&dir);
+    for (offer, want) in [("h2,http/1.1", "502"), ("http/1.1", "200 1.1")] {
+        let o = free_addr();
+        let cfg = format!(
+            "frontend o\n    bind {o} ssl crt {} alpn {offer}\n\
+             \x20   http-request return status 200 hdr x-ver %[req.ver]\n",
+            pem.display()
+        );
+        let _origin = haproxy(&dir, "origin", &cfg, o);
+        let line = format!("server s {o} ssl verify none alpn h2,http/1.1 proto h1");
+        let ebb = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    {line}\n"
+        ));
+        let a = free_addr();
+        let _h = haproxy(
+            &dir,
+            "front",
+            &format!("frontend fe\n    bind {a}\n    default_backend be\nbackend be\n    {line}\n"),
+            a,
+        );
+        for (who, front) in [("ebb", ebb.addrs[0]), ("haproxy", a)] {
+            let r = get(front, "/");
+            let got = match r.header("x-ver") {
+                Some(v) => format!("{} {v}", r.status),
+                None => r.status.to_string(),
+            };
+            assert_eq!(got, want, "{who}, origin offering {offer}");
+        }
+    }
+    // tcp mode: `proto none` passes bytes as without it.
+    let echo = Origin::start("echo", Mode::Echo);
+    let ebb = Ebb::start(&format!(
+        "defaults\n    mode tcp\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+         listen l\n    bind BIND\n    server s {} proto none\n",
+        echo.addr
+    ));
+    assert_eq!(get(ebb.addrs[0], "/").status, 200);
+    for (mode, proto, msg) in [
+        (
+            "http",
+            "none",
+            "MUX protocol 'none' is not usable for server 's'",
+        ),
+        (
+            "tcp",
+            "h1",
+            "MUX protocol 'h1' is not usable for server 's'",
+        ),
+        ("http", "h3", "unknown MUX protocol 'h3'"),
+    ] {
+        let p = dir.join(format!("{mode}-{proto}.cfg"));
+        std::fs::write(
+            &p,
+            format!("defaults\n    mode {mode}\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1 proto {proto}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{mode} {proto}");
+        assert!(
+            err.contains(msg) && err.contains(&format!("{mode}-{proto}.cfg:5")),
+            "{err}"
+        );
+        let st = Command::new("haproxy")
+            .args(["-c", "-f", p.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!st.success(), "haproxy accepts {mode} {proto}");
     }
 }

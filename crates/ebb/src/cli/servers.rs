@@ -104,7 +104,8 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     }
     let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
     let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
-    if be.l4.tcp_mode && opts.proto_h2 {
+    if (be.l4.tcp_mode && (opts.proto_h2 || opts.proto_h1)) || (!be.l4.tcp_mode && opts.proto_none)
+    {
         // HAProxy 2.6's answer: the h2 mux is an HTTP one.
         return Err("MUX protocol is not usable for server.".into());
     }

@@ -234,11 +234,7 @@ impl Parser<'_> {
                     format!("server '{}': 'alpn' needs 'ssl'", s.name),
                 );
             }
-            for s in p
-                .servers
-                .iter()
-                .filter(|s| s.opts.proto_h2 || s.opts.alpn.iter().any(|a| a == "h2"))
-            {
+            for s in p.servers.iter().filter(|s| s.opts.speaks_h2()) {
                 // HAProxy: the h2 mux is an HTTP one; its health checks
                 // use the server's protocol unless `check-proto` says
                 // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
@@ -253,6 +249,23 @@ impl Parser<'_> {
                 };
                 if let Some(why) = why {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
+                }
+            }
+            for s in p.servers.iter() {
+                // HAProxy's alert: the multiplexer must suit the mode.
+                let bad = match p.mode {
+                    ProxyMode::Tcp => s.opts.proto_h1.then_some("h1"),
+                    _ => s.opts.proto_none.then_some("none"),
+                };
+                if let Some(m) = bad {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "proxy '{}' : MUX protocol '{m}' is not usable for server '{}'.",
+                            p.name, s.name
+                        ),
+                    );
                 }
             }
             if p.mode == ProxyMode::Tcp {

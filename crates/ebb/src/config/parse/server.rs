@@ -373,22 +373,26 @@ pub(super) fn parse_server_opts(
                             .map_err(|e| format!("'verifyhost {v}': not a host name ({e})"))?;
                         o.tls.verify_host = Some(v.to_string());
                     }
-                    // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
-                    // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
-                    "proto" => match v {
-                        "h2" => o.proto_h2 = true,
-                        "fcgi" => {
-                            return Err(
-                                "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
-                                    .to_string(),
-                            )
-                        }
-                        x => {
-                            return Err(format!(
-                                "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
-                            ))
-                        }
-                    },
+                    // HAProxy's muxes: h2, h1, fcgi, none (the last one
+                    // given wins). ebb speaks HTTP/1.1 to servers by
+                    // default, HTTP/2 with `h2`; whether the mux suits the
+                    // proxy's mode is checked with the proxy.
+                    "proto" => {
+                        let (h2, h1, none) = match v {
+                            "h2" => (true, false, false),
+                            "h1" => (false, true, false),
+                            "none" => (false, false, true),
+                            "fcgi" => {
+                                return Err(
+                                    "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                                        .to_string(),
+                                )
+                            }
+                            // HAProxy's message.
+                            x => return Err(format!("'proto' :  unknown MUX protocol '{x}'.")),
+                        };
+                        (o.proto_h2, o.proto_h1, o.proto_none) = (h2, h1, none);
+                    }
                     "alpn" => o.alpn = alpn_list(v)?,
                     "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
                     // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).

@@ -111,6 +111,13 @@ pub struct ServerOptions {
     /// `proto h2`: requests go to this server over HTTP/2 (prior
     /// knowledge, cleartext or over `ssl`), several streams per connection.
     pub proto_h2: bool,
+    /// `proto h1`: HTTP/1.1 to this server whatever ALPN chooses (the
+    /// handshake still offers `alpn`), and for its HTTP checks (HAProxy's
+    /// H1 multiplexer forced); `mode http` only.
+    pub proto_h1: bool,
+    /// `proto none`: tcp mode's pass-through (its default); `mode tcp`
+    /// only.
+    pub proto_none: bool,
     /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
     /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
     pub alpn: Vec<String>,
@@ -254,6 +261,12 @@ impl ServerOptions {
             }
         })
     }
+
+    /// HTTP/2 to the server: `proto h2`, or `alpn` offering `h2` (the
+    /// handshake then decides) unless `proto h1` forces HTTP/1.1.
+    pub fn speaks_h2(&self) -> bool {
+        self.proto_h2 || (!self.proto_h1 && self.alpn.iter().any(|p| p == "h2"))
+    }
 }
 
 impl Default for ServerOptions {
@@ -299,6 +312,8 @@ impl Default for ServerOptions {
             allow_dup_ip: false,
             ignore_weight: false,
             proto_h2: false,
+            proto_h1: false,
+            proto_none: false,
             alpn: Vec::new(),
             check_proto: None,
             check_alpn: None,

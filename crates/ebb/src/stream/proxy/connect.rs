@@ -265,7 +265,7 @@ impl Stream {
             // Another attempt on the same server: HAProxy counts each.
             s.counters.note_attempt(ctx.now_ns());
         }
-        if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
+        if s.opts.speaks_h2() {
             self.up = Some(up);
             self.connect_h2(c, ctx);
             return;
