@@ -329,6 +329,8 @@ const DYNAMIC_FLAGS: &[&str] = &[
     "force-tlsv12",
     "force-tlsv13",
     "no-tls-tickets",
+    "tfo",
+    "no-tfo",
 ];
 const DYNAMIC_VALUED: &[&str] = &[
     "agent-addr",
@@ -384,7 +386,6 @@ const DYNAMIC_UNSUPPORTED: &[&str] = &[
     "send-proxy-v2-ssl",
     "send-proxy-v2-ssl-cn",
     "source",
-    "tfo",
     "tls-tickets",
     "track",
     "usesrc",

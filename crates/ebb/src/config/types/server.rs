@@ -115,6 +115,9 @@ pub struct ServerOptions {
     /// handshake still offers `alpn`), and for its HTTP checks (HAProxy's
     /// H1 multiplexer forced); `mode http` only.
     pub proto_h1: bool,
+    /// `tfo`: TCP fast open on connects to the server (the first attempt
+    /// of an exchange with bytes to send: HAProxy's condition).
+    pub tfo: bool,
     /// `proto none`: tcp mode's pass-through (its default); `mode tcp`
     /// only.
     pub proto_none: bool,
@@ -313,6 +316,7 @@ impl Default for ServerOptions {
             ignore_weight: false,
             proto_h2: false,
             proto_h1: false,
+            tfo: false,
             proto_none: false,
             alpn: Vec::new(),
             check_proto: None,

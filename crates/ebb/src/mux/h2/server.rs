@@ -526,8 +526,12 @@ impl SrvConn {
             return false;
         }
         let tcp = self.tr.tcp();
-        // (socket2's peer address: a UNIX socket server's too.)
-        match (tcp.take_error(), crate::backend::connected(tcp)) {
+        // (socket2's peer address: a UNIX socket server's too.) A `tfo`
+        // socket whose SYN waits for the first write (the kernel has the
+        // server's cookie) has no peer yet but is writable: that write
+        // is the preface.
+        let deferred = self.srv.opts.tfo && self.io.wr && !self.io.hup;
+        match (tcp.take_error(), deferred || crate::backend::connected(tcp)) {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;

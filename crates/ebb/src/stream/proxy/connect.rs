@@ -274,7 +274,8 @@ impl Stream {
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let (pp, sni) = conn_params(c, &s, &up);
-        match open_transport(&s, client_dst, sni.as_deref()) {
+        let first = up.retries_left == up.farm.retries;
+        match open_transport(&s, client_dst, sni.as_deref(), first) {
             Ok((mut st, socks)) => {
                 let fd = st.raw_fd();
                 // To a TLS server the PROXY header goes in clear, before
@@ -390,6 +391,7 @@ impl Stream {
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
+                let first = up.retries_left == up.farm.retries;
                 let hints = Hints {
                     te: up.te_trailers,
                     scheme: up.scheme,
@@ -398,7 +400,7 @@ impl Stream {
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     // (`socks4` is refused on an HTTP/2 server.)
-                    open_transport(&s, client_dst, sni.as_deref()).map(|(t, _)| t)
+                    open_transport(&s, client_dst, sni.as_deref(), first).map(|(t, _)| t)
                 })
             }
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -645,10 +647,11 @@ pub(super) fn open_transport(
     s: &ServerRt,
     client_dst: Option<SocketAddr>,
     sni: Option<&str>,
+    first: bool,
 ) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
     // The request is written as soon as the socket connects.
-    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true)?;
+    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true, first)?;
     let tr = match &s.tls {
         // TLS to the server: the handshake starts once connected (and
         // the SOCKS4 handshake done); the request written meanwhile waits
