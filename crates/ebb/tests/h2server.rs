@@ -1781,3 +1781,106 @@ fn proto_h1_and_none_on_servers_as_haproxy() {
         assert!(!st.success(), "haproxy accepts {mode} {proto}");
     }
 }
+
+/// The websocket server of HAProxy's reg-test http-messaging/websocket,
+/// made of rules, telling the version of the request it got (`x-ver`).
+const WS_ORIGIN: &str = "    http-request return status 200 hdr connection upgrade hdr upgrade websocket hdr x-ver %[req.ver] hdr sec-websocket-accept \"%[req.hdr(sec-websocket-key),concat(258EAFA5-E914-47DA-95CA-C5AB0DC85B11,,),sha1,base64]\"\n\
+    http-after-response set-status 101 if { status eq 200 }\n";
+
+/// A websocket handshake through `front`: the answer's status and its
+/// `x-ver` (the protocol that reached the origin).
+fn ws_through(front: SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(front).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: b.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut tmp) {
+            Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap_or("none").to_string();
+    let ver = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-ver: "))
+        .unwrap_or("-")
+        .trim()
+        .to_string();
+    format!("{status} {ver}")
+}
+
+/// `ws auto|h1|h2` on servers: the protocol a websocket takes to the
+/// server, as HAProxy 2.6 picks it. Without `alpn`: the server's own
+/// (`auto`), HTTP/1.1 (`h1`), HTTP/2 (`h2`: an extended CONNECT, prior
+/// knowledge); with `ssl` and `alpn h2,http/1.1`: `auto` offers
+/// `http/1.1` alone, `h2` offers `h2` alone. The origin is HAProxy (its
+/// HTTP/1 bind also takes the HTTP/2 preface), telling the version it
+/// got; each line also through haproxy.
+#[test]
+fn ws_picks_the_websocket_protocol_as_haproxy() {
+    if !tools(&["haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-ws");
+    let pem = origin_pem(&dir);
+    let o = free_addr();
+    let t = free_addr();
+    let cfg = format!(
+        "frontend o\n    bind {o}\n{WS_ORIGIN}\
+         frontend t\n    bind {t} ssl crt {} alpn h2,http/1.1\n{WS_ORIGIN}",
+        pem.display()
+    );
+    let _origin = haproxy(&dir, "origin", &cfg, o);
+    wait_port(t);
+    let tls = "ssl verify none alpn h2,http/1.1";
+    let cases = [
+        (format!("{o}"), "101 1.1"),
+        (format!("{o} ws h1"), "101 1.1"),
+        (format!("{o} ws h2"), "101 2.0"),
+        (format!("{o} proto h2"), "101 2.0"),
+        (format!("{o} proto h2 ws auto"), "101 2.0"),
+        (format!("{o} proto h2 ws h1"), "101 1.1"),
+        (format!("{t} {tls}"), "101 1.1"),
+        (format!("{t} {tls} ws h2"), "101 2.0"),
+        (format!("{t} {tls} ws h1"), "101 1.1"),
+        (format!("{t} {tls} proto h2 ws h1"), "101 1.1"),
+    ];
+    for (i, (line, want)) in cases.iter().enumerate() {
+        let e = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    server s {line}\n"
+        ));
+        assert_eq!(ws_through(e.addrs[0]), *want, "ebb: {line}");
+        let a = free_addr();
+        let _h = haproxy(
+            &dir,
+            &format!("ws{i}"),
+            &format!("frontend fe\n    bind {a}\n    default_backend be\nbackend be\n    server s {line}\n"),
+            a,
+        );
+        assert_eq!(ws_through(a), *want, "haproxy: {line}");
+    }
+    for (v, msg) in [
+        ("h3", "'ws' has to be 'auto', 'h1' or 'h2'"),
+        ("", "'ws' expects"),
+    ] {
+        let p = dir.join("bad.cfg");
+        std::fs::write(
+            &p,
+            format!("defaults\n    mode http\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1 ws {v}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0);
+        assert!(err.contains(msg) && err.contains("bad.cfg:5"), "{err}");
+    }
+}

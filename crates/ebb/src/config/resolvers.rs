@@ -335,6 +335,7 @@ const DYNAMIC_FLAGS: &[&str] = &[
 const DYNAMIC_VALUED: &[&str] = &[
     "agent-addr",
     "proto",
+    "ws",
     "agent-inter",
     "agent-port",
     "agent-send",
@@ -389,7 +390,6 @@ const DYNAMIC_UNSUPPORTED: &[&str] = &[
     "tls-tickets",
     "track",
     "usesrc",
-    "ws",
     "force-sslv3",
     "force-tlsv10",
     "force-tlsv11",

@@ -390,6 +390,15 @@ pub(super) fn parse_server_opts(
                         (o.proto_h2, o.proto_h1, o.proto_none) = (h2, h1, none);
                     }
                     "alpn" => o.alpn = alpn_list(v)?,
+                    // HAProxy's messages.
+                    "ws" => {
+                        o.ws = match v {
+                            "auto" => WsProto::Auto,
+                            "h1" => WsProto::H1,
+                            "h2" => WsProto::H2,
+                            _ => return Err("'ws' has to be 'auto', 'h1' or 'h2'".into()),
+                        }
+                    }
                     "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
                     // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).
                     "check-proto" => {
@@ -459,7 +468,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2, tfo, no-tfo)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, ws, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2, tfo, no-tfo)"
                         ))
                     }
                 }
