@@ -377,6 +377,10 @@ fn unsupported_server_protocols_are_refused() {
             "    server s 127.0.0.1:1 proto h2 send-proxy\n",
             "send-proxy",
         ),
+        (
+            "    server s 127.0.0.1:1 ws h2 send-proxy\n",
+            "'ws h2' server",
+        ),
     ];
     for (i, (be, what)) in cases.iter().enumerate() {
         let p = dir.join(format!("c{i}.cfg"));
