@@ -1256,7 +1256,9 @@ impl Session {
         }
         // HAProxy's judgement of the session (no status in tcp mode).
         let ab = crate::proxy::abnormal(&self.term, self.retries_done > 0, self.redispatched, None);
-        let Some(level) = self.fe.log_level(ab) else {
+        // Then a `set-log-level` of its content rules.
+        let Some(level) = crate::rewrite::exchange_log_level(&self.fe, ab, Some(&*self.vars))
+        else {
             return;
         };
         let conn = self.pipe.borrow().t_conn;
