@@ -287,8 +287,10 @@ impl ServerOptions {
             WsProto::H2 => Some("h2"),
         };
         if self.proto_h2 || self.proto_h1 || !tls_alpn {
+            // (Without `ssl`, an `alpn` list is for `connect ssl` check
+            // steps only: HTTP/1.1, HAProxy's default multiplexer.)
             let h2 = match self.ws {
-                _ if !websocket => self.speaks_h2(),
+                _ if !websocket => self.proto_h2,
                 WsProto::Auto => self.proto_h2,
                 WsProto::H1 => false,
                 WsProto::H2 => true,
