@@ -345,6 +345,8 @@ fn balance_url_param_maps_as_haproxy() {
 fn tfo_sends_the_request_in_the_syn() {
     use std::process::Command;
     if !have("unshare")
+        || !have("ip")
+        || !have("curl")
         || !Command::new("unshare")
             .args(["-rn", "true"])
             .status()
@@ -362,7 +364,7 @@ fn tfo_sends_the_request_in_the_syn() {
          frontend fe\n    bind 127.0.0.1:8080\n    use_backend h2 if { path /h2 }\n    use_backend off if { path /off }\n    default_backend on\n\
          backend on\n    server s 127.0.0.1:8081 tfo\n\
          backend off\n    default-server tfo\n    server s 127.0.0.1:8081 no-tfo\n\
-         backend h2\n    server s 127.0.0.1:8082 tfo proto h2\n",
+         backend h2\n    retries 0\n    server s 127.0.0.1:8082 tfo proto h2\n",
     )
     .unwrap();
     let hcfg = dir.join("origin.cfg");
@@ -377,7 +379,7 @@ fn tfo_sends_the_request_in_the_syn() {
         "cd {dir} || exit 1\n\
          pids=\n\
          trap 'kill $pids 2>/dev/null' EXIT\n\
-         ip link set lo up && echo 519 > /proc/sys/net/ipv4/tcp_fastopen || exit 1\n\
+         ip link set lo up && echo 519 > /proc/sys/net/ipv4/tcp_fastopen || {{ echo SKIP; exit 0; }}\n\
          mkfifo o.fifo e.fifo h.fifo\n\
          python3 -u {tfod} 8081 > o.fifo 2>/dev/null & pids=\"$pids $!\"\n\
          read ready < o.fifo\n\
@@ -405,6 +407,10 @@ fn tfo_sends_the_request_in_the_syn() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
+    if lines.first() == Some(&"SKIP") {
+        eprintln!("SKIP: the namespace's tcp_fastopen cannot be set here");
+        return;
+    }
     let want_h1 = [
         "syn_data=1",
         "syn_data=1",
