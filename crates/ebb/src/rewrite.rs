@@ -1191,7 +1191,7 @@ fn cache_use(
 mod tests;
 
 /// `set-log-level`: noted with the exchange's facts for its log line.
-fn set_log_level(ctx: &Ctx<'_>, level: Option<u8>) {
+pub(crate) fn set_log_level(ctx: &Ctx<'_>, level: Option<u8>) {
     if let Some(mut v) = ctx.vars.and_then(|v| v.try_borrow_mut().ok()) {
         v.info.log_level = Some(level);
     }

@@ -5,6 +5,8 @@
 //! - signals: block the process's stop/reload signals in every thread and
 //!   take them synchronously in one thread with `sigwait` (no async-signal
 //!   handler, so no restriction on what the reaction may do);
+//! - `TCP_DEFER_ACCEPT` and `TCP_FASTOPEN_CONNECT`, which socket2 does
+//!   not set;
 //! - `sendfile` for static files, `pipe2` and `splice` for tcp-mode
 //!   forwarding (`option splice-*`);
 //! - the open-files limit, raised to what `maxconn` needs;
@@ -807,13 +809,18 @@ pub fn accept_queue_len(fd: RawFd) -> Option<u32> {
 /// only once its first bytes arrived, or after about `secs` seconds
 /// (`TCP_DEFER_ACCEPT`; 0 turns it off).
 pub fn set_defer_accept(fd: RawFd, secs: i32) -> io::Result<()> {
+    set_tcp_int(fd, libc::TCP_DEFER_ACCEPT, secs)
+}
+
+/// An `IPPROTO_TCP` option of `fd` whose value is an int.
+fn set_tcp_int(fd: RawFd, opt: libc::c_int, v: i32) -> io::Result<()> {
     // SAFETY: the option value is a valid c_int for the call's duration.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            (&secs as *const i32).cast(),
+            opt,
+            (&v as *const i32).cast(),
             std::mem::size_of::<i32>() as libc::socklen_t,
         )
     };
@@ -821,6 +828,14 @@ pub fn set_defer_accept(fd: RawFd, secs: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `server ... tfo`: TCP fast open on this socket's coming `connect`
+/// (`TCP_FASTOPEN_CONNECT`, Linux 4.11): with a cookie of the server at
+/// hand the kernel holds the SYN back until the first write, which it
+/// carries; without one it asks the server for one on a plain SYN.
+pub fn set_tcp_fastopen_connect(fd: RawFd) -> io::Result<()> {
+    set_tcp_int(fd, libc::TCP_FASTOPEN_CONNECT, 1)
 }
 
 /// A system call made directly with the `syscall` instruction, without

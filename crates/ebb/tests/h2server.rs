@@ -87,6 +87,19 @@ fn h2_origin(dir: &Path, o: &Origin) -> (Proc, SocketAddr) {
     (haproxy(dir, "origin", &cfg, a), a)
 }
 
+/// A self-signed certificate for `localhost` and its key, in one PEM
+/// file of `dir` (an HAProxy origin's `crt`).
+fn origin_pem(dir: &Path) -> std::path::PathBuf {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = dir.join("o.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    pem
+}
+
 fn tools(list: &[&str]) -> bool {
     for t in list {
         if !have(t) {
@@ -354,7 +367,7 @@ fn grpc_through_ebb_as_through_haproxy() {
 fn unsupported_server_protocols_are_refused() {
     let dir = scratch("h2server-refuse");
     let cases = [
-        ("    server s 127.0.0.1:1 proto h1\n", "proto h1"),
+        ("    server s 127.0.0.1:1 proto h3\n", "proto"),
         ("    server s 127.0.0.1:1 proto fcgi\n", "proto fcgi"),
         (
             "    option httpchk\n    server s 127.0.0.1:1 proto h2 check check-proto fcgi\n",
@@ -363,6 +376,10 @@ fn unsupported_server_protocols_are_refused() {
         (
             "    server s 127.0.0.1:1 proto h2 send-proxy\n",
             "send-proxy",
+        ),
+        (
+            "    server s 127.0.0.1:1 ws h2 send-proxy\n",
+            "'ws h2' server",
         ),
     ];
     for (i, (be, what)) in cases.iter().enumerate() {
@@ -642,13 +659,7 @@ fn tls_to_an_http2_server_and_a_tcp_check() {
         return;
     }
     let dir = scratch("h2server-tls");
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let pem = dir.join("o.pem");
-    std::fs::write(
-        &pem,
-        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
-    )
-    .unwrap();
+    let pem = origin_pem(&dir);
     let echo = Origin::start("echo", Mode::Echo);
     let a = free_addr();
     let cfg = format!(
@@ -690,13 +701,7 @@ fn alpn_on_a_server_picks_the_protocol() {
         return;
     }
     let dir = scratch("h2server-alpn");
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let pem = dir.join("o.pem");
-    std::fs::write(
-        &pem,
-        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
-    )
-    .unwrap();
+    let pem = origin_pem(&dir);
     let echo = Origin::start("echo", Mode::Echo);
     for (offer, want) in [("h2,http/1.1", "2.0"), ("http/1.1", "1.1")] {
         let a = free_addr();
@@ -1612,5 +1617,274 @@ fn a_refused_upgrade_keeps_the_server_connection() {
             "{}: {lines:?}",
             s.name
         );
+    }
+}
+
+/// The `x-port` of each answer to `n` requests made one after the other
+/// on one keep-alive client connection (curl, HTTP/1.1), grouped by run:
+/// how many requests each server connection carried, in order.
+fn requests_per_server_conn(front: SocketAddr, n: usize) -> Vec<usize> {
+    let url = format!("http://{front}/r");
+    let mut args = vec!["--http1.1", "-D", "-", "-o", "/dev/null"];
+    for _ in 0..n {
+        args.push(&url);
+    }
+    let (ok, hdrs, err) = curl(&args);
+    assert!(ok, "{err}");
+    let ports: Vec<String> = hdrs
+        .lines()
+        .filter_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("x-port: ")
+                .map(|p| p.trim().to_string())
+        })
+        .collect();
+    assert_eq!(ports.len(), n, "{hdrs}");
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for p in ports {
+        match runs.last_mut() {
+            Some((q, k)) if *q == p => *k += 1,
+            _ => {
+                assert!(!runs.iter().any(|(q, _)| *q == p), "port {p} again");
+                runs.push((p, 1));
+            }
+        }
+    }
+    runs.into_iter().map(|(_, k)| k).collect()
+}
+
+/// `max-reuse N`: an HTTP/2 server connection carries N + 1 streams (its
+/// first and N reuses) and closes; -1 is no limit; an HTTP/1.1 server's
+/// connections ignore it. Beside HAProxy 2.6 with the same server lines.
+#[test]
+fn max_reuse_as_haproxy() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-maxreuse");
+    let echo = Origin::start("echo", Mode::Echo);
+    let (_hap, h2) = h2_origin(&dir, &echo);
+    // An HTTP/1.1 origin telling the port of each connection.
+    let h1 = free_addr();
+    let cfg = format!(
+        "frontend o1\n    bind {h1}\n\
+         \x20   http-request return status 200 hdr x-port %[src_port]\n"
+    );
+    let _h1p = haproxy(&dir, "origin1", &cfg, h1);
+    let cases: [(SocketAddr, &str, Vec<usize>); 5] = [
+        (h2, "proto h2 max-reuse 2", vec![3, 3, 3]),
+        (h2, "proto h2 max-reuse 0", vec![1; 4]),
+        (h2, "proto h2 max-reuse -1", vec![7]),
+        (h2, "proto h2 max-reuse 10", vec![7]),
+        (h1, "max-reuse 0", vec![5]),
+    ];
+    for (i, (origin, opts, want)) in cases.iter().enumerate() {
+        let n = want.iter().sum();
+        let e = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    server s {origin} {opts}\n"
+        ));
+        assert_eq!(
+            &requests_per_server_conn(e.addrs[0], n),
+            want,
+            "ebb: {opts}"
+        );
+        let a = free_addr();
+        let cfg = format!(
+            "frontend fe\n    bind {a}\n    default_backend be\n\
+             backend be\n    server s {origin} {opts}\n"
+        );
+        let _h = haproxy(&dir, &format!("mr{i}"), &cfg, a);
+        assert_eq!(&requests_per_server_conn(a, n), want, "haproxy: {opts}");
+    }
+}
+
+/// `proto h1` on a server: HTTP/1.1 whatever ALPN picks (the handshake
+/// still offers the server's `alpn`): an origin that picks `h2` then
+/// reads an HTTP/1.1 request on an HTTP/2 connection and the answer is a
+/// 502, as through HAProxy 2.6; one that picks `http/1.1` answers. `proto
+/// none` is tcp mode's pass-through; each refused in the other mode with
+/// HAProxy's message.
+#[test]
+fn proto_h1_and_none_on_servers_as_haproxy() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-proto-h1");
+    let pem = origin_pem(&dir);
+    for (offer, want) in [("h2,http/1.1", "502"), ("http/1.1", "200 1.1")] {
+        let o = free_addr();
+        let cfg = format!(
+            "frontend o\n    bind {o} ssl crt {} alpn {offer}\n\
+             \x20   http-request return status 200 hdr x-ver %[req.ver]\n",
+            pem.display()
+        );
+        let _origin = haproxy(&dir, "origin", &cfg, o);
+        let line = format!("server s {o} ssl verify none alpn h2,http/1.1 proto h1");
+        let ebb = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    {line}\n"
+        ));
+        let a = free_addr();
+        let _h = haproxy(
+            &dir,
+            "front",
+            &format!("frontend fe\n    bind {a}\n    default_backend be\nbackend be\n    {line}\n"),
+            a,
+        );
+        for (who, front) in [("ebb", ebb.addrs[0]), ("haproxy", a)] {
+            let r = get(front, "/");
+            let got = match r.header("x-ver") {
+                Some(v) => format!("{} {v}", r.status),
+                None => r.status.to_string(),
+            };
+            assert_eq!(got, want, "{who}, origin offering {offer}");
+        }
+    }
+    // tcp mode: `proto none` passes bytes as without it.
+    let echo = Origin::start("echo", Mode::Echo);
+    let ebb = Ebb::start(&format!(
+        "defaults\n    mode tcp\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+         listen l\n    bind BIND\n    server s {} proto none\n",
+        echo.addr
+    ));
+    assert_eq!(get(ebb.addrs[0], "/").status, 200);
+    for (mode, proto, msg) in [
+        (
+            "http",
+            "none",
+            "MUX protocol 'none' is not usable for server 's'",
+        ),
+        (
+            "tcp",
+            "h1",
+            "MUX protocol 'h1' is not usable for server 's'",
+        ),
+        ("http", "h3", "unknown MUX protocol 'h3'"),
+    ] {
+        let p = dir.join(format!("{mode}-{proto}.cfg"));
+        std::fs::write(
+            &p,
+            format!("defaults\n    mode {mode}\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1 proto {proto}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{mode} {proto}");
+        assert!(
+            err.contains(msg) && err.contains(&format!("{mode}-{proto}.cfg:5")),
+            "{err}"
+        );
+        let st = Command::new("haproxy")
+            .args(["-c", "-f", p.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!st.success(), "haproxy accepts {mode} {proto}");
+    }
+}
+
+/// The websocket server of HAProxy's reg-test http-messaging/websocket,
+/// made of rules, telling the version of the request it got (`x-ver`).
+const WS_ORIGIN: &str = "    http-request return status 200 hdr connection upgrade hdr upgrade websocket hdr x-ver %[req.ver] hdr sec-websocket-accept \"%[req.hdr(sec-websocket-key),concat(258EAFA5-E914-47DA-95CA-C5AB0DC85B11,,),sha1,base64]\"\n\
+    http-after-response set-status 101 if { status eq 200 }\n";
+
+/// A websocket handshake through `front`: the answer's status and its
+/// `x-ver` (the protocol that reached the origin).
+fn ws_through(front: SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(front).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: b.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut tmp) {
+            Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap_or("none").to_string();
+    let ver = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-ver: "))
+        .unwrap_or("-")
+        .trim()
+        .to_string();
+    format!("{status} {ver}")
+}
+
+/// `ws auto|h1|h2` on servers: the protocol a websocket takes to the
+/// server, as HAProxy 2.6 picks it. Without `alpn`: the server's own
+/// (`auto`), HTTP/1.1 (`h1`), HTTP/2 (`h2`: an extended CONNECT, prior
+/// knowledge); with `ssl` and `alpn h2,http/1.1`: `auto` offers
+/// `http/1.1` alone, `h2` offers `h2` alone. The origin is HAProxy (its
+/// HTTP/1 bind also takes the HTTP/2 preface), telling the version it
+/// got; each line also through haproxy.
+#[test]
+fn ws_picks_the_websocket_protocol_as_haproxy() {
+    if !tools(&["haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-ws");
+    let pem = origin_pem(&dir);
+    let o = free_addr();
+    let t = free_addr();
+    let cfg = format!(
+        "frontend o\n    bind {o}\n{WS_ORIGIN}\
+         frontend t\n    bind {t} ssl crt {} alpn h2,http/1.1\n{WS_ORIGIN}",
+        pem.display()
+    );
+    let _origin = haproxy(&dir, "origin", &cfg, o);
+    wait_port(t);
+    let tls = "ssl verify none alpn h2,http/1.1";
+    let cases = [
+        (format!("{o}"), "101 1.1"),
+        (format!("{o} ws h1"), "101 1.1"),
+        (format!("{o} ws h2"), "101 2.0"),
+        (format!("{o} proto h2"), "101 2.0"),
+        (format!("{o} proto h2 ws auto"), "101 2.0"),
+        (format!("{o} proto h2 ws h1"), "101 1.1"),
+        (format!("{t} {tls}"), "101 1.1"),
+        (format!("{t} {tls} ws h2"), "101 2.0"),
+        (format!("{t} {tls} ws h1"), "101 1.1"),
+        (format!("{t} {tls} proto h2 ws h1"), "101 1.1"),
+    ];
+    for (i, (line, want)) in cases.iter().enumerate() {
+        let e = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    server s {line}\n"
+        ));
+        assert_eq!(ws_through(e.addrs[0]), *want, "ebb: {line}");
+        let a = free_addr();
+        let _h = haproxy(
+            &dir,
+            &format!("ws{i}"),
+            &format!("frontend fe\n    bind {a}\n    default_backend be\nbackend be\n    server s {line}\n"),
+            a,
+        );
+        assert_eq!(ws_through(a), *want, "haproxy: {line}");
+    }
+    for (v, msg) in [
+        ("h3", "'ws' has to be 'auto', 'h1' or 'h2'"),
+        ("", "'ws' expects"),
+    ] {
+        let p = dir.join("bad.cfg");
+        std::fs::write(
+            &p,
+            format!("defaults\n    mode http\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1 ws {v}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0);
+        assert!(err.contains(msg) && err.contains("bad.cfg:5"), "{err}");
     }
 }

@@ -1572,3 +1572,75 @@ fn tcpka_counts_and_intervals_are_set_as_haproxy_sets_them() {
         assert_eq!(h, ebb, "haproxy");
     }
 }
+
+/// `tcp-request content set-log-level` and `tcp-response content
+/// set-log-level`: a tcp session's line (and an HTTP exchange's, from an
+/// HTTP frontend's content rules) at the level the rule named, none with
+/// `silent`; beside haproxy over UDP syslog.
+#[test]
+fn set_log_level_in_tcp_content_rules() {
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let cfg = |udp: SocketAddr| {
+        format!(
+            "{HTTP_DEFAULTS}\
+listen t0
+    mode tcp
+    bind BIND0
+    log {udp} local0
+    option tcplog
+    tcp-request content set-log-level silent
+    server s {o}
+listen t1
+    mode tcp
+    bind BIND1
+    log {udp} local0
+    option tcplog
+    tcp-request content set-log-level warning
+    server s {o}
+listen t2
+    mode tcp
+    bind BIND2
+    log {udp} local0
+    option tcplog
+    tcp-response content set-log-level err
+    server s {o}
+frontend h3
+    bind BIND3
+    log {udp} local0
+    option httplog
+    tcp-request content set-log-level debug
+    default_backend b
+backend b
+    server s {o}
+",
+            o = o.addr
+        )
+    };
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<(String, String)>> {
+        let (udp, _keep, fronts) = start_logging("tcploglevel", &cfg, &binds, hap)?;
+        for f in &fronts {
+            assert_eq!(common::get(*f, "/").status, 200);
+        }
+        // Three lines: one for t0 would be among them.
+        let mut got: Vec<(String, String)> = (0..3)
+            .map(|_| {
+                let (fe, pri, _) = next_log(&udp);
+                (fe, pri)
+            })
+            .collect();
+        got.sort();
+        Some(got)
+    };
+    // local0 = 16: warning 16*8+4 = 132, err 131, debug 135.
+    let want: Vec<(String, String)> = [("h3", "135"), ("t1", "132"), ("t2", "131")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(run(vec!["BIND".to_string(); 4], false).unwrap(), want);
+    let hap_binds = (0..4)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
+}

@@ -17,18 +17,21 @@ use crate::config::UnixTarget;
 /// first write edge (writable without an error: connected; otherwise
 /// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
-    connect_nb_from(addr, None, false)
+    connect_nb_from(addr, None, false, false)
 }
 
 /// [`connect_nb`] from the local address `source` (a backend's `source`;
 /// port 0: one the system picks). `delack`: `TCP_QUICKACK` off before the
 /// connect (`option tcp-smart-connect` with bytes to send): the kernel
 /// does not acknowledge the server's SYN-ACK on its own, the first bytes
-/// written carry that ACK.
+/// written carry that ACK. `tfo`: TCP fast open (`server ... tfo`), the
+/// first bytes written go in the SYN when the kernel has the server's
+/// cookie.
 pub fn connect_nb_from(
     addr: SocketAddr,
     source: Option<SocketAddr>,
     delack: bool,
+    tfo: bool,
 ) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     // Non-blocking from the start: no `fcntl` pair per connection.
@@ -40,6 +43,10 @@ pub fn connect_nb_from(
     s.set_tcp_nodelay(true)?;
     if delack {
         s.set_tcp_quickack(false)?;
+    }
+    if tfo {
+        use std::os::fd::AsRawFd;
+        crate::sys::set_tcp_fastopen_connect(s.as_raw_fd())?;
     }
     if let Some(src) = source {
         // As HAProxy: a fixed source port may be reused at once.
@@ -167,11 +174,14 @@ pub type Connecting = (std::net::TcpStream, Option<Box<socks4::Socks4>>);
 /// Starts a connect to server `s`: its abstract UNIX socket, or `addr`
 /// (through its `socks4` proxy if it has one). `has_data`: bytes wait to
 /// be sent once connected (HAProxy's condition, with a PROXY header, for
-/// `option tcp-smart-connect`'s delayed ACK).
+/// `option tcp-smart-connect`'s delayed ACK). `first`: the first attempt
+/// of the exchange, not a retry: with `has_data`, HAProxy's condition for
+/// the server's `tfo`.
 pub fn connect_server_nb(
     s: &ServerRt,
     addr: impl FnOnce() -> Option<SocketAddr>,
     has_data: bool,
+    first: bool,
 ) -> std::io::Result<Connecting> {
     match &s.opts.unix {
         Some(UnixTarget::Abns(name)) => Ok((connect_abns_nb(name)?, None)),
@@ -181,12 +191,13 @@ pub fn connect_server_nb(
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
             let src = s.opts.sock.source;
             let delack = s.opts.sock.smart_connect && (has_data || s.opts.send_proxy > 0);
+            let tfo = s.opts.tfo && has_data && first;
             let (st, socks) = match s.opts.socks4 {
                 Some(proxy) => (
-                    connect_nb_from(proxy, src, delack)?,
+                    connect_nb_from(proxy, src, delack, tfo)?,
                     Some(socks4::Socks4::new(a)),
                 ),
-                None => (connect_nb_from(a, src, delack)?, None),
+                None => (connect_nb_from(a, src, delack, tfo)?, None),
             };
             let o = &s.opts.sock;
             if o.tcpka.on || o.nolinger {

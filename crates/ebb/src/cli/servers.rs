@@ -104,9 +104,20 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     }
     let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
     let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
-    if be.l4.tcp_mode && opts.proto_h2 {
+    if (be.l4.tcp_mode && (opts.proto_h2 || opts.proto_h1)) || (!be.l4.tcp_mode && opts.proto_none)
+    {
         // HAProxy 2.6's answer: the h2 mux is an HTTP one.
         return Err("MUX protocol is not usable for server.".into());
+    }
+    if !be.l4.tcp_mode
+        && opts.send_proxy > 0
+        && (opts.speaks_h2() || opts.ws == crate::config::WsProto::H2)
+    {
+        // As at start: ebb's HTTP/2 server side sends no PROXY header.
+        return Err(
+            "'send-proxy' on a 'proto h2', 'alpn h2' or 'ws h2' server is not supported by ebb."
+                .into(),
+        );
     }
     if be.l4.tcp_mode && opts.observe == crate::config::Observe::Layer7 {
         // HAProxy's alert, as at start.

@@ -9,7 +9,9 @@
 //! `tcp::upgrade`) in content rules. Any other action is refused at its
 //! line, never ignored.
 
-use super::parse::{cond_of, is_shared_action, request_scope, shared_action, split_cond};
+use super::parse::{
+    cond_of, is_shared_action, request_scope, set_log_level_arg, shared_action, split_cond,
+};
 use super::values::{parse_time, parse_u32_range};
 use super::{AddrField, HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
 use crate::sample::logline::{CaptureAction, CaptureHdr};
@@ -75,6 +77,10 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
             TcpAction::SetAddr(f, Box::new(addr_expr(&kw, f, args, px)?))
         }
         "switch-mode" if when == TcpWhen::Content => switch_mode(px, args)?,
+        // HAProxy 2.6: content rules only.
+        "set-log-level" if when == TcpWhen::Content => {
+            TcpAction::Common(HttpRequestAction::SetLogLevel(set_log_level_arg(&kw, args)?))
+        }
         "capture" if when == TcpWhen::Content => {
             TcpAction::Common(HttpRequestAction::Capture(capture(px, args)?))
         }
@@ -83,7 +89,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         }
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, switch-mode http in content rules)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, set-log-level, switch-mode http in content rules)"
             ))
         }
     };
@@ -206,12 +212,16 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         "reject" => simple(TcpAction::Reject)?,
         "close" => simple(TcpAction::Close)?,
         "silent-drop" => simple(TcpAction::SilentDrop)?,
+        "set-log-level" => TcpAction::Common(HttpRequestAction::SetLogLevel(set_log_level_arg(
+            "tcp-response content",
+            args,
+        )?)),
         a if is_shared_action(a) && !a.starts_with("track-sc") && !a.starts_with("set-var-fmt") => {
             TcpAction::Common(shared_action("tcp-response content", a, args, Scope::Response)?)
         }
         o => {
             return Err(format!(
-                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, unset-var)"
+                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, set-log-level, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, unset-var)"
             ))
         }
     };

@@ -1759,6 +1759,23 @@ fn server_defaults_are_haproxys() {
     assert_eq!(o.inter, Duration::from_secs(2));
     assert_eq!((o.rise, o.fall), (2, 3));
     assert!(!o.check && !o.backup && !o.disabled && !o.ssl);
+    assert_eq!(o.max_reuse, None);
+}
+
+#[test]
+fn max_reuse_values() {
+    let c = ok(&be(
+        "    default-server max-reuse 3\n    server a 1.2.3.4:80\n    server b 1.2.3.4:80 max-reuse 0\n    server c 1.2.3.4:80 max-reuse -5",
+    ));
+    let s = &c.proxies[0].servers;
+    assert_eq!(s[0].opts.max_reuse, Some(3));
+    assert_eq!(s[1].opts.max_reuse, Some(0));
+    assert_eq!(s[2].opts.max_reuse, None);
+    err1(
+        &be("    server a 1.2.3.4:80 max-reuse lots"),
+        "t.cfg:2:",
+        "'max-reuse' expects an integer",
+    );
 }
 
 #[test]
@@ -4023,4 +4040,72 @@ fn external_check_and_session_conns_keywords() {
         "t.cfg:3: ",
         "non-negative integer",
     );
+}
+
+#[test]
+fn server_routes_as_haproxys_mux_choice() {
+    let o = |ssl: bool, alpn: &[&str], h2: bool, h1: bool, ws: WsProto| ServerOptions {
+        ssl,
+        alpn: alpn.iter().map(|a| a.to_string()).collect(),
+        proto_h2: h2,
+        proto_h1: h1,
+        ws,
+        ..ServerOptions::default()
+    };
+    let r = |h2, negotiate, alpn| Route {
+        h2,
+        negotiate,
+        alpn,
+    };
+    use WsProto::*;
+    // Not a websocket: `proto`, else ALPN with `ssl`, else HTTP/1.1 (an
+    // `alpn` without `ssl` is only for `connect ssl` check steps).
+    assert_eq!(
+        o(false, &[], false, false, H2).route(false),
+        r(false, false, None)
+    );
+    assert_eq!(
+        o(false, &["h2"], false, false, Auto).route(false),
+        r(false, false, None)
+    );
+    assert_eq!(
+        o(true, &["h2"], false, false, Auto).route(false),
+        r(true, true, None)
+    );
+    assert_eq!(
+        o(true, &["h2"], false, true, Auto).route(false),
+        r(false, false, None)
+    );
+    // Websockets.
+    assert_eq!(
+        o(false, &[], false, false, H2).route(true),
+        r(true, false, None)
+    );
+    assert_eq!(
+        o(false, &[], true, false, H1).route(true),
+        r(false, false, None)
+    );
+    let both = ["h2", "http/1.1"];
+    assert_eq!(
+        o(true, &both, false, false, Auto).route(true),
+        r(false, true, Some("http/1.1"))
+    );
+    assert_eq!(
+        o(true, &["h2"], false, false, Auto).route(true),
+        r(true, true, None)
+    );
+    assert_eq!(
+        o(true, &both, false, false, H2).route(true),
+        r(true, true, Some("h2"))
+    );
+    assert_eq!(
+        o(true, &both, true, false, H1).route(true),
+        r(false, false, Some("http/1.1"))
+    );
+    // Reuse by a websocket (HAProxy's srv_check_reuse_ws).
+    assert!(o(false, &[], false, false, Auto).ws_reuse());
+    assert!(!o(false, &[], false, false, H2).ws_reuse());
+    assert!(o(false, &[], true, false, H2).ws_reuse());
+    assert!(!o(true, &both, false, false, Auto).ws_reuse());
+    assert!(o(true, &["http/1.1"], false, false, H1).ws_reuse());
 }

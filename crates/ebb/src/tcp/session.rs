@@ -547,16 +547,19 @@ impl Session {
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let has_data = self.pipe.borrow().c2s.pending() > 0;
         let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));
-        let r = crate::backend::connect_server_nb(&s, || dest, has_data).and_then(|(st, socks)| {
-            let tr = match &s.tls {
-                Some(t) => {
-                    let name = t.name_for(None, dest);
-                    Transport::connect_tls(st, Arc::clone(&t.config), &name)?
-                }
-                None => Transport::plain(st),
-            };
-            Ok((tr, socks))
-        });
+        let first = self.retries_done == 0;
+        let r = crate::backend::connect_server_nb(&s, || dest, has_data, first).and_then(
+            |(st, socks)| {
+                let tr = match &s.tls {
+                    Some(t) => {
+                        let name = t.name_for(None, dest);
+                        Transport::connect_tls(st, Arc::clone(&t.config), &name)?
+                    }
+                    None => Transport::plain(st),
+                };
+                Ok((tr, socks))
+            },
+        );
         let Ok((mut st, socks)) = r else {
             self.connect_failed(ctx, false);
             return;
@@ -1253,7 +1256,9 @@ impl Session {
         }
         // HAProxy's judgement of the session (no status in tcp mode).
         let ab = crate::proxy::abnormal(&self.term, self.retries_done > 0, self.redispatched, None);
-        let Some(level) = self.fe.log_level(ab) else {
+        // Then a `set-log-level` of its content rules.
+        let Some(level) = crate::rewrite::exchange_log_level(&self.fe, ab, Some(&*self.vars))
+        else {
             return;
         };
         let conn = self.pipe.borrow().t_conn;

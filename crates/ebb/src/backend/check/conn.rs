@@ -86,7 +86,8 @@ impl CheckHow {
             mux_set: matches!(
                 o.check_proto,
                 Some(crate::config::CheckProto::H1 | crate::config::CheckProto::H2)
-            ) || o.proto_h2,
+            ) || o.proto_h2
+                || o.proto_h1,
             check_alpn: o.check_alpn.is_some(),
             ssl_ctx: None,
             check_sni: o.check_sni.clone(),
@@ -137,13 +138,14 @@ pub enum CheckMux {
 }
 
 impl CheckMux {
-    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN
+    /// A server's: `check-proto h1|h2`, else `proto h2|h1`, else by ALPN
     /// with `check-alpn`, else HTTP/1.
     pub fn of(o: &crate::config::ServerOptions) -> CheckMux {
         match o.check_proto {
             Some(crate::config::CheckProto::H1) => CheckMux::H1,
             Some(crate::config::CheckProto::H2) => CheckMux::H2,
             _ if o.proto_h2 => CheckMux::H2,
+            _ if o.proto_h1 => CheckMux::H1,
             _ if o.check_alpn.is_some() => CheckMux::Alpn,
             _ => CheckMux::H1,
         }

@@ -237,22 +237,41 @@ impl Parser<'_> {
             for s in p
                 .servers
                 .iter()
-                .filter(|s| s.opts.proto_h2 || s.opts.alpn.iter().any(|a| a == "h2"))
+                .filter(|s| s.opts.speaks_h2() || s.opts.ws == crate::config::WsProto::H2)
             {
                 // HAProxy: the h2 mux is an HTTP one; its health checks
                 // use the server's protocol unless `check-proto` says
                 // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
-                let why = if p.mode == ProxyMode::Tcp {
+                let why = if p.mode == ProxyMode::Tcp && s.opts.speaks_h2() {
                     Some("'proto h2' needs 'mode http'")
+                } else if p.mode == ProxyMode::Tcp {
+                    None
                 } else if s.opts.send_proxy > 0 {
-                    Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                    Some("'send-proxy' on a 'proto h2', 'alpn h2' or 'ws h2' server is not supported by ebb")
                 } else if s.opts.socks4.is_some() {
-                    Some("'socks4' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                    Some("'socks4' on a 'proto h2', 'alpn h2' or 'ws h2' server is not supported by ebb")
                 } else {
                     None
                 };
                 if let Some(why) = why {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
+                }
+            }
+            for s in p.servers.iter() {
+                // HAProxy's alert: the multiplexer must suit the mode.
+                let bad = match p.mode {
+                    ProxyMode::Tcp => s.opts.proto_h1.then_some("h1"),
+                    _ => s.opts.proto_none.then_some("none"),
+                };
+                if let Some(m) = bad {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "proxy '{}' : MUX protocol '{m}' is not usable for server '{}'.",
+                            p.name, s.name
+                        ),
+                    );
                 }
             }
             if p.mode == ProxyMode::Tcp {

@@ -21,7 +21,10 @@ use crate::sample::{Expr, LogFormat as LfFormat, Scope, VarAction, VarRef};
 
 /// `set-log-level`'s argument: a syslog level's number, or `None` for
 /// `silent`.
-fn set_log_level_arg(kw: &str, args: &[String]) -> Result<Option<u8>, String> {
+pub(in crate::config) fn set_log_level_arg(
+    kw: &str,
+    args: &[String],
+) -> Result<Option<u8>, String> {
     match args {
         [l] if l == "silent" => Ok(None),
         [l] => match log_level(l) {

@@ -226,12 +226,8 @@ pub(super) fn parse_server_opts(
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
             "check-ssl" => o.check_ssl = true,
-            "tfo" => {
-                return Err(
-                    "server option 'tfo' is not supported by ebb (TCP fast open on connect needs TCP_FASTOPEN_CONNECT, which socket2 does not set and ebb adds no unsafe code for)"
-                        .into(),
-                )
-            }
+            "tfo" => o.tfo = true,
+            "no-tfo" => o.tfo = false,
             "no-check-ssl" => o.check_ssl = false,
             "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
@@ -373,23 +369,36 @@ pub(super) fn parse_server_opts(
                             .map_err(|e| format!("'verifyhost {v}': not a host name ({e})"))?;
                         o.tls.verify_host = Some(v.to_string());
                     }
-                    // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
-                    // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
-                    "proto" => match v {
-                        "h2" => o.proto_h2 = true,
-                        "fcgi" => {
-                            return Err(
-                                "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
-                                    .to_string(),
-                            )
-                        }
-                        x => {
-                            return Err(format!(
-                                "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
-                            ))
-                        }
-                    },
+                    // HAProxy's muxes: h2, h1, fcgi, none (the last one
+                    // given wins). ebb speaks HTTP/1.1 to servers by
+                    // default, HTTP/2 with `h2`; whether the mux suits the
+                    // proxy's mode is checked with the proxy.
+                    "proto" => {
+                        let (h2, h1, none) = match v {
+                            "h2" => (true, false, false),
+                            "h1" => (false, true, false),
+                            "none" => (false, false, true),
+                            "fcgi" => {
+                                return Err(
+                                    "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                                        .to_string(),
+                                )
+                            }
+                            // HAProxy's message.
+                            x => return Err(format!("'proto' :  unknown MUX protocol '{x}'.")),
+                        };
+                        (o.proto_h2, o.proto_h1, o.proto_none) = (h2, h1, none);
+                    }
                     "alpn" => o.alpn = alpn_list(v)?,
+                    // HAProxy's messages.
+                    "ws" => {
+                        o.ws = match v {
+                            "auto" => WsProto::Auto,
+                            "h1" => WsProto::H1,
+                            "h2" => WsProto::H2,
+                            _ => return Err("'ws' has to be 'auto', 'h1' or 'h2'".into()),
+                        }
+                    }
                     "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
                     // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).
                     "check-proto" => {
@@ -413,6 +422,19 @@ pub(super) fn parse_server_opts(
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    // HAProxy reads it with atoi(): any negative value is
+                    // no limit; ebb takes a number only.
+                    "max-reuse" => {
+                        o.max_reuse = match v.parse::<i64>() {
+                            Ok(n) if n < 0 => None,
+                            Ok(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                            Err(_) => {
+                                return Err(format!(
+                                    "'max-reuse' expects an integer (-1: no limit), got '{v}'"
+                                ))
+                            }
+                        }
+                    }
                     "cookie" => o.cookie = Some(v.to_string()),
                     "agent-port" => {
                         o.agent_port = Some(v.parse::<u16>().map_err(|_| {
@@ -446,7 +468,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, ws, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2, tfo, no-tfo)"
                         ))
                     }
                 }

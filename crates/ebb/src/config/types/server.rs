@@ -72,6 +72,11 @@ pub struct ServerOptions {
     pub check_sni: Option<String>,
     /// `pool-max-conn`; `None` = unlimited (`-1`).
     pub pool_max_conn: Option<u32>,
+    /// `max-reuse N`: an HTTP/2 connection to the server carries at most
+    /// N + 1 streams, then closes once they are over; `None` (-1, the
+    /// default, or any negative value): no limit. HAProxy 2.6's HTTP/1
+    /// side ignores it, and so does ebb's.
+    pub max_reuse: Option<u32>,
     /// `pool-purge-delay`, 5 s by default (HAProxy's).
     pub pool_purge_delay: Duration,
     /// TLS towards the server: `ciphers`, `ciphersuites`, version options,
@@ -106,6 +111,18 @@ pub struct ServerOptions {
     /// `proto h2`: requests go to this server over HTTP/2 (prior
     /// knowledge, cleartext or over `ssl`), several streams per connection.
     pub proto_h2: bool,
+    /// `proto h1`: HTTP/1.1 to this server whatever ALPN chooses (the
+    /// handshake still offers `alpn`), and for its HTTP checks (HAProxy's
+    /// H1 multiplexer forced); `mode http` only.
+    pub proto_h1: bool,
+    /// `ws auto|h1|h2`: the protocol of websocket streams.
+    pub ws: WsProto,
+    /// `tfo`: TCP fast open on connects to the server (the first attempt
+    /// of an exchange with bytes to send: HAProxy's condition).
+    pub tfo: bool,
+    /// `proto none`: tcp mode's pass-through (its default); `mode tcp`
+    /// only.
+    pub proto_none: bool,
     /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
     /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
     pub alpn: Vec<String>,
@@ -249,6 +266,76 @@ impl ServerOptions {
             }
         })
     }
+
+    /// How a stream goes to the server, as HAProxy 2.6's `connect_server()`
+    /// picks it: a websocket stream (`websocket`) follows `ws`. With a
+    /// `proto`, or without `ssl` and `alpn`, the protocol is the server's
+    /// (`ws auto`), HTTP/1.1 (`ws h1`) or HTTP/2 (`ws h2`, prior
+    /// knowledge); otherwise ALPN decides. With `ssl` and `alpn` a
+    /// websocket's handshake offers `http/1.1` alone (`ws h1`, or `ws
+    /// auto` when the list has it) or `h2` alone (`ws h2`).
+    pub fn route(&self, websocket: bool) -> Route {
+        let tls_alpn = self.ssl && !self.alpn.is_empty();
+        let alpn = match self.ws {
+            _ if !websocket || !tls_alpn => None,
+            WsProto::Auto => self
+                .alpn
+                .iter()
+                .any(|p| p == "http/1.1")
+                .then_some("http/1.1"),
+            WsProto::H1 => Some("http/1.1"),
+            WsProto::H2 => Some("h2"),
+        };
+        if self.proto_h2 || self.proto_h1 || !tls_alpn {
+            // (Without `ssl`, an `alpn` list is for `connect ssl` check
+            // steps only: HTTP/1.1, HAProxy's default multiplexer.)
+            let h2 = match self.ws {
+                _ if !websocket => self.proto_h2,
+                WsProto::Auto => self.proto_h2,
+                WsProto::H1 => false,
+                WsProto::H2 => true,
+            };
+            return Route {
+                h2,
+                negotiate: false,
+                alpn,
+            };
+        }
+        let h2 = match alpn {
+            Some(a) => a == "h2",
+            None => self.alpn.iter().any(|p| p == "h2"),
+        };
+        Route {
+            h2,
+            negotiate: true,
+            alpn,
+        }
+    }
+
+    /// A websocket stream may take a connection the server's other
+    /// streams use (HAProxy 2.6's `srv_check_reuse_ws`): its protocol is
+    /// the same; with ALPN, the list is the one protocol `ws` asks for
+    /// (any one protocol with `ws auto`). Otherwise it connects anew.
+    pub fn ws_reuse(&self) -> bool {
+        if self.proto_h2 || self.proto_h1 || !self.ssl || self.alpn.is_empty() {
+            return match self.ws {
+                WsProto::Auto => true,
+                WsProto::H2 => self.proto_h2,
+                WsProto::H1 => !self.proto_h2,
+            };
+        }
+        match self.ws {
+            WsProto::Auto => self.alpn.len() == 1,
+            WsProto::H2 => self.alpn == ["h2"],
+            WsProto::H1 => self.alpn == ["http/1.1"],
+        }
+    }
+
+    /// HTTP/2 to the server: `proto h2`, or `alpn` offering `h2` (the
+    /// handshake then decides) unless `proto h1` forces HTTP/1.1.
+    pub fn speaks_h2(&self) -> bool {
+        self.proto_h2 || (!self.proto_h1 && self.alpn.iter().any(|p| p == "h2"))
+    }
 }
 
 impl Default for ServerOptions {
@@ -280,6 +367,7 @@ impl Default for ServerOptions {
             sni: None,
             check_sni: None,
             pool_max_conn: None,
+            max_reuse: None,
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
@@ -293,6 +381,10 @@ impl Default for ServerOptions {
             allow_dup_ip: false,
             ignore_weight: false,
             proto_h2: false,
+            proto_h1: false,
+            ws: WsProto::Auto,
+            tfo: false,
+            proto_none: false,
             alpn: Vec::new(),
             check_proto: None,
             check_alpn: None,
@@ -337,6 +429,27 @@ pub enum OnError {
     SuddenDeath,
     /// DOWN at once (and `fastinter`).
     MarkDown,
+}
+
+/// `ws auto|h1|h2`: the protocol of a websocket stream to the server.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum WsProto {
+    /// The server's own (with ALPN, `http/1.1` when its list has it).
+    #[default]
+    Auto,
+    H1,
+    H2,
+}
+
+/// How a stream reaches a server ([`ServerOptions::route`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// Over HTTP/2 (when `negotiate`: if ALPN picks `h2`).
+    pub h2: bool,
+    /// ALPN decides between HTTP/2 and HTTP/1.1.
+    pub negotiate: bool,
+    /// The one protocol the TLS handshake offers instead of `alpn`.
+    pub alpn: Option<&'static str>,
 }
 
 /// `check-proto`: HAProxy's multiplexers a health check may use.

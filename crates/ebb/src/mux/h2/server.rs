@@ -298,6 +298,8 @@ pub(crate) struct SrvConn {
     shared: bool,
     /// Completed an exchange.
     proven: bool,
+    /// Streams it was given in all (HAProxy's `stream_cnt`).
+    streams_seen: u32,
     /// The session (client connection tasklet) that opened it.
     owner: Option<TaskletId>,
     /// DATA nobody reads, to grant back after the event.
@@ -325,6 +327,16 @@ fn bump(c: &std::sync::atomic::AtomicU64, up: bool) {
 }
 
 impl SrvConn {
+    /// The server's `max-reuse N` is reached: the connection carried
+    /// N + 1 streams (its first and N reuses, as HAProxy 2.6's H2 mux
+    /// counts them in `h2_avail_streams`) and takes no other.
+    fn spent(&self) -> bool {
+        self.srv
+            .opts
+            .max_reuse
+            .is_some_and(|n| self.streams_seen > n)
+    }
+
     fn limit(&self) -> usize {
         match self.h2.peer_max_streams() {
             u32::MAX => DEFAULT_STREAMS,
@@ -411,6 +423,12 @@ pub(crate) fn attach(
         h1_client: hints.h1_client,
         bodyless: false,
     });
+    c.streams_seen = c.streams_seen.saturating_add(1);
+    if c.spent() {
+        // Closed once its streams are over (HAProxy's idle list refuses
+        // a connection with no stream left to give).
+        c.shared = false;
+    }
     let mux =
         c.me.ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
     ctx.tasklet_wakeup(mux);
@@ -454,6 +472,7 @@ fn new_conn(
         key: t.key,
         shared: reuse != Reuse::Never && !t.negotiate,
         proven: false,
+        streams_seen: 0,
         owner,
         release: Vec::new(),
         limits: t.limits,
@@ -507,8 +526,12 @@ impl SrvConn {
             return false;
         }
         let tcp = self.tr.tcp();
-        // (socket2's peer address: a UNIX socket server's too.)
-        match (tcp.take_error(), crate::backend::connected(tcp)) {
+        // (socket2's peer address: a UNIX socket server's too.) A `tfo`
+        // socket whose SYN waits for the first write (the kernel has the
+        // server's cookie) has no peer yet but is writable: that write
+        // is the preface.
+        let deferred = self.srv.opts.tfo && self.io.wr && !self.io.hup;
+        match (tcp.take_error(), deferred || crate::backend::connected(tcp)) {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
@@ -574,7 +597,7 @@ impl SrvConn {
         }
         self.negotiating = false;
         if self.tr.alpn() == Some(b"h2") {
-            self.shared = !self.never;
+            self.shared = !self.never && !self.spent();
             self.set_ready(ctx);
             return None;
         }

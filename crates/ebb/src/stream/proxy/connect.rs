@@ -142,13 +142,17 @@ impl Stream {
             conn_key(&pp, sni.as_deref())
         });
         let same_pp = key.as_ref().is_none_or(|k| *k == self.pp_sent);
+        // A websocket on another protocol than the server's other
+        // exchanges (`ws`) takes none of their connections.
+        let ws_own = up.ws_accept.is_some() && !s.opts.ws_reuse();
         // The client's private connections to other servers (or with
         // another key) stay attached, up to `max-session-srv-conns`, as
         // HAProxy's session keeps them.
         let mine = self
             .attached
             .iter()
-            .position(|a| a.srv.uid == s.uid && key.as_ref().is_none_or(|k| *k == a.key));
+            .position(|a| a.srv.uid == s.uid && key.as_ref().is_none_or(|k| *k == a.key))
+            .filter(|_| !ws_own);
         if let Some(mut a) = mine.map(|i| self.attached.remove(i)) {
             if quiet || alive(&mut a.st) {
                 self.pp_sent = std::mem::take(&mut a.key);
@@ -163,7 +167,7 @@ impl Stream {
             self.side.borrow_mut().idle_event = true;
         }
         if let Some(p) = self.parked.take() {
-            if p.server_uid() == s.uid && same_pp {
+            if p.server_uid() == s.uid && same_pp && !ws_own {
                 if let Some(mut t) = c.w.shared.idle.unpark(&p) {
                     if quiet || alive(&mut t.st) {
                         sock = Some((t.st, true, None));
@@ -185,6 +189,7 @@ impl Stream {
         let first = c.requests() <= 1;
         let want = match up.farm.reuse {
             HttpReuse::Never => None,
+            _ if ws_own => None,
             _ if !first => Some(Want::Any),
             HttpReuse::Safe => None,
             HttpReuse::Aggressive => Some(Want::Safe),
@@ -262,7 +267,8 @@ impl Stream {
             // Another attempt on the same server: HAProxy counts each.
             s.counters.note_attempt(ctx.now_ns());
         }
-        if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
+        let route = s.opts.route(up.ws_accept.is_some());
+        if route.h2 {
             self.up = Some(up);
             self.connect_h2(c, ctx);
             return;
@@ -271,7 +277,8 @@ impl Stream {
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let (pp, sni) = conn_params(c, &s, &up);
-        match open_transport(&s, client_dst, sni.as_deref()) {
+        let first = up.retries_left == up.farm.retries;
+        match open_transport(&s, client_dst, sni.as_deref(), first, route.alpn) {
             Ok((mut st, socks)) => {
                 let fd = st.raw_fd();
                 // To a TLS server the PROXY header goes in clear, before
@@ -355,7 +362,12 @@ impl Stream {
             self.up = Some(up);
             return;
         };
+        let websocket = up.ws_accept.is_some();
+        let route = s.opts.route(websocket);
         let reuse = match up.farm.reuse {
+            // A websocket on another protocol than the server's other
+            // streams: a connection of its own.
+            _ if websocket && !s.opts.ws_reuse() => Reuse::Never,
             HttpReuse::Never => Reuse::Never,
             HttpReuse::Safe => Reuse::Safe {
                 first: c.requests() <= 1,
@@ -376,7 +388,7 @@ impl Stream {
         });
         let target = Target {
             key,
-            negotiate: !s.opts.proto_h2,
+            negotiate: route.negotiate,
             // (Still the last attempt's: a replay after a reused
             // connection failed takes a new one.)
             fresh: up.reused,
@@ -387,6 +399,7 @@ impl Stream {
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
+                let first = up.retries_left == up.farm.retries;
                 let hints = Hints {
                     te: up.te_trailers,
                     scheme: up.scheme,
@@ -395,7 +408,8 @@ impl Stream {
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     // (`socks4` is refused on an HTTP/2 server.)
-                    open_transport(&s, client_dst, sni.as_deref()).map(|(t, _)| t)
+                    open_transport(&s, client_dst, sni.as_deref(), first, route.alpn)
+                        .map(|(t, _)| t)
                 })
             }
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -654,17 +668,29 @@ pub(super) fn open_transport(
     s: &ServerRt,
     client_dst: Option<SocketAddr>,
     sni: Option<&str>,
+    first: bool,
+    alpn: Option<&str>,
 ) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
     // The request is written as soon as the socket connects.
-    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true)?;
+    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true, first)?;
     let tr = match &s.tls {
         // TLS to the server: the handshake starts once connected (and
         // the SOCKS4 handshake done); the request written meanwhile waits
         // in rustls' buffer.
         Some(t) => {
             let name = t.name_for(sni, s.dest(|| client_dst));
-            Transport::connect_tls(st, Arc::clone(&t.config), &name)?
+            let config = match alpn {
+                // A websocket's own offer (`ws`): the server's settings
+                // but for ALPN.
+                Some(p) => {
+                    let mut c = (*t.config).clone();
+                    c.alpn_protocols = vec![p.as_bytes().to_vec()];
+                    Arc::new(c)
+                }
+                None => Arc::clone(&t.config),
+            };
+            Transport::connect_tls(st, config, &name)?
         }
         None => Transport::plain(st),
     };
