@@ -258,7 +258,7 @@ fn run_common(a: &HttpRequestAction, table: Option<&Arc<Table>>, ctx: &Ctx<'_>, 
         }
         HttpRequestAction::Var(v) => v.run(ctx),
         HttpRequestAction::Capture(c) => c.run(ctx),
-        HttpRequestAction::SetLogLevel(l) => crate::rewrite::set_log_level(ctx, *l),
+        HttpRequestAction::SetLogLevel(l) => crate::sample::set_log_level(ctx, *l),
         other => {
             crate::stick::run_http_action(other, ctx);
         }

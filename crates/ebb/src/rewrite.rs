@@ -1190,12 +1190,7 @@ fn cache_use(
 #[cfg(test)]
 mod tests;
 
-/// `set-log-level`: noted with the exchange's facts for its log line.
-pub(crate) fn set_log_level(ctx: &Ctx<'_>, level: Option<u8>) {
-    if let Some(mut v) = ctx.vars.and_then(|v| v.try_borrow_mut().ok()) {
-        v.info.log_level = Some(level);
-    }
-}
+pub(crate) use crate::sample::set_log_level;
 
 /// The level of an exchange's log line, if it is logged: the frontend's
 /// judgement first (`option dontlog-normal` drops a normal one, `option

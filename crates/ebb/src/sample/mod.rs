@@ -88,6 +88,14 @@ pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch, TrackedRead};
 pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
 
+/// `set-log-level` (http and tcp rules): noted with the exchange's facts
+/// for its log line.
+pub(crate) fn set_log_level(ctx: &Ctx<'_>, level: Option<u8>) {
+    if let Some(mut v) = ctx.vars.and_then(|v| v.try_borrow_mut().ok()) {
+        v.info.log_level = Some(level);
+    }
+}
+
 /// A live count a fetch reads from the running proxies: `fe_conn`,
 /// `be_conn`, `srv_conn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
