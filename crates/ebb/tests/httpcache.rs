@@ -216,6 +216,79 @@ fn cache_configuration_errors_name_their_line() {
     }
 }
 
+/// `filter compression` and `filter cache NAME`: the orders HAProxy 2.6
+/// takes and those it refuses (the compression before a cache, explicit
+/// or implied by a rule), with its messages; each case is also given to
+/// `haproxy -c`, which must agree on accepting or refusing it.
+#[test]
+fn filter_lines_are_checked_as_haproxy_checks_them() {
+    let dir = scratch("cache-filters");
+    // (`-c` binds nothing: the fixed port of the bind line is never used.)
+    let head = "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\ncache c\n total-max-size 4\ncache d\n total-max-size 4\nlisten a\n bind 127.0.0.1:19830\n";
+    // (the proxy's lines, the errors: line and text; none: accepted)
+    let cases: [(&str, &[(u32, &str)]); 14] = [
+        (" filter cache c\n filter compression\n compression algo gzip\n http-response cache-store c\n", &[]),
+        (" http-response cache-store c\n filter compression\n compression algo gzip\n", &[]),
+        (" filter cache c\n http-request cache-use d\n filter compression\n compression algo gzip\n", &[]),
+        (" filter compression\n filter cache c\n compression algo gzip\n http-response cache-store c\n", &[
+            (12, "proxy 'a': unable to enable the compression filter before any cache filter."),
+            (13, "proxy 'a': unable to enable the compression filter before the cache 'c'."),
+        ]),
+        // The rule implies a cache filter where it stands.
+        (" filter compression\n compression algo gzip\n http-response cache-store c\n", &[
+            (12, "before any cache filter."),
+            (14, "proxy 'a': unable to enable the compression filter before the cache 'c'."),
+        ]),
+        // A later `filter cache` line moves the implied filter there.
+        (" http-response cache-store c\n filter compression\n filter cache c\n compression algo gzip\n", &[
+            (13, "before any cache filter."),
+            (14, "before the cache 'c'."),
+        ]),
+        // Without `compression` lines, only the cache's own check.
+        (" filter compression\n http-request cache-use c\n", &[(13, "before the cache 'c'.")]),
+        (" filter compression\n filter compression\n", &[(13, "'filter' : 'a: Proxy supports only one compression filter'")]),
+        (" filter cache c\n filter cache c\n", &[(13, "multiple explicit declarations of the cache filter 'c'")]),
+        (" filter cache x\n", &[(12, "proxy 'a': unable to find the cache 'x' referenced by the filter 'cache'.")]),
+        (" filter cache\n", &[(12, "'filter' : 'cache : expects a <name> argument'")]),
+        (" filter\n", &[(12, "missing argument for 'filter' in proxy 'a'.")]),
+        (" filter compression x\n", &[(12, "'filter compression' : unknown keyword 'x'.")]),
+        (" filter foo\n", &[(12, "'filter' : unknown keyword 'foo'")]),
+    ];
+    let p = dir.join("ebb.cfg");
+    for (lines, errors) in cases {
+        let cfg = format!("{head}{lines} server s 127.0.0.1:1\n");
+        std::fs::write(&p, &cfg).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_eq!(code == 0, errors.is_empty(), "{cfg}\n{err}");
+        for (line, what) in errors {
+            let want = format!("ebb.cfg:{line}: ");
+            let found = err.lines().any(|l| l.contains(&want) && l.contains(what));
+            assert!(found, "{cfg}\nwanted {want}{what} in\n{err}");
+        }
+        if let Some(refused) = common::haproxy_refuses(&p) {
+            assert_eq!(refused, !errors.is_empty(), "haproxy on\n{cfg}");
+        }
+    }
+    // HAProxy has no `filter` in defaults, and ebb none of its other
+    // filters (refused by name).
+    let cfg = format!("{head} filter trace\n server s 127.0.0.1:1\n");
+    common::assert_refused(
+        &dir,
+        "t.cfg",
+        &cfg,
+        "HAProxy filter 'trace' is not supported by ebb",
+        false,
+    );
+    let cfg = "defaults\n mode http\n filter compression\n";
+    common::assert_refused(
+        &dir,
+        "d.cfg",
+        cfg,
+        "d.cfg:3: 'filter' is not allowed in a 'defaults' section",
+        true,
+    );
+}
+
 #[test]
 fn http_errors_sections_answer_deny_and_return() {
     let dir = scratch("errors");

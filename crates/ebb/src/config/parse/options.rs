@@ -18,8 +18,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "accept-invalid-http-request",
     "accept-invalid-http-response",
     "checkcache",
-    "forceclose",
-    "http_proxy",
 ];
 
 const OPTIONS: &[&str] = &[
@@ -116,6 +114,25 @@ pub(super) fn proxy_option(
         | "contstats"
         | "disable-h2-upgrade"
         | "socket-stats" => FE,
+        // Removed from HAProxy before 2.6, which refuses them with these
+        // words.
+        "forceclose" => {
+            return Err(
+                "option 'forceclose' is not supported any more since HAProxy 2.0, \
+                 please just remove it, or use 'option httpclose' if absolutely needed."
+                    .into(),
+            )
+        }
+        "http_proxy" => {
+            return Err(
+                "option 'http_proxy' is not supported any more since HAProxy 2.5. \
+                 This option stopped working in HAProxy 1.9 and usually had nasty side \
+                 effects. It can be more reliably implemented with combinations of \
+                 'http-request set-dst' and 'http-request set-uri', and even 'http-request \
+                 do-resolve' if DNS resolution is desired."
+                    .into(),
+            )
+        }
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
