@@ -39,6 +39,26 @@ fn origin() -> Origin {
 }
 
 fn serve(s: TcpStream, hits: &AtomicUsize) {
+    answer_requests(s, |path| {
+        let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+        let size: usize = path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nX-N: {n}\r\nContent-Length: {size}\r\n\r\n"
+        );
+        let mut out = head.into_bytes();
+        out.extend(vec![b'x'; size]);
+        out
+    });
+}
+
+/// Reads the requests of `s` one after the other (a Content-Length body
+/// read and dropped) and writes `answer(path)` to each.
+fn answer_requests(s: TcpStream, answer: impl Fn(&str) -> Vec<u8>) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
@@ -63,20 +83,8 @@ fn serve(s: TcpStream, hits: &AtomicUsize) {
         if r.read_exact(&mut body).is_err() {
             return;
         }
-        let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
         let path = line.split(' ').nth(1).unwrap_or("/");
-        let size: usize = path
-            .trim_start_matches('/')
-            .split('/')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(10);
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nX-N: {n}\r\nContent-Length: {size}\r\n\r\n"
-        );
-        let mut out = head.into_bytes();
-        out.extend(vec![b'x'; size]);
-        if w.write_all(&out).is_err() {
+        if w.write_all(&answer(path)).is_err() {
             return;
         }
     }
@@ -308,4 +316,112 @@ fn http_errors_sections_answer_deny_and_return() {
     assert_eq!((r.status, r.header("x-from")), (403, Some("section")));
     let r = raw(ebb.addr(), b"GET /oops HTTP/1.1\r\nHost: h\r\n\r\n").expect("an answer");
     assert_eq!((r.status, r.text()), (500, "oops".to_string()));
+}
+
+/// An origin for `option checkcache`: each word of the path adds to the
+/// answer (`cookie`: a `Set-Cookie`, `maxage`: `Cache-Control:
+/// max-age=60`, `public`, `private`, `nocc`: `no-cache="set-cookie"`,
+/// `etag`; `301`: that status), a 2-byte body.
+fn checkcache_origin() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || answer_requests(s, checkcache_answer));
+        }
+    });
+    addr
+}
+
+fn checkcache_answer(path: &str) -> Vec<u8> {
+    let mut head = String::from(if path.contains("301") {
+        "HTTP/1.1 301 Moved\r\n"
+    } else {
+        "HTTP/1.1 200 OK\r\n"
+    });
+    head.push_str("Content-Length: 2\r\n");
+    for (w, f) in [
+        ("cookie", "Set-Cookie: a=b\r\n"),
+        ("maxage", "Cache-Control: max-age=60\r\n"),
+        ("public", "Cache-Control: public\r\n"),
+        ("private", "Cache-Control: private\r\n"),
+        ("nocc", "Cache-Control: no-cache=\"set-cookie\"\r\n"),
+        ("etag", "ETag: \"x\"\r\n"),
+    ] {
+        if path.contains(w) {
+            head.push_str(f);
+        }
+    }
+    head.push_str("\r\nok");
+    head.into_bytes()
+}
+
+/// `option checkcache`: a server's answer a shared cache could keep that
+/// carries its `Set-Cookie` is refused as HAProxy 2.6 refuses it (the
+/// error page of the answer's status, 500's for a status without one,
+/// logged with the server's status, `PH--` and no response time);
+/// answers not cacheable (no freshness or validator, `private`,
+/// `no-cache="set-cookie"`, a POST, a 302) pass. Each case is compared
+/// with haproxy's answer and log line when it is installed.
+#[test]
+fn checkcache_blocks_cacheable_answers_with_a_cookie_as_haproxy() {
+    let o = checkcache_origin();
+    let log = common::Syslog::new();
+    let la = log.addr();
+    let cfg = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "{}    option httplog\nlisten px\n    bind {bind}\n    option checkcache\n    server s {o}\n",
+            common::logged_head(sock, la, "http")
+        )
+    };
+    // (method, path, status seen, blocked)
+    let cases = [
+        ("GET", "/cookie/maxage", 200, true),
+        ("GET", "/cookie/etag", 200, true),
+        ("HEAD", "/cookie/maxage", 200, true),
+        ("GET", "/cookie/maxage/301", 500, true),
+        ("POST", "/cookie/maxage/public", 200, true),
+        ("GET", "/maxage", 200, false),
+        ("GET", "/cookie", 200, false),
+        ("GET", "/cookie/public", 200, false),
+        ("GET", "/cookie/maxage/private", 200, false),
+        ("GET", "/cookie/maxage/nocc", 200, false),
+        ("POST", "/cookie/maxage", 200, false),
+    ];
+    let check = |who: &str, fe: SocketAddr| {
+        for (method, path, status, blocked) in cases {
+            let body = if method == "POST" {
+                "Content-Length: 0\r\n"
+            } else {
+                ""
+            };
+            let req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{body}\r\n");
+            let mut c = Client::connect(fe);
+            c.send(req.as_bytes());
+            let r = c.read_resp_opt(method == "HEAD").expect("an answer");
+            assert_eq!(r.status, status, "{who} {method} {path}");
+            let req_line = format!("\"{method} {path} HTTP/1.1\"");
+            let line = log.find("its log line", |l| l.contains(&req_line));
+            let text = line.split("]: ").nth(1).unwrap_or("");
+            let f: Vec<&str> = text.split_whitespace().collect();
+            // client [date] fe be/srv Tq/Tw/Tc/Tr/Ta status bytes - - flags
+            let (times, logged, flags) = (f[4], f[5], f[9]);
+            let tr = times.split('/').nth(3).unwrap_or("");
+            let want_status = if path.contains("301") { "301" } else { "200" };
+            assert_eq!(logged, want_status, "{who} {method} {path}: {line}");
+            if blocked {
+                assert_eq!((flags, tr), ("PH--", "-1"), "{who} {method} {path}: {line}");
+            } else {
+                assert_eq!(flags, "----", "{who} {method} {path}: {line}");
+                assert_eq!(r.body, b"ok".to_vec(), "{who} {method} {path}");
+            }
+        }
+    };
+    let (e, _sock) = common::ebb_with_admin("checkcache", cfg);
+    check("ebb", e.addr());
+    drop(e);
+    if let Some((_h, fe)) = common::haproxy_beside("checkcache", cfg) {
+        check("haproxy", fe);
+        println!("haproxy agrees");
+    }
 }

@@ -483,6 +483,62 @@ pub fn cacheable(get_or_head: bool, status: u16, fields: &[(Vec<u8>, Vec<u8>)]) 
     fresh
 }
 
+/// `option checkcache`: whether HAProxy 2.6 blocks this answer as a
+/// cacheable response carrying a cookie (its TX_CACHEABLE, TX_CACHE_COOK
+/// and TX_SCK_PRESENT all set). `safe`: a GET, HEAD, OPTIONS or TRACE
+/// request; `server_cookie`: the server's answer carried `Set-Cookie` or
+/// `Set-Cookie2`. Checked side by side with Debian's haproxy 2.6.12,
+/// which, unlike 2.6.0's source, also takes an answer with neither
+/// freshness (`max-age`, `s-maxage`, `Expires`) nor validator (`ETag`,
+/// `Last-Modified`) as not cacheable.
+pub fn blocks_cacheable_cookie(
+    safe: bool,
+    status: u16,
+    fields: &[(Vec<u8>, Vec<u8>)],
+    server_cookie: bool,
+) -> bool {
+    let listed = matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
+    );
+    if !server_cookie || !listed {
+        return false;
+    }
+    fn named<'a>(
+        fields: &'a [(Vec<u8>, Vec<u8>)],
+        n: &'a [u8],
+    ) -> impl Iterator<Item = &'a (Vec<u8>, Vec<u8>)> {
+        fields
+            .iter()
+            .filter(move |(f, _)| f.eq_ignore_ascii_case(n))
+    }
+    // The first Pragma field only, its whole value.
+    if named(fields, b"pragma")
+        .next()
+        .is_some_and(|(_, v)| v.trim_ascii().eq_ignore_ascii_case(b"no-cache"))
+    {
+        return false;
+    }
+    let (mut cacheable, mut cook, mut fresh) = (safe, safe, false);
+    for (_, v) in named(fields, b"cache-control") {
+        for d in v.split(|&c| c == b',') {
+            let d = d.trim_ascii().to_ascii_lowercase();
+            match &d[..] {
+                b"public" => (cacheable, cook) = (true, true),
+                b"private" | b"no-cache" | b"no-store" | b"max-age=0" | b"s-maxage=0" => {
+                    (cacheable, cook) = (false, false)
+                }
+                d if d.starts_with(b"no-cache=\"set-cookie") => cook = false,
+                d if d.starts_with(b"s-maxage") || d.starts_with(b"max-age") => fresh = true,
+                _ => {}
+            }
+        }
+    }
+    let known = |n: &[u8]| named(fields, n).next().is_some();
+    let valid = fresh || known(b"expires") || known(b"etag") || known(b"last-modified");
+    cacheable && cook && valid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

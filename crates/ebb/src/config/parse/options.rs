@@ -17,11 +17,11 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "independent-streams",
     "accept-invalid-http-request",
     "accept-invalid-http-response",
-    "checkcache",
 ];
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "checkcache",
     "transparent",
     "http-keep-alive",
     "http-server-close",
@@ -87,8 +87,8 @@ pub(super) fn proxy_option(
         | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "external-check" | "log-health-checks"
-        | "persist" | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
-        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
+        | "persist" | "checkcache" | "transparent" | "redis-check" | "smtpchk" | "pgsql-check"
+        | "mysql-check" | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose"
         | "srvtcpka"
@@ -236,6 +236,10 @@ pub(super) fn proxy_option(
         "persist" => {
             no_args(rest)?;
             o.persist = !no;
+        }
+        "checkcache" => {
+            no_args(rest)?;
+            o.checkcache = !no;
         }
         "http-pretend-keepalive" => {
             no_args(rest)?;

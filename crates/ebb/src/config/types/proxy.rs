@@ -358,6 +358,10 @@ pub struct ProxyOptions {
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
     pub persist: bool,
+    /// `option checkcache` (backends): a server's answer a shared cache
+    /// could store that carries the server's `Set-Cookie` is refused
+    /// (HAProxy 2.6's check in `http_process_res_common`).
+    pub checkcache: bool,
     /// `option http-pretend-keepalive` (backends): a request to a server
     /// whose connection closes after the answer (`http-server-close`,
     /// `httpclose`) does not say `Connection: close`; ebb closes it all
