@@ -411,6 +411,9 @@ fn checkcache_blocks_cacheable_answers_with_a_cookie_as_haproxy() {
             assert_eq!(logged, want_status, "{who} {method} {path}: {line}");
             if blocked {
                 assert_eq!((flags, tr), ("PH--", "-1"), "{who} {method} {path}: {line}");
+                // The alert, at level alert (local0: 16 * 8 + 1).
+                let alert = "Blocking cacheable cookie in response from instance px, server s.";
+                log.find("the alert", |l| l.starts_with("<129>") && l.contains(alert));
             } else {
                 assert_eq!(flags, "----", "{who} {method} {path}: {line}");
                 assert_eq!(r.body, b"ok".to_vec(), "{who} {method} {path}");

@@ -215,10 +215,14 @@ impl Stream {
                     "Blocking cacheable cookie in response from instance {}, server {srv}.",
                     be.name
                 );
-                if let Some(l) = c.w.shared.fe_loggers.get(&be.name) {
+                if let Some(l) = c.w.shared.be_loggers.get(&be.name) {
                     l.send(crate::log::LOG_ALERT, line.as_bytes());
                 }
-                eprintln!("[ALERT] {line}");
+                // Never a panic on a closed stderr (`eprintln!` would).
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr().lock(),
+                    format!("[ALERT] {line}\n").as_bytes(),
+                );
                 up.term = "PH";
                 // Not a valid answer: no response time (`Tr` -1).
                 up.t_resp = None;
