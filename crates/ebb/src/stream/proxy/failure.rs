@@ -201,9 +201,14 @@ impl Stream {
         self.resp_start = c.wbuf.len();
         // The client's connection goes on only if its request was whole.
         let keep = self.keep_alive && up.req_left.done();
+        // Each of HAProxy's refusals (a deny or a redirect rule, an
+        // internal error, checkcache) ends on its `return_prx_cond`: not
+        // a valid answer, no response time (`Tr` -1, side by side).
+        up.t_resp = None;
         let status = match denied {
             Refusal::Rule(d) => {
-                up.term = "PH";
+                // A redirect is a local answer (`LH`, as haproxy logs it).
+                up.term = if d.location.is_some() { "LH" } else { "PH" };
                 self.write_denied(c, be, d, keep)
             }
             Refusal::CacheableCookie(status) => {
@@ -224,8 +229,6 @@ impl Stream {
                     format!("[ALERT] {line}\n").as_bytes(),
                 );
                 up.term = "PH";
-                // Not a valid answer: no response time (`Tr` -1).
-                up.t_resp = None;
                 if !keep {
                     self.keep_alive = false;
                     c.closing = true;
