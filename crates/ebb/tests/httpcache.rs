@@ -467,3 +467,49 @@ fn refusals_beside_haproxy(
         println!("haproxy agrees");
     }
 }
+
+/// `cookie ... insert nocache` makes a cacheable answer private as
+/// HAProxy 2.6 judges it: a server's `Set-Cookie` does not make it
+/// uncacheable (ebb took it so before), and an answer with neither
+/// freshness nor validator is not cacheable. With `option checkcache`
+/// beside, the answer so made private passes.
+#[test]
+fn nocache_judges_cacheability_as_haproxy() {
+    let o = checkcache_origin();
+    let cfg = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\nlisten px\n    bind {bind}\n    option checkcache\n    cookie SRV insert nocache\n    server s {o} cookie s1\n",
+            sock.display()
+        )
+    };
+    let cases = [
+        ("/cookie/maxage", true),
+        ("/maxage", true),
+        ("/cookie/etag", true),
+        ("/cookie", false),
+        ("/cookie/public", false),
+    ];
+    let check = |who: &str, fe: SocketAddr| {
+        for (path, private) in cases {
+            let mut c = Client::connect(fe);
+            c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+            let r = c.read_resp_opt(false).expect("an answer");
+            assert_eq!((r.status, &r.body[..]), (200, &b"ok"[..]), "{who} {path}");
+            let cc: Vec<String> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
+                .map(|(_, v)| v.to_ascii_lowercase())
+                .collect();
+            let has = cc.iter().any(|v| v == "private");
+            assert_eq!(has, private, "{who} {path}: {cc:?}");
+        }
+    };
+    let (e, _sock) = common::ebb_with_admin("nocache", cfg);
+    check("ebb", e.addr());
+    drop(e);
+    if let Some((_h, fe)) = common::haproxy_beside("nocache", cfg) {
+        check("haproxy", fe);
+        println!("haproxy agrees");
+    }
+}
