@@ -38,6 +38,9 @@ pub struct Shared {
     /// Each frontend's own targets (its `log` lines, with the global ones
     /// where it says `log global`), by frontend name.
     pub fe_loggers: std::collections::HashMap<String, Logger>,
+    /// Each backend's own targets, by backend name (its alerts: health
+    /// checks, `option checkcache`).
+    pub be_loggers: Arc<std::collections::HashMap<String, Logger>>,
     /// Whether request errors also go to stderr (no `log` target set).
     pub errors_to_stderr: bool,
     /// `-d`: one stderr line per connection accepted and closed.

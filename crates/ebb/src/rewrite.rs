@@ -833,8 +833,11 @@ pub fn cookie_response(
     if !cookie_on_response(fe, be) {
         return;
     }
-    let get = matches!(method, Method::Get | Method::Head);
-    let cacheable = crate::backend::cookie::cacheable(get, head.status, &head.fields);
+    let safe = matches!(
+        method,
+        Method::Get | Method::Head | Method::Options | Method::Trace
+    );
+    let cacheable = crate::backend::cookie::cacheability(safe, head.status, &head.fields).0;
     if let Ok(mut st) = vars.try_borrow_mut() {
         // The persistence cookie's edits delete `Set-Cookie` fields and
         // append: the framing's place follows the deletions before it.

@@ -452,7 +452,9 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     } else {
         let _ = crate::sys::raise_nofile(1 << 20);
     }
+    let be_loggers = Arc::new(be_loggers);
     let shared = Arc::new(Shared {
+        be_loggers: Arc::clone(&be_loggers),
         actconn: AtomicU32::new(0),
         maxconn,
         conn_rate: crate::rate::RateLimit::new(cfg.global.max_conn_rate),
@@ -627,7 +629,6 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     };
     let check_log: CheckLog = {
         let shared = Arc::clone(&shared);
-        let be_loggers = Arc::new(be_loggers);
         Arc::new(move |backend: &str, at: Option<u8>, line: String| {
             // HAProxy's levels: a server going down is an alert, the rest
             // (coming up, `log-health-checks` lines) notices, unless the

@@ -1196,3 +1196,27 @@ fn http_no_delay_exchanges_interleave() {
         run(fe);
     }
 }
+
+/// `option forceclose` and `option http_proxy`, gone from HAProxy before
+/// 2.6, are refused with HAProxy 2.6's own words (and haproxy refuses
+/// them too).
+#[test]
+fn removed_options_are_refused_with_haproxys_words() {
+    let dir = scratch("removed-options");
+    for (opt, words) in [
+        (
+            "forceclose",
+            "option 'forceclose' is not supported any more since HAProxy 2.0, please just remove it, or use 'option httpclose' if absolutely needed.",
+        ),
+        (
+            "http_proxy",
+            "option 'http_proxy' is not supported any more since HAProxy 2.5. This option stopped working in HAProxy 1.9 and usually had nasty side effects. It can be more reliably implemented with combinations of 'http-request set-dst' and 'http-request set-uri', and even 'http-request do-resolve' if DNS resolution is desired.",
+        ),
+    ] {
+        // (`-c` binds nothing: the fixed port is never used.)
+        let cfg = format!(
+            "defaults\n mode http\n timeout client 1s\n timeout server 1s\n timeout connect 1s\nlisten a\n bind 127.0.0.1:19830\n option {opt}\n server s 127.0.0.1:1\n"
+        );
+        assert_refused(&dir, "o.cfg", &cfg, &format!("o.cfg:8: {words}"), true);
+    }
+}

@@ -445,42 +445,64 @@ pub fn response(
 }
 
 /// Whether a response may be stored by a shared cache, as HAProxy 2.6
-/// judges it for `nocache` (its TX_CACHEABLE, compared side by side): a
-/// GET or HEAD answered with a status caches keep, carrying freshness
-/// (`Cache-Control: max-age|s-maxage`, `Expires` or `Last-Modified`), no
-/// `Cache-Control` forbidding it and no `Set-Cookie` of the server's.
-pub fn cacheable(get_or_head: bool, status: u16, fields: &[(Vec<u8>, Vec<u8>)]) -> bool {
-    if !get_or_head
-        || !matches!(
-            status,
-            200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
-        )
-    {
-        return false;
+/// judges it for `nocache` and `option checkcache` (its TX_CACHEABLE),
+/// and whether its cookies may be (TX_CACHE_COOK). `safe`: a GET, HEAD,
+/// OPTIONS or TRACE request. Checked side by side with Debian's haproxy
+/// 2.6.12, which, unlike 2.6.0's source, also takes an answer with
+/// neither freshness (`max-age`, `s-maxage`, `Expires`) nor validator
+/// (`ETag`, `Last-Modified`) as not cacheable; a `Set-Cookie` changes
+/// nothing here (a `nocache` cookie makes a cacheable answer private).
+pub fn cacheability(safe: bool, status: u16, fields: &[(Vec<u8>, Vec<u8>)]) -> (bool, bool) {
+    fn named<'a>(
+        fields: &'a [(Vec<u8>, Vec<u8>)],
+        n: &'a [u8],
+    ) -> impl Iterator<Item = &'a (Vec<u8>, Vec<u8>)> {
+        fields
+            .iter()
+            .filter(move |(f, _)| f.eq_ignore_ascii_case(n))
     }
-    let mut fresh = false;
-    for (n, v) in fields {
-        if n.eq_ignore_ascii_case(b"cache-control") {
-            for d in v.split(|&c| c == b',') {
-                let d = d.trim_ascii().to_ascii_lowercase();
-                match &d[..] {
-                    b"private" | b"no-cache" | b"no-store" | b"max-age=0" | b"s-maxage=0" => {
-                        return false
-                    }
-                    d if d.starts_with(b"max-age=") || d.starts_with(b"s-maxage=") => fresh = true,
-                    _ => {}
+    let listed = matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
+    );
+    // The first Pragma field only, its whole value.
+    let pragma = named(fields, b"pragma")
+        .next()
+        .is_some_and(|(_, v)| v.trim_ascii().eq_ignore_ascii_case(b"no-cache"));
+    if !listed || pragma {
+        return (false, false);
+    }
+    let (mut cacheable, mut cook, mut fresh) = (safe, safe, false);
+    for (_, v) in named(fields, b"cache-control") {
+        for d in v.split(|&c| c == b',') {
+            let d = d.trim_ascii().to_ascii_lowercase();
+            match &d[..] {
+                b"public" => (cacheable, cook) = (true, true),
+                b"private" | b"no-cache" | b"no-store" | b"max-age=0" | b"s-maxage=0" => {
+                    (cacheable, cook) = (false, false)
                 }
+                d if d.starts_with(b"no-cache=\"set-cookie") => cook = false,
+                d if d.starts_with(b"s-maxage") || d.starts_with(b"max-age") => fresh = true,
+                _ => {}
             }
-        } else if n.eq_ignore_ascii_case(b"set-cookie")
-            || (n.eq_ignore_ascii_case(b"pragma")
-                && v.trim_ascii().eq_ignore_ascii_case(b"no-cache"))
-        {
-            return false;
-        } else if n.eq_ignore_ascii_case(b"expires") || n.eq_ignore_ascii_case(b"last-modified") {
-            fresh = true;
         }
     }
-    fresh
+    let known = |n: &[u8]| named(fields, n).next().is_some();
+    let valid = fresh || known(b"expires") || known(b"etag") || known(b"last-modified");
+    (cacheable && valid, cook)
+}
+
+/// `option checkcache`: whether HAProxy 2.6 blocks this answer as a
+/// cacheable response carrying a cookie (its TX_CACHEABLE, TX_CACHE_COOK
+/// and TX_SCK_PRESENT all set; see [`cacheability`]). `server_cookie`:
+/// the server's answer carried `Set-Cookie` or `Set-Cookie2`.
+pub fn blocks_cacheable_cookie(
+    safe: bool,
+    status: u16,
+    fields: &[(Vec<u8>, Vec<u8>)],
+    server_cookie: bool,
+) -> bool {
+    server_cookie && cacheability(safe, status, fields) == (true, true)
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ fn world() -> Option<World> {
             sess_rate: crate::rate::RateLimit::new(0),
             logger: Default::default(),
             fe_loggers: Default::default(),
+            be_loggers: Default::default(),
             errors_to_stderr: false,
             debug: false,
             idle: crate::backend::pool::IdlePools::new(1, false),

@@ -2,7 +2,9 @@
 //! the checks of the `cache-use` / `cache-store` rules naming them.
 
 use super::values::parse_u32_range;
-use super::{CacheSection, ConfigError, HttpRequestAction, HttpResponseAction, Loc, Proxy};
+use super::{
+    CacheSection, Compression, ConfigError, HttpRequestAction, HttpResponseAction, Loc, Proxy,
+};
 
 /// HAProxy's limit of a cache's name (it truncates longer ones with a
 /// warning; ebb refuses them).
@@ -117,6 +119,81 @@ pub(super) fn check(caches: &[CacheSection], proxies: &[Proxy]) -> Vec<ConfigErr
                     );
                 }
             }
+        }
+        for (loc, m) in check_filters(p, &known) {
+            err(&loc, m);
+        }
+    }
+    out
+}
+
+/// A proxy's filters in HAProxy's order: its `filter` lines, and one
+/// implicit cache filter per cache its `cache-use`/`cache-store` rules
+/// name without a `filter cache` line, placed at the first such rule (a
+/// later `filter cache` line for it takes its place). Each: the cache's
+/// name (`None`: the compression), the line, explicit or not.
+fn filter_order(p: &Proxy) -> Vec<(Option<&str>, &Loc, bool)> {
+    let mut out: Vec<(Option<&str>, &Loc, bool)> = p
+        .filters
+        .iter()
+        .map(|f| (f.cache.as_deref(), &f.loc, true))
+        .collect();
+    // Rules inherited from a named defaults section are not this
+    // proxy's lines (HAProxy attaches their filter to the defaults).
+    let own = |l: &Loc| l.file == p.loc.file && l.line > p.loc.line;
+    let req = p.http_request.iter().filter_map(|r| match &r.action {
+        HttpRequestAction::CacheUse(n) => Some((n, &r.loc)),
+        _ => None,
+    });
+    let res = p.http_response.iter().filter_map(|r| match &r.action {
+        HttpResponseAction::CacheStore(n) => Some((n, &r.loc)),
+        _ => None,
+    });
+    for (n, loc) in req.chain(res).filter(|(_, l)| own(l)) {
+        match out.iter_mut().find(|(c, _, _)| *c == Some(n.as_str())) {
+            Some((_, l, false)) if loc.line < l.line => *l = loc,
+            Some(_) => {}
+            None => out.push((Some(n), loc, false)),
+        }
+    }
+    out.sort_by_key(|(_, l, _)| l.line);
+    out
+}
+
+/// HAProxy 2.6's checks of a proxy's filters (`check_implicit_http_comp_flt`
+/// and `cache_store_check`): the compression never runs before a cache,
+/// and a `filter cache` names a cache section.
+fn check_filters(p: &Proxy, known: &dyn Fn(&str) -> bool) -> Vec<(Loc, String)> {
+    let who = format!("{} '{}'", p.kind.type_str(), p.name);
+    let mut out = Vec::new();
+    let order = filter_order(p);
+    let comp = order.iter().position(|(c, _, _)| c.is_none());
+    // Only a proxy that compresses adds the implicit filter's check.
+    if let Some(i) = comp.filter(|_| p.compression != Compression::default()) {
+        if order[i..].iter().any(|(c, _, _)| c.is_some()) {
+            out.push((
+                order[i].1.clone(),
+                format!("{who}: unable to enable the compression filter before any cache filter."),
+            ));
+        }
+    }
+    for (k, (c, loc, explicit)) in order.iter().enumerate() {
+        let Some(c) = c else { continue };
+        if !known(c) {
+            // A rule's unknown cache is reported at the rule.
+            if *explicit {
+                out.push((
+                    (*loc).clone(),
+                    format!(
+                        "{who}: unable to find the cache '{c}' referenced by the filter 'cache'."
+                    ),
+                ));
+            }
+        } else if comp.is_some_and(|i| i < k) {
+            out.push((
+                (*loc).clone(),
+                format!("{who}: unable to enable the compression filter before the cache '{c}'."),
+            ));
         }
     }
     out

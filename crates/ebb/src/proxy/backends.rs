@@ -166,6 +166,8 @@ pub struct BackendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// `option checkcache`: see [`crate::backend::cookie::blocks_cacheable_cookie`].
+    pub checkcache: bool,
     /// `http-after-response` rules (empty for a listen section: its
     /// frontend's run).
     pub after_response: Vec<RespRule>,

@@ -267,6 +267,7 @@ pub fn compile_keeping(
                     compile_stats(p, &matcher)?
                 },
                 http: HttpCounters::default(),
+                checkcache: p.options.checkcache,
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 uuid: proxy_uuid(cfg, p),

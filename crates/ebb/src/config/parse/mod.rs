@@ -295,6 +295,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         server_state_file_name: None,
         stick_table: None,
         stick_rules: Vec::new(),
+        filters: Vec::new(),
         compression: Compression::default(),
         mode: ProxyMode::Tcp,
         tcp_request: Vec::new(),

@@ -17,13 +17,11 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "independent-streams",
     "accept-invalid-http-request",
     "accept-invalid-http-response",
-    "checkcache",
-    "forceclose",
-    "http_proxy",
 ];
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "checkcache",
     "transparent",
     "http-keep-alive",
     "http-server-close",
@@ -89,8 +87,8 @@ pub(super) fn proxy_option(
         | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "external-check" | "log-health-checks"
-        | "persist" | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
-        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
+        | "persist" | "checkcache" | "transparent" | "redis-check" | "smtpchk" | "pgsql-check"
+        | "mysql-check" | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose"
         | "srvtcpka"
@@ -116,6 +114,25 @@ pub(super) fn proxy_option(
         | "contstats"
         | "disable-h2-upgrade"
         | "socket-stats" => FE,
+        // Removed from HAProxy before 2.6, which refuses them with these
+        // words.
+        "forceclose" => {
+            return Err(
+                "option 'forceclose' is not supported any more since HAProxy 2.0, \
+                 please just remove it, or use 'option httpclose' if absolutely needed."
+                    .into(),
+            )
+        }
+        "http_proxy" => {
+            return Err(
+                "option 'http_proxy' is not supported any more since HAProxy 2.5. \
+                 This option stopped working in HAProxy 1.9 and usually had nasty side \
+                 effects. It can be more reliably implemented with combinations of \
+                 'http-request set-dst' and 'http-request set-uri', and even 'http-request \
+                 do-resolve' if DNS resolution is desired."
+                    .into(),
+            )
+        }
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -219,6 +236,10 @@ pub(super) fn proxy_option(
         "persist" => {
             no_args(rest)?;
             o.persist = !no;
+        }
+        "checkcache" => {
+            no_args(rest)?;
+            o.checkcache = !no;
         }
         "http-pretend-keepalive" => {
             no_args(rest)?;

@@ -34,6 +34,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "external-check",
     "max-session-srv-conns",
     "stick-table",
+    "filter",
     "stick",
     "mode",
     "timeout",
@@ -101,8 +102,64 @@ const PROXY_KEYWORDS: &[&str] = &[
     "ignore-persist",
 ];
 
-/// HAProxy proxy keywords ebb does not implement.
-const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &["filter"];
+/// HAProxy 2.6's filters ebb does not have (`filter NAME`).
+const HAPROXY_FILTERS_UNSUPPORTED: &[&str] = &["fcgi-app", "opentracing", "spoe", "trace"];
+
+/// `filter compression` or `filter cache NAME` (HAProxy 2.6 `parse_filter`
+/// and the two filters' parsers, with their messages).
+fn parse_filter(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
+    let Some(name) = w.get(1) else {
+        return Err(format!(
+            "missing argument for 'filter' in {} '{}'.",
+            px.kind.type_str(),
+            px.name
+        ));
+    };
+    let (cache, rest) = match name.as_str() {
+        "compression" => {
+            if px.filters.iter().any(|f| f.cache.is_none()) {
+                return Err(format!(
+                    "'filter' : '{}: Proxy supports only one compression filter'",
+                    px.name
+                ));
+            }
+            (None, &w[2..])
+        }
+        "cache" => {
+            let Some(c) = w.get(2) else {
+                return Err("'filter' : 'cache : expects a <name> argument'".into());
+            };
+            if px.filters.iter().any(|f| f.cache.as_ref() == Some(c)) {
+                return Err(format!(
+                    "'filter' : '{}: multiple explicit declarations of the cache filter '{c}''",
+                    px.name
+                ));
+            }
+            (Some(c.clone()), &w[3..])
+        }
+        n if HAPROXY_FILTERS_UNSUPPORTED.contains(&n) => {
+            return Err(format!("HAProxy filter '{n}' is not supported by ebb"))
+        }
+        n => {
+            return Err(format!(
+                "'filter' : unknown keyword '{n}' (supported: cache, compression{})",
+                if n.starts_with("bwlim") {
+                    "; the bandwidth limitation filters came with HAProxy 2.7"
+                } else {
+                    ""
+                }
+            ))
+        }
+    };
+    if let Some(x) = rest.first() {
+        return Err(format!("'filter {name}' : unknown keyword '{x}'."));
+    }
+    px.filters.push(FilterDecl {
+        cache,
+        loc: ctx.loc.clone(),
+    });
+    Ok(())
+}
 
 /// The one argument of `kw`, a field name (`unique-id-header NAME`).
 fn header_name_arg<'a>(kw: &str, w: &'a [String]) -> Result<&'a str, String> {
@@ -906,6 +963,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 loc: ctx.loc.clone(),
             });
         }
+        "filter" => {
+            ctx.allow(kw, FE | BE, false)?;
+            parse_filter(px, ctx, w)?;
+        }
         "compression" => {
             ctx.allow(kw, FE | BE, true)?;
             parse_compression(&mut px.compression, ctx, &w[1..])?;
@@ -965,9 +1026,6 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
-        }
-        _ if HAPROXY_PROXY_UNSUPPORTED.contains(&kw) => {
-            return Err(format!("HAProxy keyword '{kw}' is not supported by ebb"))
         }
         _ => {
             return Err(format!(

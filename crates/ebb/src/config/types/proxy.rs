@@ -26,6 +26,13 @@ pub enum ProxyKind {
 }
 
 impl ProxyKind {
+    /// HAProxy's name of the kind in its messages (`proxy_type_str`).
+    pub fn type_str(self) -> &'static str {
+        match self {
+            ProxyKind::Listen => "proxy",
+            k => k.name(),
+        }
+    }
     pub fn is_frontend(self) -> bool {
         matches!(self, ProxyKind::Frontend | ProxyKind::Listen)
     }
@@ -164,6 +171,8 @@ pub struct Proxy {
     pub stick_rules: Vec<StickRule>,
     /// `compression algo|type|offload`.
     pub compression: Compression,
+    /// `filter compression` and `filter cache NAME` lines, in order.
+    pub filters: Vec<FilterDecl>,
     /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
     /// served alone before, so configs without `mode` keep working).
     pub mode: ProxyMode,
@@ -233,6 +242,18 @@ impl Default for EmailAlert {
             timeout: std::time::Duration::from_secs(10),
         }
     }
+}
+
+/// A `filter` line (HAProxy 2.6 configuration.txt sections 9.2 and 9.4):
+/// it declares where a filter runs among the proxy's filters. ebb knows
+/// the compression and the cache, which always run cache first (HAProxy
+/// refuses the other order), so the lines change no behaviour; they are
+/// checked as HAProxy checks them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterDecl {
+    /// `None`: `filter compression`; `Some(NAME)`: `filter cache NAME`.
+    pub cache: Option<String>,
+    pub loc: Loc,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -337,6 +358,10 @@ pub struct ProxyOptions {
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
     pub persist: bool,
+    /// `option checkcache` (backends): a server's answer a shared cache
+    /// could store that carries the server's `Set-Cookie` is refused
+    /// (HAProxy 2.6's check in `http_process_res_common`).
+    pub checkcache: bool,
     /// `option http-pretend-keepalive` (backends): a request to a server
     /// whose connection closes after the answer (`http-server-close`,
     /// `httpclose`) does not say `Connection: close`; ebb closes it all

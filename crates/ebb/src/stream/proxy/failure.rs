@@ -6,6 +6,23 @@
 
 use super::*;
 
+/// Why a server's answer is refused after its head came.
+pub(super) enum Refusal {
+    /// An `http-response deny` or `redirect` rule.
+    Rule(crate::rewrite::Denied),
+    /// A rewrite failed in strict mode (500, `IH`).
+    Internal,
+    /// `option checkcache`: a cacheable answer with the server's cookie
+    /// (its status).
+    CacheableCookie(u16),
+}
+
+/// The statuses HAProxy 2.6 has an error page for (`http_get_status_idx`;
+/// another status gets the 500 page).
+const HAPROXY_PAGES: &[u16] = &[
+    200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 421, 422, 425, 429, 500, 501, 502, 503, 504,
+];
+
 impl Stream {
     /// A connect failed or timed out: retry, redispatch, or 503.
     pub(super) fn connect_failed(&mut self, c: &mut H1, ctx: &mut Ctx, timed_out: bool) {
@@ -161,17 +178,16 @@ impl Stream {
         self.finish_proxy_input(c);
     }
 
-    /// An `http-response deny` held on the server's answer (`denied`;
-    /// None: a rewrite failed in strict mode): it is dropped with its
-    /// server connection, the rule's answer (or a 500) goes to the
-    /// client, whose connection goes on when its request was whole (as
-    /// HAProxy's); logged `PH` (`IH`) with the server.
+    /// A server's answer refused (see [`Refusal`]): it is dropped with
+    /// its server connection, the rule's answer (or HAProxy's error page)
+    /// goes to the client, whose connection goes on when its request was
+    /// whole (as HAProxy's); logged `PH` (`IH`) with the server.
     pub(super) fn deny_response(
         &mut self,
         c: &mut H1,
         ctx: &mut Ctx,
         be: &crate::proxy::BackendRt,
-        denied: Option<crate::rewrite::Denied>,
+        denied: Refusal,
     ) {
         let Some(mut up) = self.up.take() else {
             return;
@@ -185,12 +201,48 @@ impl Stream {
         self.resp_start = c.wbuf.len();
         // The client's connection goes on only if its request was whole.
         let keep = self.keep_alive && up.req_left.done();
+        // Each of HAProxy's refusals (a deny or a redirect rule, an
+        // internal error, checkcache) ends on its `return_prx_cond`: not
+        // a valid answer, no response time (`Tr` -1, side by side).
+        up.t_resp = None;
         let status = match denied {
-            Some(d) => {
-                up.term = "PH";
+            Refusal::Rule(d) => {
+                // A redirect is a local answer (`LH`, as haproxy logs it).
+                up.term = if d.location.is_some() { "LH" } else { "PH" };
                 self.write_denied(c, be, d, keep)
             }
-            None => {
+            Refusal::CacheableCookie(status) => {
+                // HAProxy 2.6's alert, then its deny: the error page of
+                // the server's status (500's when it has none), logged
+                // with the server's status.
+                let srv = up.server.as_ref().map_or("<dispatch>", |s| s.name.as_str());
+                let line = format!(
+                    "Blocking cacheable cookie in response from instance {}, server {srv}.",
+                    be.name
+                );
+                if let Some(l) = c.w.shared.be_loggers.get(&be.name) {
+                    l.send(crate::log::LOG_ALERT, line.as_bytes());
+                }
+                // Never a panic on a closed stderr (`eprintln!` would).
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr().lock(),
+                    format!("[ALERT] {line}\n").as_bytes(),
+                );
+                up.term = "PH";
+                if !keep {
+                    self.keep_alive = false;
+                    c.closing = true;
+                }
+                let page = if HAPROXY_PAGES.contains(&status) {
+                    status
+                } else {
+                    500
+                };
+                let fe = Arc::clone(&c.fe);
+                self.error_answer(c, &fe, page, keep, Some(&be.name));
+                status
+            }
+            Refusal::Internal => {
                 // A failed rewrite in strict mode: HAProxy's internal
                 // error (500, `IH`).
                 up.term = "IH";

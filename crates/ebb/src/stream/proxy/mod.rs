@@ -77,6 +77,7 @@ use crate::stream::msg::{BodySize, Form, ReqHead};
 
 mod connect;
 mod failure;
+use failure::Refusal;
 mod response;
 
 use connect::shareable;

@@ -185,7 +185,10 @@ impl Stream {
         ];
         // Where the framing field goes in `out` when not after the others.
         let mut framing_pos = None;
-        if crate::rewrite::any(&sets) || crate::rewrite::cookie_on_response(&fe, &be) {
+        if crate::rewrite::any(&sets)
+            || crate::rewrite::cookie_on_response(&fe, &be)
+            || be.checkcache
+        {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
@@ -235,6 +238,12 @@ impl Stream {
             // that came with it, in `tune.bufsize`.
             head.room(&c.w.limits, n, after.len());
             let srv = up.server.as_deref();
+            let has_cookie = |f: &crate::rewrite::Fields| {
+                f.iter()
+                    .filter(|(n, _)| eq_nocase(n, b"set-cookie") || eq_nocase(n, b"set-cookie2"))
+                    .count()
+            };
+            let server_cookie = has_cookie(&head.fields) > 0;
             if let Some(v) = c.vars.cell() {
                 crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
             }
@@ -254,12 +263,38 @@ impl Stream {
                     .fetch_add(head.failed_rewrites, Ordering::Relaxed);
             }
             let denied = match head.denied.take() {
-                Some(d) => Some(Some(d)),
+                Some(d) => Some(Refusal::Rule(d)),
                 None if head.internal_error => {
                     for h in bh {
                         h.internal_errors.fetch_add(1, Ordering::Relaxed);
                     }
-                    Some(None)
+                    Some(Refusal::Internal)
+                }
+                None if be.checkcache => {
+                    // Our persistence cookie is not the server's; with
+                    // `nocache` its insertion made the answer private.
+                    let (inserted, nocache) = match (&be.kind, c.vars.cell()) {
+                        (crate::proxy::BackendKind::Servers(sr), Some(v)) => (
+                            v.try_borrow()
+                                .is_ok_and(|v| matches!(v.info.ck_server, b'I' | b'U')),
+                            sr.cookie.as_ref().is_some_and(|k| k.nocache),
+                        ),
+                        _ => (false, false),
+                    };
+                    let server_cookie =
+                        server_cookie || has_cookie(&head.fields) > usize::from(inserted);
+                    let safe = matches!(
+                        up.method,
+                        Method::Get | Method::Head | Method::Options | Method::Trace
+                    );
+                    let blocked = !(inserted && nocache)
+                        && crate::backend::cookie::blocks_cacheable_cookie(
+                            safe,
+                            head.status,
+                            &head.fields,
+                            server_cookie,
+                        );
+                    blocked.then_some(Refusal::CacheableCookie(head.status))
                 }
                 None => None,
             };
