@@ -411,7 +411,7 @@ struct Closer {
 
 impl Closer {
     fn start() -> Closer {
-        use std::io::{BufRead, BufReader, Write};
+        use std::io::Write;
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -423,25 +423,12 @@ impl Closer {
                 cs.lock().unwrap().push(s.try_clone().unwrap());
                 let lg = lg.clone();
                 std::thread::spawn(move || {
-                    let mut w = s.try_clone().unwrap();
-                    let mut r = BufReader::new(s);
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let path = line.split(' ').nth(1).unwrap_or("").to_string();
-                        loop {
-                            let mut h = String::new();
-                            if r.read_line(&mut h).unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if h == "\r\n" {
-                                break;
-                            }
-                        }
+                    let mut s = s;
+                    let mut buf = Vec::new();
+                    while let Some((head, _)) = common::origin::read_request(&mut s, &mut buf) {
+                        let path = head.split(' ').nth(1).unwrap_or("").to_string();
                         lg.lock().unwrap().push((n, path));
-                        if w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                             .is_err()
                         {
                             return;

@@ -305,6 +305,21 @@ struct Place {
     listed: bool,
 }
 
+impl Place {
+    /// Looks at the connection here (`alive`): an open one stays, with
+    /// `mark`; a dead one leaves the pool (its ticket with it) and is
+    /// returned, for the caller to forget its registration and drop it.
+    fn check(&mut self, mark: Option<u32>) -> Option<Transport> {
+        match checked(self.entry.take()?, mark) {
+            Ok(e) => {
+                self.entry = Some(e);
+                None
+            }
+            Err(t) => Some(t),
+        }
+    }
+}
+
 /// A client's place for its idle connection to one server.
 pub struct Parked {
     uid: u64,
@@ -489,11 +504,7 @@ impl IdlePools {
         if e.mark.is_some() {
             return None;
         }
-        let e = g.entry.take()?;
-        checked(e, None).map_or_else(Some, |e| {
-            g.entry = Some(e);
-            None
-        })
+        g.check(None)
     }
 
     /// The tasklet `reg` a client's parked connection is registered with
@@ -510,14 +521,7 @@ impl IdlePools {
         let slot = w.0.upgrade()?;
         let mut g = slot.try_lock().ok()?;
         g.entry.as_ref().filter(|e| e.reg == Some(reg))?;
-        let e = g.entry.take()?;
-        match checked(e, mark) {
-            Ok(e) => {
-                g.entry = Some(e);
-                None
-            }
-            Err(t) => Some(t),
-        }
+        g.check(mark)
     }
 
     /// The watcher `watch` of `thread`'s idle connections had events on
@@ -550,13 +554,7 @@ impl IdlePools {
                 e.mark = mark;
                 continue;
             }
-            let Some(e) = g.entry.take() else {
-                continue;
-            };
-            match checked(e, mark) {
-                Ok(e) => g.entry = Some(e),
-                Err(t) => dead.push(t),
-            }
+            dead.extend(g.check(mark));
         }
     }
 

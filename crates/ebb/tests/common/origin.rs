@@ -244,8 +244,9 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Reads one request (head and body); None at EOF.
-fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+/// Reads one request (head and body; `buf` keeps what came after it);
+/// None at EOF.
+pub fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
     let mut tmp = [0u8; 65536];
     let end = loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {

@@ -623,10 +623,14 @@ impl Stream {
                         reg,
                         ctx.now(),
                     );
-                    self.side.borrow_mut().parked = self
-                        .parked
-                        .as_ref()
-                        .map(crate::backend::pool::Parked::watch);
+                    // (A client parking again in its own place keeps its
+                    // handle: no weak count to change per request.)
+                    if let Some(p) = self.parked.as_ref() {
+                        let mut sd = self.side.borrow_mut();
+                        if !sd.parked.as_ref().is_some_and(|w| p.watched_by(w)) {
+                            sd.parked = Some(p.watch());
+                        }
+                    }
                 } else {
                     // Closed as `st` drops: no `EPOLL_CTL_DEL`.
                     ctx.forget_fd(st.raw_fd());
