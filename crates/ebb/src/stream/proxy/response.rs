@@ -243,7 +243,8 @@ impl Stream {
                     .filter(|(n, _)| eq_nocase(n, b"set-cookie") || eq_nocase(n, b"set-cookie2"))
                     .count()
             };
-            let server_cookie = has_cookie(&head.fields) > 0;
+            // (Counted before our own cookie goes in; only `checkcache` asks.)
+            let server_cookie = be.checkcache && has_cookie(&head.fields) > 0;
             if let Some(v) = c.vars.cell() {
                 crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
             }
