@@ -5,8 +5,8 @@
 //! - signals: block the process's stop/reload signals in every thread and
 //!   take them synchronously in one thread with `sigwait` (no async-signal
 //!   handler, so no restriction on what the reaction may do);
-//! - `TCP_DEFER_ACCEPT` and `TCP_FASTOPEN_CONNECT`, which socket2 does
-//!   not set;
+//! - `TCP_DEFER_ACCEPT`, `TCP_FASTOPEN_CONNECT` and `TCP_REPAIR`, which
+//!   socket2 does not set;
 //! - `sendfile` for static files, `pipe2` and `splice` for tcp-mode
 //!   forwarding (`option splice-*`);
 //! - the open-files limit, raised to what `maxconn` needs;
@@ -810,6 +810,13 @@ pub fn accept_queue_len(fd: RawFd) -> Option<u32> {
 /// (`TCP_DEFER_ACCEPT`; 0 turns it off).
 pub fn set_defer_accept(fd: RawFd, secs: i32) -> io::Result<()> {
     set_tcp_int(fd, libc::TCP_DEFER_ACCEPT, secs)
+}
+
+/// `silent-drop`: puts the socket in repair mode (`TCP_REPAIR`, needs
+/// `CAP_NET_ADMIN`), so that its close sends nothing, neither FIN nor
+/// reset (HAProxy's trick; writes fail in that mode).
+pub fn set_tcp_repair(fd: RawFd) -> io::Result<()> {
+    set_tcp_int(fd, libc::TCP_REPAIR, 1)
 }
 
 /// An `IPPROTO_TCP` option of `fd` whose value is an int.

@@ -1300,17 +1300,37 @@ impl Transport {
     }
 }
 
-/// `silent-drop` on a socket about to be closed, as HAProxy does without
-/// `CAP_NET_ADMIN` (no `TCP_REPAIR`): no lingering, so the close sends a
-/// reset and no FIN, with a TTL (hop limit) of 1 so that the reset does
-/// not pass the first router.
+/// `silent-drop` on a socket about to be closed, as HAProxy 2.6 does it:
+/// what the client sent is read and acknowledged at once (a quick ACK, so
+/// that it does not retransmit into a reset), lingering is off, and the
+/// socket goes into repair mode (`TCP_REPAIR`, allowed with
+/// `CAP_NET_ADMIN`), in which its close sends nothing at all: the client
+/// is left waiting. Without that privilege, HAProxy's fallback: a
+/// time-to-live (hop limit) of 1, so the reset the close sends does not
+/// pass the first router (a client on the same host or network still
+/// sees it). The caller must neither write to the socket nor shut it
+/// down after this (a FIN would leave even in repair mode).
 pub(crate) fn silent_drop(sock: &TcpStream) {
+    use std::io::Read;
+    let mut scratch = [0u8; 4096];
+    let mut r = sock;
+    for _ in 0..64 {
+        match r.read(&mut scratch) {
+            Ok(n) if n > 0 => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => break,
+        }
+    }
     let s = socket2::SockRef::from(sock);
+    let _ = s.set_tcp_quickack(true);
+    let _ = s.set_linger(Some(std::time::Duration::ZERO));
+    if crate::sys::set_tcp_repair(std::os::fd::AsRawFd::as_raw_fd(sock)).is_ok() {
+        return;
+    }
     let _ = match sock.peer_addr() {
         Ok(std::net::SocketAddr::V6(_)) => s.set_unicast_hops_v6(1),
         _ => s.set_ttl_v4(1),
     };
-    let _ = s.set_linger(Some(std::time::Duration::ZERO));
 }
 
 #[cfg(test)]

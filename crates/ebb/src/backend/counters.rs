@@ -24,6 +24,8 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
     pub conn_errors: AtomicU64,
     pub resp_errors: AtomicU64,
+    /// Its responses refused by a rule or `checkcache` (`dresp`).
+    pub denied_resp: AtomicU64,
     pub retries: AtomicU64,
     pub redispatches: AtomicU64,
     pub queued_total: AtomicU64,

@@ -37,6 +37,10 @@ pub struct HttpCounters {
     pub per_req: crate::per_thread::PerThread<PerRequest>,
     /// Requests refused by a `deny` rule.
     pub denied: AtomicU64,
+    /// Responses refused: an `http-response deny`, `option checkcache`'s
+    /// block, a `tcp-response content reject` (HAProxy's `dresp`,
+    /// `denied_resp`).
+    pub denied_resp: AtomicU64,
     /// Frontends: requests that could not be read (malformed, cut short
     /// by the client, or not whole at `timeout http-request`): HAProxy's
     /// `ereq` (`failed_req`).
@@ -78,6 +82,7 @@ impl HttpCounters {
             c.intercepted.store(0, Ordering::Relaxed);
         }
         self.denied.store(0, Ordering::Relaxed);
+        self.denied_resp.store(0, Ordering::Relaxed);
         self.failed_req.store(0, Ordering::Relaxed);
         self.comp_in.store(0, Ordering::Relaxed);
         self.comp_out.store(0, Ordering::Relaxed);
@@ -147,6 +152,20 @@ pub fn count_compressed(fe: &FrontendRt, be: Option<&BackendRt>, totals: (u64, u
         c.comp_in.fetch_add(totals.0, Ordering::Relaxed);
         c.comp_out.fetch_add(totals.1, Ordering::Relaxed);
         c.comp_rsp.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts a refused response on the frontend, the backend and the server
+/// that sent it (HAProxy's `denied_resp`, the `dresp` column).
+pub fn count_denied_resp(
+    fe: &HttpCounters,
+    be: &BackendRt,
+    srv: Option<&crate::backend::ServerRt>,
+) {
+    fe.denied_resp.fetch_add(1, Ordering::Relaxed);
+    be.http.denied_resp.fetch_add(1, Ordering::Relaxed);
+    if let Some(s) = srv {
+        s.counters.denied_resp.fetch_add(1, Ordering::Relaxed);
     }
 }
 

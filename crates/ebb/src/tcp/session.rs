@@ -1033,6 +1033,11 @@ impl Session {
             }
             Verdict::Reject | Verdict::SilentDrop => {
                 self.silent = v == Verdict::SilentDrop;
+                if !self.silent {
+                    // A denied response (`dresp`); a silent-drop is an
+                    // abort (HAProxy's tcp_rules).
+                    crate::proxy::count_denied_resp(&self.fe.http, &be, self.server.as_deref());
+                }
                 self.end_with(b"PD");
             }
             Verdict::Close => {

@@ -963,6 +963,40 @@ pub trait ReadRetry: Read {
 
 impl<R: Read + ?Sized> ReadRetry for R {}
 
+/// Whether the tests run as root: a process with `CAP_NET_ADMIN`, which
+/// `silent-drop`'s `TCP_REPAIR` needs.
+pub fn as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// What the client on `s` hears of a `silent-drop`, as HAProxy 2.6 drops:
+/// asserts nothing within 2 s when the server may use `TCP_REPAIR` (the
+/// tests run as root, as ebb then does), else a reset (the fallback's
+/// linger-0 close; its time-to-live of 1 does not stop it on loopback).
+/// The client must have sent nothing the server did not read (an unread
+/// segment arriving after the close is answered with a reset).
+pub fn assert_silently_dropped(s: &mut std::net::TcpStream) {
+    let mut b = [0u8; 16];
+    if as_root() {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let r = s.read_retry(&mut b);
+        assert!(
+            matches!(&r, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+            "a silent-drop's client heard {r:?}"
+        );
+    } else {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let r = s.read_retry(&mut b);
+        assert!(
+            matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+            "{r:?}"
+        );
+    }
+}
+
 /// A syslog receiver on 127.0.0.1 (its datagrams are waited for 30 s at
 /// most). Lines come from several threads (a check's state change, the
 /// sessions it ends, the exchanges), in no fixed order: a line read while

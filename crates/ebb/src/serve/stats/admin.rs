@@ -121,6 +121,7 @@ pub fn clear_all(c: &Compiled) {
                     &s.bytes_out,
                     &s.conn_errors,
                     &s.resp_errors,
+                    &s.denied_resp,
                     &s.retries,
                     &s.redispatches,
                     &s.queued_total,

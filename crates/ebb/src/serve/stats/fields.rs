@@ -215,7 +215,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if !sv {
         v[10] = u(r.dreq);
     }
-    v[11] = u(0);
+    v[11] = u(r.dresp);
     if fe {
         v[12] = u(r.ereq);
     } else {

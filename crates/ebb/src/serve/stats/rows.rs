@@ -42,6 +42,8 @@ pub struct Row {
     pub bin: u64,
     pub bout: u64,
     pub dreq: u64,
+    /// Responses refused (`dresp`).
+    pub dresp: u64,
     /// Frontends: requests that could not be read (`ereq`).
     pub ereq: u64,
     pub econ: u64,
@@ -154,6 +156,7 @@ impl Row {
             bin: 0,
             bout: 0,
             dreq: 0,
+            dresp: 0,
             ereq: 0,
             econ: 0,
             eresp: 0,
@@ -328,6 +331,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.bin = fe.http.bytes_in();
     r.bout = fe.http.bytes_out();
     r.dreq = ld(&fe.http.denied);
+    r.dresp = ld(&fe.http.denied_resp);
     r.ereq = ld(&fe.http.failed_req);
     r.status = "OPEN".into();
     r.smax = Some(peak(format!("fe/{}/c", fe.name), r.scur));
@@ -363,6 +367,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.bout = ld(&c.bytes_out);
     r.econ = ld(&c.conn_errors);
     r.eresp = ld(&c.resp_errors);
+    r.dresp = ld(&c.denied_resp);
     r.wretr = ld(&c.retries);
     r.wredis = ld(&c.redispatches);
     r.qtime_out = ld(&c.queue_timeouts);
@@ -555,6 +560,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     r.comp = http_comp(&be.http);
     r.rules = rule_counts(&be.http);
     r.hrsp = be.http.hrsp();
+    r.dresp = ld(&be.http.denied_resp);
     match &be.kind {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;

@@ -205,6 +205,14 @@ impl Stream {
         // internal error, checkcache) ends on its `return_prx_cond`: not
         // a valid answer, no response time (`Tr` -1, side by side).
         up.t_resp = None;
+        // A deny (a rule's or checkcache's) is counted on the frontend,
+        // the backend and the server (HAProxy's `denied_resp`); neither a
+        // redirect nor an internal error is.
+        if matches!(&denied, Refusal::Rule(d) if d.location.is_none())
+            || matches!(denied, Refusal::CacheableCookie(_))
+        {
+            crate::proxy::count_denied_resp(&c.fe.http, be, up.server.as_deref());
+        }
         let status = match denied {
             Refusal::Rule(d) => {
                 // A redirect is a local answer (`LH`, as haproxy logs it).

@@ -51,6 +51,12 @@ impl Stream {
                 Verdict::Reject | Verdict::SilentDrop => {
                     if v == Verdict::SilentDrop {
                         crate::transport::silent_drop(c.tr.tcp());
+                        // Nothing more on that socket: no lingering close.
+                        c.silent = true;
+                    } else {
+                        // A reject is a denied response (`dresp`), a
+                        // silent-drop an abort (HAProxy's tcp_rules).
+                        crate::proxy::count_denied_resp(&fe.http, &be, up.server.as_deref());
                     }
                     up.term = "PD";
                     up.keep_server = false;
