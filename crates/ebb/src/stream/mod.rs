@@ -493,6 +493,17 @@ impl Exchange for Stream {
     }
 }
 
+/// Counts a refused request (`dreq`) on the frontend and, when a backend
+/// was chosen (its rules refused it), on that backend, as HAProxy 2.6
+/// counts `denied_req` (the backend's once `SF_BE_ASSIGNED`).
+fn count_denied_req(fe: &FrontendRt, be: Option<usize>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    fe.http.denied.fetch_add(1, Relaxed);
+    if let Some(b) = be.and_then(|b| fe.backends.get(b)) {
+        b.http.denied.fetch_add(1, Relaxed);
+    }
+}
+
 thread_local! {
     /// Exchange states of HTTP/1 streams, taken for an exchange and given
     /// back while their connections idle: one list per scheduler thread
@@ -1215,9 +1226,7 @@ impl Stream {
                     // A deny with its own answer: counted; the connection
                     // goes on when the exchange allows, as HAProxy's.
                     c.stk.note_error();
-                    fe.http
-                        .denied
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    count_denied_req(fe, be);
                 }
                 let be_name = be_arc.as_ref().map(|b| b.name.as_str());
                 if let crate::config::ReturnBody::Errorfile(raw) = &reply.body {
@@ -1318,9 +1327,7 @@ impl Stream {
             }
             Act::Deny(be, st) => {
                 c.stk.note_error();
-                fe.http
-                    .denied
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                count_denied_req(fe, be);
                 // HAProxy keeps the connection when the exchange allows,
                 // and logs the refusal `PR` (the proxy's condition).
                 let be_name = be
@@ -1335,9 +1342,7 @@ impl Stream {
                 // `timeout tarpit`, then answers and reads nothing more
                 // (it leaves the connection to its timeout; ebb closes).
                 c.stk.note_error();
-                fe.http
-                    .denied
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                count_denied_req(fe, be);
                 self.keep_alive = false;
                 // Logged `PT` once answered, the wait as its Tw.
                 self.local_term = Some("PT");
@@ -1360,9 +1365,7 @@ impl Stream {
             Act::Reject(silent, bi, line) => {
                 // HAProxy counts it as a denied request and logs it with
                 // `PR` and no status; nothing is sent.
-                fe.http
-                    .denied
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                count_denied_req(fe, bi);
                 if silent {
                     crate::transport::silent_drop(c.tr.tcp());
                     c.silent = true;

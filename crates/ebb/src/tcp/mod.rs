@@ -140,6 +140,9 @@ pub fn accepted(
         if refused(v, &sock) {
             if v == Verdict::Reject {
                 fe.http.denied_conn.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // HAProxy counts a silent-drop as a refused request.
+                fe.http.denied.fetch_add(1, Ordering::Relaxed);
             }
             return Ok(());
         }
@@ -209,6 +212,9 @@ fn start(
         if refused(v, &sock) {
             if v == Verdict::Reject {
                 fe.http.denied_sess.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // HAProxy counts a silent-drop as a refused request.
+                fe.http.denied.fetch_add(1, Ordering::Relaxed);
             }
             return Ok(());
         }

@@ -336,7 +336,11 @@ impl Session {
             );
             match v {
                 Verdict::Wait(i) => return Err(Some(i)),
-                Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
+                Verdict::Reject | Verdict::SilentDrop => {
+                    // A refused request (`dreq`) of the frontend.
+                    fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Err(v));
+                }
                 // `switch-mode http`: HTTP from here, the backend chosen
                 // on the request.
                 Verdict::Upgrade(proto) => {
@@ -386,6 +390,12 @@ impl Session {
                 Some(&addrs),
             );
             if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
+                // HAProxy 2.6 counts the frontend's `dreq`, and for a
+                // silent-drop the assigned backend's too.
+                fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                if v == Verdict::SilentDrop {
+                    be.http.denied.fetch_add(1, Ordering::Relaxed);
+                }
                 return Ok(Err(v));
             }
             if let BackendKind::Servers(sr) = &be.kind {
@@ -1033,9 +1043,13 @@ impl Session {
             }
             Verdict::Reject | Verdict::SilentDrop => {
                 self.silent = v == Verdict::SilentDrop;
-                if !self.silent {
-                    // A denied response (`dresp`); a silent-drop is an
-                    // abort (HAProxy's tcp_rules).
+                if self.silent {
+                    // An abort, counted as a refused request (`dreq`) of
+                    // the frontend and the backend (HAProxy's silent-drop).
+                    self.fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                    be.http.denied.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    // A denied response (`dresp`).
                     crate::proxy::count_denied_resp(&self.fe.http, &be, self.server.as_deref());
                 }
                 self.end_with(b"PD");

@@ -561,6 +561,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     r.rules = rule_counts(&be.http);
     r.hrsp = be.http.hrsp();
     r.dresp = ld(&be.http.denied_resp);
+    r.dreq = ld(&be.http.denied);
     match &be.kind {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;

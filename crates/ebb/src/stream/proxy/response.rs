@@ -53,6 +53,10 @@ impl Stream {
                         crate::transport::silent_drop(c.tr.tcp());
                         // Nothing more on that socket: no lingering close.
                         c.silent = true;
+                        // An abort, counted as a refused request (`dreq`)
+                        // of the frontend and the backend (HAProxy's).
+                        fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                        be.http.denied.fetch_add(1, Ordering::Relaxed);
                     } else {
                         // A reject is a denied response (`dresp`), a
                         // silent-drop an abort (HAProxy's tcp_rules).
