@@ -123,6 +123,9 @@ pub struct Entry {
     pub reason: Vec<u8>,
     pub fields: Vec<(Vec<u8>, Vec<u8>)>,
     pub body: Vec<u8>,
+    /// The server framed it with a `Content-Length` (not chunked): a 304
+    /// made from it says the length, as HAProxy's replayed head does.
+    pub had_length: bool,
     /// Bytes counted against `total-max-size`.
     pub size: usize,
     /// Read since the clock last passed (CLOCK's reference bit).
@@ -938,6 +941,7 @@ pub fn store(cache: &Arc<Cache>, i: &StoreInput<'_>) -> Option<Pending> {
             reason: i.reason.to_vec(),
             fields: stored_fields,
             body: Vec::new(),
+            had_length: i.content_length.is_some(),
             size: head_size + ENTRY_OVERHEAD,
             referenced: AtomicBool::new(false),
             gone: AtomicBool::new(false),

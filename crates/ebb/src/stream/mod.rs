@@ -493,6 +493,48 @@ impl Exchange for Stream {
     }
 }
 
+/// The coding a cache hit is sent with under its backend's compression
+/// (decided as for a server's answer: the request's `Accept-Encoding`,
+/// the stored head's type, status, `Cache-Control` and ETag), and its
+/// compressor; None: sent as stored.
+fn hit_compression(
+    c: &H1,
+    bi: usize,
+    e: &crate::httpcache::Entry,
+) -> Option<(
+    crate::compress::Coding,
+    Box<crate::compress::BodyCompressor>,
+)> {
+    use crate::compress as z;
+    let policy = c.fe.comp.get(bi).cloned().flatten()?;
+    let buf = c.rbuf.get(c.rstart..c.rend)?;
+    let coding = z::choose_h1(&policy, buf, &c.head)?;
+    let all = |name: &[u8]| -> Vec<&[u8]> {
+        e.fields
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| &v[..])
+            .collect()
+    };
+    let (cc, etags) = (all(b"cache-control"), all(b"etag"));
+    let facts = z::ResponseFacts {
+        http11: true,
+        status: e.status,
+        length_known: !e.body.is_empty() && e.body.len() as u64 >= policy.min_size,
+        content_encoding: !all(b"content-encoding").is_empty(),
+        content_type: all(b"content-type").first().copied(),
+        cache_control: &cc,
+        etags: &etags,
+    };
+    match z::decide(&policy, Some(coding), &facts) {
+        z::Verdict::Compress(k) => {
+            let enc = z::BodyCompressor::new(k, policy.level).ok()?;
+            Some((k, Box::new(enc)))
+        }
+        z::Verdict::AsIs => None,
+    }
+}
+
 /// Counts a refused request (`dreq`) on the frontend and, when a backend
 /// was chosen (its rules refused it), on that backend, as HAProxy 2.6
 /// counts `denied_req` (the backend's once `SF_BE_ASSIGNED`).
@@ -1726,6 +1768,16 @@ impl Stream {
         let version = c.head.version;
         let head_req = c.head.method == Method::Head;
         let ka = self.keep_alive;
+        // The backend's compression applies to a hit as to a server's
+        // answer (HAProxy 2.6's compression filter comes after its cache).
+        let comp = if hit.not_modified {
+            None
+        } else {
+            hit_compression(c, bi, e)
+        };
+        if let Some(Ok(mut v)) = c.vars.cell().map(|v| v.try_borrow_mut()) {
+            v.info.res_comp = comp.as_ref().map(|(k, _)| k.name());
+        }
         let out = &mut c.wbuf;
         let status = if hit.not_modified { 304 } else { e.status };
         out.extend_from_slice(b"HTTP/1.1 ");
@@ -1737,7 +1789,12 @@ impl Stream {
             out.extend_from_slice(&e.reason);
         }
         out.extend_from_slice(b"\r\n");
+        let mut etag = None;
         for (n, v) in &e.fields {
+            if comp.is_some() && n.eq_ignore_ascii_case(b"etag") {
+                etag = Some(&v[..]);
+                continue;
+            }
             out.extend_from_slice(n);
             out.extend_from_slice(b": ");
             out.extend_from_slice(v);
@@ -1746,7 +1803,14 @@ impl Stream {
         out.extend_from_slice(b"Age: ");
         crate::http1::push_decimal(out, crate::httpcache::age_of(e));
         out.extend_from_slice(b"\r\n");
-        if !hit.not_modified {
+        if let Some((k, _)) = &comp {
+            let v = crate::compress::Verdict::Compress(*k);
+            crate::compress::write_h1_fields(out, v, etag);
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        } else if !hit.not_modified || e.had_length {
+            // (A 304 says the stored answer's length too when the server
+            // gave one, as HAProxy's cache replays its head: RFC 9110
+            // §8.6 allows it.)
             out.extend_from_slice(b"Content-Length: ");
             crate::http1::push_decimal(out, e.body.len() as u64);
             out.extend_from_slice(b"\r\n");
@@ -1787,7 +1851,19 @@ impl Stream {
             return;
         }
         let logged = logged.0;
-        if !hit.not_modified && !head_req {
+        if let Some((_, mut z)) = comp {
+            let at = c.wbuf.len();
+            if z.write(&e.body, crate::compress::Then::End, &mut c.wbuf)
+                .is_ok()
+            {
+                crate::proxy::count_compressed(&c.fe, Some(&backend), z.totals());
+            } else {
+                // (Not reached with ebb's encoders; the client then sees
+                // a cut body rather than a wrong one.)
+                c.wbuf.truncate(at);
+                c.closing = true;
+            }
+        } else if !hit.not_modified && !head_req {
             c.wbuf.extend_from_slice(&e.body);
         }
         if !ka {

@@ -183,10 +183,12 @@ impl Stream {
         if let Some(Ok(mut v)) = c.vars.cell().map(|v| v.try_borrow_mut()) {
             v.info.res_comp = coding.map(compress::Coding::name);
         }
-        // A compressed answer gets a weak ETag (written below).
-        let skip = |name: &[u8]| {
-            eq_nocase(name, b"content-length") || (coding.is_some() && eq_nocase(name, b"etag"))
-        };
+        // (A compressed answer's ETag is weakened below, after the rules,
+        // which see the server's as HAProxy's do: its compression filter
+        // edits the head after them, and the cache stores it before.)
+        let skip = |name: &[u8]| eq_nocase(name, b"content-length");
+        // The ETag the rules left, when they ran (None: the server's).
+        let mut rules_etag: Option<Option<Vec<u8>>> = None;
         let sets = [
             (&be.http_response[..], &be.matcher),
             (&fe.http_response[..], &fe.matcher),
@@ -317,6 +319,17 @@ impl Stream {
                 return;
             }
             up.store = sc.pending.map(Box::new);
+            if coding.is_some() {
+                // The compressed answer's ETag is the weak form of the one
+                // the rules left (written with the coding's fields).
+                let at = head.fields.iter().position(|(n, _)| eq_nocase(n, b"etag"));
+                rules_etag = Some(at.map(|i| {
+                    if head.framing_at.is_some_and(|f| f > i) {
+                        head.framing_at = head.framing_at.map(|f| f - 1);
+                    }
+                    head.fields.remove(i).1
+                }));
+            }
             out.truncate(self.resp_start);
             framing_pos = head.write(out);
             up.status = head.status;
@@ -392,7 +405,10 @@ impl Stream {
         let comp_fields = out.len();
         let mut held_instead = 0;
         if coding.is_some() {
-            let etag = r.header(buf, "etag");
+            let etag = match &rules_etag {
+                Some(e) => e.as_deref(),
+                None => r.header(buf, "etag"),
+            };
             compress::write_h1_fields(out, verdict, etag);
             held_instead += etag.map_or(0, |v| 4 + v.len());
             if let BodyFraming::ContentLength(n) = r.framing {
