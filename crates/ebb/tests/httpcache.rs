@@ -439,7 +439,7 @@ fn refusals_beside_haproxy(
             let text = line.split("]: ").nth(1).unwrap_or("");
             let f: Vec<&str> = text.split_whitespace().collect();
             // client [date] fe be/srv Tq/Tw/Tc/Tr/Ta status bytes - - flags
-            let (times, logged, flags) = (f[4], f[5], f[9]);
+            let (times, logged, flags, bytes) = (f[4], f[5], f[9], f[6]);
             let tr = times.split('/').nth(3).unwrap_or("");
             let want_status = match status {
                 302 | 502 => status.to_string(),
@@ -450,6 +450,21 @@ fn refusals_beside_haproxy(
             assert_eq!(flags, want_flags, "{who} {method} {path}: {line}");
             if flags != "----" {
                 assert_eq!(tr, "-1", "{who} {method} {path}: {line}");
+                // The bytes logged count the server's refused head before
+                // the answer sent instead: more than that answer's own
+                // head and body (its status line and fields, each at
+                // least its name, `: ` and CRLF).
+                let sent = 17
+                    + r.body.len()
+                    + r.headers
+                        .iter()
+                        .map(|(n, v)| n.len() + v.len() + 4)
+                        .sum::<usize>();
+                let bytes: usize = bytes.parse().unwrap_or(0);
+                assert!(
+                    bytes > sent + 20,
+                    "{who} {method} {path}: {bytes} vs {sent}: {line}"
+                );
                 if let Some(alert) = alert {
                     // At level alert (local0: 16 * 8 + 1).
                     log.find("the alert", |l| l.starts_with("<129>") && l.contains(alert));

@@ -266,7 +266,10 @@ impl Stream {
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
         self.note_late_rule(c);
-        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
+        // What was sent, after the refused head (and any interim ones):
+        // HAProxy counts the server's head it received, then its own
+        // answer.
+        up.bytes_out += (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
     }
