@@ -38,7 +38,7 @@ fn origin() -> SocketAddr {
     })
 }
 
-fn config(sock: &Path, o: SocketAddr, [fe, t, u, r]: [u16; 4]) -> String {
+fn config(sock: &Path, o: SocketAddr, [fe, t, u, r, l]: [u16; 5]) -> String {
     format!(
         "global\n    stats socket {} level admin\n\
          defaults\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
@@ -49,6 +49,7 @@ fn config(sock: &Path, o: SocketAddr, [fe, t, u, r]: [u16; 4]) -> String {
          \x20   server s {o}\n\
          backend c\n    mode http\n    option checkcache\n    server s {o}\n\
          listen t\n    mode tcp\n    bind 127.0.0.1:{t}\n    tcp-response content reject\n    server s {o}\n\
+         listen l\n    mode http\n    bind 127.0.0.1:{l}\n    http-request deny if {{ path /ldeny }}\n    http-request reject if {{ path /lreject }}\n    server s {o}\n\
          listen r\n    mode tcp\n    bind 127.0.0.1:{r}\n    tcp-request inspect-delay 10s\n    tcp-request content reject if {{ req.len gt 0 }}\n    server s {o}\n\
          listen u\n    mode tcp\n    bind 127.0.0.1:{u}\n    tcp-response inspect-delay 10s\n    tcp-response content silent-drop if {{ res.len gt 0 }}\n    server s {o}\n",
         sock.display()
@@ -97,7 +98,7 @@ fn heard(a: SocketAddr) -> String {
 
 /// Drives the same requests through one server; the `dresp` column of
 /// each row of interest, and each answer's status line.
-fn run(sock: &Path, [fe, t, u, r]: [u16; 4]) -> (Vec<String>, Vec<String>) {
+fn run(sock: &Path, [fe, t, u, r, l]: [u16; 5]) -> (Vec<String>, Vec<String>) {
     let a = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
     let answers = vec![
         status(a(fe), "/ok"),
@@ -108,6 +109,8 @@ fn run(sock: &Path, [fe, t, u, r]: [u16; 4]) -> (Vec<String>, Vec<String>) {
         status(a(fe), "/bedeny"),
         status(a(fe), "/bereject"),
         status(a(r), "/ok"),
+        status(a(l), "/ldeny"),
+        status(a(l), "/lreject"),
         status(a(t), "/ok"),
         heard(a(u)),
     ];
@@ -126,6 +129,8 @@ fn run(sock: &Path, [fe, t, u, r]: [u16; 4]) -> (Vec<String>, Vec<String>) {
         ("u", "s"),
         ("r", "FRONTEND"),
         ("r", "BACKEND"),
+        ("l", "FRONTEND"),
+        ("l", "BACKEND"),
     ];
     let dresp = rows
         .iter()
@@ -138,8 +143,14 @@ fn run(sock: &Path, [fe, t, u, r]: [u16; 4]) -> (Vec<String>, Vec<String>) {
     (dresp, answers)
 }
 
-fn ports() -> [u16; 4] {
-    [free_port(), free_port(), free_port(), free_port()]
+fn ports() -> [u16; 5] {
+    [
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    ]
 }
 
 #[test]
@@ -165,6 +176,9 @@ fn refused_responses_are_counted_as_haproxy_counts_them() {
         "u/s=/0",
         "r/FRONTEND=1/0",
         "r/BACKEND=0/0",
+        // A listen's deny counts on its frontend row, its reject on both.
+        "l/FRONTEND=2/0",
+        "l/BACKEND=1/0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -177,11 +191,13 @@ fn refused_responses_are_counted_as_haproxy_counts_them() {
     // (checkcache's refusal is the error page of the answer's status:
     // HAProxy's 200 page for a 200.) Nothing of the server's answer
     // reaches a tcp client refused.
-    assert_eq!(answers[6..9], ["", "", ""], "{answers:?}");
+    assert_eq!(answers[6..8], ["", ""], "{answers:?}");
+    assert!(answers[8].starts_with("HTTP/1.1 403 "), "{answers:?}");
+    assert_eq!(answers[9..11], ["", ""], "{answers:?}");
     // A silent-drop sends nothing, not even a reset, when ebb may put the
     // socket in repair mode (root here, as CI runs).
     if as_root() {
-        assert_eq!(answers[9], "nothing", "{answers:?}");
+        assert_eq!(answers[11], "nothing", "{answers:?}");
     }
     if !have("haproxy") {
         return;

@@ -419,6 +419,11 @@ pub fn compile_keeping(
                 txn: crate::config::cookie::FrontTxn::of(p),
                 use_backends,
                 default_backend,
+                own_backend: if p.kind.is_backend() {
+                    index(&p.name)
+                } else {
+                    None
+                },
                 errorfiles: p
                     .errorfiles
                     .iter()

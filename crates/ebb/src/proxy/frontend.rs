@@ -242,6 +242,9 @@ pub struct FrontendRt {
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
+    /// A `listen` section's own backend (the same proxy in HAProxy: what
+    /// its counters count before a backend is chosen).
+    pub own_backend: Option<usize>,
     /// Full HTTP responses by status (`errorfile`).
     pub errorfiles: Vec<(u16, Vec<u8>)>,
     /// `http-error` answers built per request, by status.

@@ -1406,8 +1406,10 @@ impl Stream {
             }
             Act::Reject(silent, bi, line) => {
                 // HAProxy counts it as a denied request and logs it with
-                // `PR` and no status; nothing is sent.
-                count_denied_req(fe, bi);
+                // `PR` and no status; nothing is sent. (Its reject counts
+                // on the stream's backend even before one is chosen: the
+                // proxy itself, a `listen` section's own backend row.)
+                count_denied_req(fe, bi.or(fe.own_backend));
                 if silent {
                     crate::transport::silent_drop(c.tr.tcp());
                     c.silent = true;
