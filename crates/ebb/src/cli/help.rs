@@ -2,6 +2,9 @@
 
 use std::fmt::Write as _;
 
+use super::haproxy_commands::WORKER_KEYWORDS;
+use super::usage::usage;
+use super::Modes;
 use crate::config::CliLevel;
 
 /// The commands: (words, arguments, level needed, help).
@@ -431,4 +434,18 @@ pub(super) fn help(level: CliLevel) -> String {
         }
     }
     s
+}
+
+/// The answer to a command ebb does not run: for one of HAProxy's that
+/// ebb lacks, ebb's list of what it has; for any other, HAProxy 2.6's
+/// usage message (the closest of HAProxy's commands), byte for byte.
+pub(super) fn unknown(level: CliLevel, w: &[&str], modes: Modes) -> String {
+    let haproxys = WORKER_KEYWORDS
+        .iter()
+        .any(|k| w.len() >= k.words.len() && k.words == &w[..k.words.len()]);
+    if haproxys {
+        format!("Unknown command: '{}'.\n{}", w.join(" "), help(level))
+    } else {
+        usage(WORKER_KEYWORDS, w, modes.expert, modes.experimental)
+    }
 }

@@ -23,6 +23,7 @@ mod activity;
 mod certs;
 mod events;
 pub(crate) mod fuzz;
+mod haproxy_commands;
 mod help;
 mod info;
 mod maps;
@@ -206,7 +207,7 @@ pub fn execute_line(
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
             .or_else(|| certs::execute(level, &words))
-            .unwrap_or_else(|| execute(p, level, &words, isolate));
+            .unwrap_or_else(|| execute(p, level, &words, *modes, isolate));
         let mut out = match res {
             Ok(s) => s,
             Err(e) => e,
@@ -271,6 +272,7 @@ pub fn execute(
     p: &Process,
     level: CliLevel,
     w: &[&str],
+    modes: Modes,
     isolate: &mut dyn FnMut(&mut dyn FnMut()),
 ) -> Result<String, String> {
     use CliLevel::*;
@@ -511,11 +513,7 @@ pub fn execute(
             stats::set_maxconn(&farm, &srv, n)?;
             Ok(String::new())
         }
-        _ => Err(format!(
-            "Unknown command: '{}'.\n{}",
-            w.join(" "),
-            help::help(level)
-        )),
+        _ => Err(help::unknown(level, w, modes)),
     }
 }
 

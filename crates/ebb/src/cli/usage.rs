@@ -4,11 +4,21 @@
 //! command's (a fingerprint of each word's letter pairs), sorted by their
 //! usage line, then `help`, `prompt` and `quit`.
 
-/// A command as the usage message sees it: its words, and its usage line
-/// (`None`: never listed, its words still count as matching).
+/// A command as the usage message sees it: its words, its usage line
+/// (`None`: never listed, its words still count as matching), and the
+/// mode that shows it.
 pub(crate) struct Keyword {
     pub(crate) words: &'static [&'static str],
     pub(crate) usage: Option<&'static str>,
+    pub(crate) mode: Mode,
+}
+
+/// The session mode a command needs to be seen.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Any,
+    Expert,
+    Experimental,
 }
 
 /// The words of a command HAProxy compares (`CLI_PREFIX_KW_NB`).
@@ -60,8 +70,20 @@ fn matching(kw: &Keyword, args: &[&str], upto: usize) -> usize {
 
 /// The usage message for `args` (a command's words, `help` first for
 /// `help`), among `keywords` in HAProxy's order (it keeps the first of
-/// matches as close).
-pub(crate) fn usage(keywords: &[Keyword], args: &[&str]) -> String {
+/// matches as close), those of a mode left out unless the session is in
+/// it (`expert`, `experimental`).
+pub(crate) fn usage(
+    keywords: &[Keyword],
+    args: &[&str],
+    expert: bool,
+    experimental: bool,
+) -> String {
+    let shown = |k: &&Keyword| match k.mode {
+        Mode::Any => true,
+        Mode::Expert => expert,
+        Mode::Experimental => experimental,
+    };
+    let keywords: Vec<&Keyword> = keywords.iter().filter(shown).collect();
     let (help, args) = match args {
         ["help", rest @ ..] => (true, rest),
         _ => (false, args),
@@ -92,7 +114,7 @@ pub(crate) fn usage(keywords: &[Keyword], args: &[&str]) -> String {
             fingerprint(&mut theirs, w);
             totlen += w.len();
         }
-        for kw in keywords {
+        for &kw in &keywords {
             if kw.usage.is_none() || matching(kw, args, length) != length {
                 continue;
             }

@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use super::super::Master;
-use crate::cli::usage::{usage, Keyword};
+use crate::cli::usage::{usage, Keyword, Mode};
 use crate::config::CliLevel;
 
 impl Master {
@@ -32,7 +32,7 @@ impl Master {
             }
             // `help`, and anything else: HAProxy's usage message.
             _ => {
-                out.push_str(&usage(MASTER_KEYWORDS, &words));
+                out.push_str(&usage(MASTER_KEYWORDS, &words, false, false));
                 out.push('\n');
             }
         }
@@ -149,5 +149,9 @@ const MASTER_KEYWORDS: &[Keyword] = &[
 ];
 
 const fn kw(words: &'static [&'static str], usage: Option<&'static str>) -> Keyword {
-    Keyword { words, usage }
+    Keyword {
+        words,
+        usage,
+        mode: Mode::Any,
+    }
 }
