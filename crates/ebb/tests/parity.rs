@@ -935,6 +935,54 @@ fn master_cli_unknown_commands_as_haproxy() {
     }
 }
 
+/// The session's words sent to the master with a prefix (`@master
+/// operator`), one session, and what haproxy 2.6's master answers: each
+/// runs for that command alone (the session's level and modes unchanged),
+/// `experimental-mode` alone names the session's mode, and below admin
+/// each is refused. Before, ebb answered each as an unknown command.
+const PREFIXED_WORDS: &[(&str, &str)] = &[
+    ("prompt", "master> "),
+    ("@master mcli-debug-mode on", "\nmaster> "),
+    ("@master experimental-mode on", "\nmaster> "),
+    ("@0 operator", "\nmaster> "),
+    ("show cli level", "admin\n\nmaster> "),
+    (
+        "@master mcli-debug-mode",
+        "mcli-debug-mode is OFF\n\nmaster> ",
+    ),
+    ("experimental-mode on", "master(x)> "),
+    (
+        "@master experimental-mode",
+        "experimental-mode is ON\n\nmaster(x)> ",
+    ),
+    ("operator", "master(x)> "),
+    (
+        "@master experimental-mode",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
+    ("@master user", "Permission denied\n\nmaster(x)> "),
+];
+
+/// [`PREFIXED_WORDS`], on ebb's master and on haproxy's.
+#[test]
+fn master_cli_session_words_with_a_prefix_as_haproxy() {
+    let cmds: String = PREFIXED_WORDS
+        .iter()
+        .map(|(c, _)| format!("{c}\n"))
+        .collect();
+    let want: String = PREFIXED_WORDS.iter().map(|(_, a)| *a).collect();
+    let (_e, sock) = master("mcli-prefixed");
+    assert_eq!(mcli(&sock, cmds.trim_end()), want);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n\
+         frontend f\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
+        common::free_port()
+    );
+    if let Some((_h, hsock)) = haproxy_master("mcli-prefixed-h", &cfg, "") {
+        assert_eq!(mcli(&hsock, cmds.trim_end()), want);
+    }
+}
+
 /// The master's open descriptors (`/proc/PID/fd`).
 fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())

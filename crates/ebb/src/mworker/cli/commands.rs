@@ -1,17 +1,20 @@
 //! The master's own commands: `show proc`, `reload`, `show version`,
-//! `show cli level`, `show cli sockets`, `help`.
+//! `show cli level`, `show cli sockets`, `help`, and the session's words
+//! when a prefix sends them to the master (`@master operator`).
 
 use std::time::SystemTime;
 
 use super::super::Master;
+use super::conn::CliConn;
 use crate::cli::usage::{usage, Keyword, Mode};
 use crate::config::CliLevel;
 
 impl Master {
-    /// Runs one of the master's own commands at the session's level, its
-    /// answer (ended by an empty line, as the CLI's) added to `out`.
-    /// True: `reload`.
-    pub(super) fn master_command(&mut self, cmd: &str, level: CliLevel, out: &mut String) -> bool {
+    /// Runs one of the master's own commands at the level and in the
+    /// modes of session `c`, its answer (ended by an empty line, as the
+    /// CLI's) added to `out`. True: `reload`.
+    pub(super) fn master_command(&self, cmd: &str, c: &CliConn, out: &mut String) -> bool {
+        let level = c.level;
         let words: Vec<&str> = cmd.split_whitespace().collect();
         // As HAProxy: a command's first words name it, the words after
         // them are not looked at.
@@ -29,6 +32,31 @@ impl Master {
             ["show", "cli", "level", ..] => {
                 out.push_str(level.name());
                 out.push_str("\n\n");
+            }
+            // Sent with a prefix (`@master operator`): HAProxy's master
+            // runs them for that command alone, the session unchanged.
+            [lvl @ ("operator" | "user"), ..] => {
+                let want = CliLevel::from_name(lvl).unwrap_or(CliLevel::User);
+                out.push_str(if level < want {
+                    "Permission denied\n\n"
+                } else {
+                    "\n"
+                });
+            }
+            [m @ ("experimental-mode" | "expert-mode" | "mcli-debug-mode"), ref rest @ ..] => {
+                if level < CliLevel::Admin {
+                    out.push_str("Permission denied\n\n");
+                } else if rest.is_empty() {
+                    let on = match m {
+                        "experimental-mode" => c.experimental,
+                        "expert-mode" => c.expert,
+                        _ => c.debug,
+                    };
+                    let state = if on { "ON" } else { "OFF" };
+                    out.push_str(&format!("{m} is {state}\n\n"));
+                } else {
+                    out.push('\n');
+                }
             }
             // `help`, and anything else: HAProxy's usage message.
             _ => {

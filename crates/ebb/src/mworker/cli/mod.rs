@@ -328,7 +328,7 @@ impl Master {
                 }
             }
         }
-        let reload = self.master_command(cmd, self.conns[k].level, &mut out);
+        let reload = self.master_command(cmd, &self.conns[k], &mut out);
         let c = &mut self.conns[k];
         // The refusals before a `reload` go out too, as HAProxy's.
         c.out.extend_from_slice(out.as_bytes());
