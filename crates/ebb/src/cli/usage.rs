@@ -101,7 +101,7 @@ pub(crate) fn usage(
     } else {
         "Unknown command, but maybe one of the following ones is a better match:\n"
     });
-    // The closest, best first (`u32::MAX`: none).
+    // The closest (distance, command), best first, five at most.
     let mut best: Vec<(u32, &Keyword)> = Vec::new();
     if !arg(length).is_empty() {
         let mut theirs = [0u8; 1024];
