@@ -126,19 +126,27 @@ pub fn decode(s: &str) -> Vec<Prog> {
         .collect()
 }
 
+/// One line of `show proc`: its columns padded as HAProxy's, the last
+/// one too.
+pub fn show_proc_row(
+    pid: &dyn std::fmt::Display,
+    kind: &str,
+    reloads: &dyn std::fmt::Display,
+    uptime: &str,
+    version: &str,
+) -> String {
+    format!(
+        "{:<15} {kind:<15} {:<15} {uptime:<15} {version:<15}\n",
+        pid.to_string(),
+        reloads.to_string()
+    )
+}
+
 /// `show proc`'s part for programs: `# programs`, then `# old programs`
 /// when there are some (HAProxy's columns: pid, name, reloads, uptime,
 /// `-` for the version).
 pub fn show(progs: &[Prog], uptime: &dyn Fn(SystemTime) -> String) -> String {
-    let line = |p: &Prog| {
-        format!(
-            "{:<15} {:<15} {:<15} {:<15} -\n",
-            p.pid,
-            p.name,
-            p.reloads,
-            uptime(p.started)
-        )
-    };
+    let line = |p: &Prog| show_proc_row(&p.pid, &p.name, &p.reloads, &uptime(p.started), "-");
     let mut o = String::from("# programs\n");
     progs
         .iter()

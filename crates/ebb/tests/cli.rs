@@ -94,8 +94,10 @@ fn socket_mode_help_info_and_protocol() {
     // Two commands on one line, each answer closed by an empty line.
     let two = cli(&s.user, "show backend; show backend");
     assert_eq!(two, "# name\nbe\n\n# name\nbe\n\n");
-    // Unknown command.
-    assert!(cli(&s.user, "frobnicate").starts_with("Unknown command: 'frobnicate'"));
+    // Unknown command: HAProxy's usage message (unknown_commands_as_haproxy).
+    assert!(cli(&s.user, "frobnicate").starts_with("Unknown command, but maybe"));
+    // One of HAProxy's that ebb lacks: ebb's list.
+    assert!(cli(&s.user, "show fd").starts_with("Unknown command: 'show fd'"));
 
     // Interactive mode: a prompt after each answer, the connection stays.
     let mut c = UnixStream::connect(&s.oper).unwrap();
@@ -1345,6 +1347,70 @@ fn error_answers_as_haproxy() {
         let want = answers(&h.sock);
         for ((c, g), w) in cmds.iter().zip(&got).zip(&want) {
             assert_eq!(g, w, "{c}");
+        }
+    }
+}
+
+/// Commands no HAProxy 2.6 worker knows, and the map/ACL commands short
+/// of their identifier, to ask both.
+const UNKNOWN: &[&str] = &[
+    "foo",
+    "show foo",
+    "show",
+    "frobnicate",
+    "shwo stat",
+    "set foo bar",
+    "show servers foo",
+    "show ssl foo",
+    "debug dev",
+    "expert-mode on;debug dev foo",
+    "experimental-mode on;set varr",
+    "disable foo",
+    "x y z w v u t",
+    "get acl",
+    "clear acl",
+    "clear map",
+    "del acl",
+];
+
+/// A command the worker's CLI does not know is answered HAProxy 2.6's
+/// usage message, byte for byte beside haproxy: the commands whose first
+/// words match, or the closest few past those (its letter-pair
+/// fingerprints), expert and experimental ones only in those modes; and
+/// the ACL commands without their identifier in HAProxy's words (`ACL
+/// identifier`). Before, ebb answered `Unknown command: 'foo'.` and its
+/// own list, and `acl identifier`, `'clear acl' expects a acl identifier.`
+#[test]
+fn unknown_commands_as_haproxy() {
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 5s\n\
+             frontend f\n    bind {bind}\n    http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let (_e, sock) = ebb_with_admin("cli-unknown", cfg);
+    let ours: Vec<String> = UNKNOWN.iter().map(|c| cli(&sock, c)).collect();
+    assert_eq!(
+        ours[0],
+        "Unknown command, but maybe one of the following ones is a better match:
+  add acl [@<ver>] <acl> <pattern>        : add an acl entry
+  show fd [num]                           : dump list of file descriptors in use or a specific one
+  show info [desc|json|typed|float]*      : report information about the running process
+  trace [<module>|0] [cmd [args...]]      : manage live tracing (empty to list, 0 to stop all)
+  user                                    : lower the level of the current CLI session to user
+  help [<command>]                        : list matching or all commands
+  prompt                                  : toggle interactive mode with prompt
+  quit                                    : disconnect
+
+"
+    );
+    assert!(!ours[8].contains("debug dev bug"), "{}", ours[8]);
+    assert!(ours[9].contains("debug dev bug"), "{}", ours[9]);
+    if let Some((h, _)) = haproxy_beside("cli-unknown", cfg) {
+        for (c, ours) in UNKNOWN.iter().zip(&ours) {
+            assert_eq!(*ours, cli(&h.sock, c), "{c:?}");
         }
     }
 }

@@ -790,6 +790,11 @@ const PROMPT_SESSION: &[(&str, &str)] = &[
     ("@1 expert-mode\n", "expert-mode is ON\n\nmaster(xe)> "),
     ("expert-mode\n", "master(x)> "),
     ("experimental-mode off\n", "master> "),
+    // mcli-debug-mode: in the prompt, never passed on to a worker (which
+    // would answer an unknown command).
+    ("mcli-debug-mode on\n", "master(d)> "),
+    ("@1 show cli level\n", "admin\n\nmaster(d)> "),
+    ("mcli-debug-mode\n", "master> "),
     ("experimental-mode on\n", "master(x)> "),
     // The mode stays on below admin, and is refused with each command.
     ("operator\n", "master(x)> "),
@@ -864,6 +869,117 @@ fn master_cli_prompt_mode_as_haproxy() {
         assert_eq!(prompt_session(&hsock), want);
         // HAProxy's list, byte for byte.
         assert_eq!(mcli(&hsock, "help"), help);
+    }
+}
+
+/// Commands the master does not know, and `help` with words, to ask
+/// both masters.
+const MASTER_UNKNOWN: &[&str] = &[
+    "foo",
+    "show foo",
+    "show",
+    "",
+    "help show",
+    "help foo",
+    "help help",
+    "show cli",
+    "shwo proc",
+    "relaod",
+    "oprator",
+    "x y z w v u",
+    "show cli levels",
+    "sh v",
+];
+
+/// The master's answer to a command it does not know is HAProxy 2.6's
+/// usage message: the commands whose first words match, or the closest
+/// ones past those (`foo` gets five), then help, prompt and quit; and a
+/// command's words after those that name it are not looked at (`show
+/// version x` is `show version`). Before, ebb listed every command for
+/// any unknown one, and answered `show version x` as unknown.
+#[test]
+fn master_cli_unknown_commands_as_haproxy() {
+    let (_e, sock) = master("mcli-unknown");
+    let ours: Vec<String> = MASTER_UNKNOWN.iter().map(|c| mcli(&sock, c)).collect();
+    assert_eq!(
+        ours[0],
+        "Unknown command, but maybe one of the following ones is a better match:
+  @!<pid>                                 : send a command to the <pid> process
+  @master                                 : send a command to the master process
+  operator                                : lower the level of the current CLI session to operator
+  reload                                  : reload haproxy
+  user                                    : lower the level of the current CLI session to user
+  help [<command>]                        : list matching or all commands
+  prompt                                  : toggle interactive mode with prompt
+  quit                                    : disconnect
+
+"
+    );
+    let version = mcli(&sock, "show version x");
+    assert_eq!(
+        version,
+        format!("{}\n\n", mcli(&sock, "show version").trim_end())
+    );
+    assert!(!version.contains("Unknown"), "{version}");
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n\
+         frontend f\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
+        common::free_port()
+    );
+    if let Some((_h, hsock)) = haproxy_master("mcli-unknown-h", &cfg, "") {
+        let theirs: Vec<String> = MASTER_UNKNOWN.iter().map(|c| mcli(&hsock, c)).collect();
+        for (i, c) in MASTER_UNKNOWN.iter().enumerate() {
+            assert_eq!(ours[i], theirs[i], "{c:?}");
+        }
+        assert!(!mcli(&hsock, "show version x").contains("Unknown"));
+    }
+}
+
+/// The session's words sent to the master with a prefix (`@master
+/// operator`), one session, and what haproxy 2.6's master answers: each
+/// runs for that command alone (the session's level and modes unchanged),
+/// `experimental-mode` alone names the session's mode, and below admin
+/// each is refused. Before, ebb answered each as an unknown command.
+const PREFIXED_WORDS: &[(&str, &str)] = &[
+    ("prompt", "master> "),
+    ("@master mcli-debug-mode on", "\nmaster> "),
+    ("@master experimental-mode on", "\nmaster> "),
+    ("@0 operator", "\nmaster> "),
+    ("show cli level", "admin\n\nmaster> "),
+    (
+        "@master mcli-debug-mode",
+        "mcli-debug-mode is OFF\n\nmaster> ",
+    ),
+    ("experimental-mode on", "master(x)> "),
+    (
+        "@master experimental-mode",
+        "experimental-mode is ON\n\nmaster(x)> ",
+    ),
+    ("operator", "master(x)> "),
+    (
+        "@master experimental-mode",
+        "Permission denied\nPermission denied\n\nmaster(x)> ",
+    ),
+    ("@master user", "Permission denied\n\nmaster(x)> "),
+];
+
+/// [`PREFIXED_WORDS`], on ebb's master and on haproxy's.
+#[test]
+fn master_cli_session_words_with_a_prefix_as_haproxy() {
+    let cmds: String = PREFIXED_WORDS
+        .iter()
+        .map(|(c, _)| format!("{c}\n"))
+        .collect();
+    let want: String = PREFIXED_WORDS.iter().map(|(_, a)| *a).collect();
+    let (_e, sock) = master("mcli-prefixed");
+    assert_eq!(mcli(&sock, cmds.trim_end()), want);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n\
+         frontend f\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
+        common::free_port()
+    );
+    if let Some((_h, hsock)) = haproxy_master("mcli-prefixed-h", &cfg, "") {
+        assert_eq!(mcli(&hsock, cmds.trim_end()), want);
     }
 }
 

@@ -73,6 +73,8 @@ pub fn execute(level: CliLevel, cmd: &str) -> Option<Result<String, String>> {
 
 fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, String> {
     let kind = if maps { "map" } else { "acl" };
+    // HAProxy's messages name an ACL so.
+    let id = if maps { "map" } else { "ACL" };
     if !matches!(verb, "show" | "get") {
         need(level, CliLevel::Operator)?;
     }
@@ -100,7 +102,7 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             let r = find(name, maps)?;
             Ok(get(&r, maps, value))
         }
-        ("get", _) => Err(format!("Missing {kind} identifier and/or key.\n")),
+        ("get", _) => Err(format!("Missing {id} identifier and/or key.\n")),
         ("add", [name, key, value]) if maps => {
             let r = find(name, maps)?;
             r.add(key, value).map_err(|e| format!("{e}\n"))?;
@@ -149,7 +151,7 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             Ok(String::new())
         }
         ("del", _) => Err(format!(
-            "This command expects two parameters: {kind} identifier and key.\n"
+            "This command expects two parameters: {id} identifier and key.\n"
         )),
         ("clear", [name]) => {
             let r = find(name, maps)?;
@@ -159,7 +161,7 @@ fn run(level: CliLevel, verb: &str, maps: bool, a: &[&str]) -> Result<String, St
             })?;
             Ok(String::new())
         }
-        ("clear", _) => Err(format!("'clear {kind}' expects a {kind} identifier.\n")),
+        ("clear", _) => Err(format!("Missing {id} identifier.\n")),
         _ => Err(format!("unknown command '{verb} {kind}'\n")),
     }
 }

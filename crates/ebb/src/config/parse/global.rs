@@ -163,16 +163,9 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
         match opt {
             "mode" => s.mode = Some(parse_octal_mode(arg)?),
             "level" => {
-                s.level = match arg.as_str() {
-                    "user" => CliLevel::User,
-                    "operator" => CliLevel::Operator,
-                    "admin" => CliLevel::Admin,
-                    o => {
-                        return Err(format!(
-                            "unknown level '{o}' (expected user, operator or admin)"
-                        ))
-                    }
-                }
+                s.level = CliLevel::from_name(arg).ok_or_else(|| {
+                    format!("unknown level '{arg}' (expected user, operator or admin)")
+                })?
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
             "user" | "group" | "uid" | "gid" => {

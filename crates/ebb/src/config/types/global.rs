@@ -245,6 +245,24 @@ pub enum CliLevel {
     Admin,
 }
 
+impl CliLevel {
+    /// Its name, as `level` takes it and `show cli level` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CliLevel::User => "user",
+            CliLevel::Operator => "operator",
+            CliLevel::Admin => "admin",
+        }
+    }
+
+    /// The level a name gives (`user`, `operator`, `admin`).
+    pub fn from_name(name: &str) -> Option<CliLevel> {
+        [CliLevel::User, CliLevel::Operator, CliLevel::Admin]
+            .into_iter()
+            .find(|l| l.name() == name)
+    }
+}
+
 /// `stats socket PATH [mode OCTAL] [level user|operator|admin]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatsSocket {
