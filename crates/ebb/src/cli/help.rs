@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::haproxy_commands::WORKER_KEYWORDS;
-use super::usage::usage;
+use super::usage::{usage, Keyword};
 use super::Modes;
 use crate::config::CliLevel;
 
@@ -438,14 +438,34 @@ pub(super) fn help(level: CliLevel) -> String {
 
 /// The answer to a command ebb does not run: for one of HAProxy's that
 /// ebb lacks, ebb's list of what it has; for any other, HAProxy 2.6's
-/// usage message (the closest of HAProxy's commands), byte for byte.
+/// usage message (the closest of HAProxy's commands), byte for byte as
+/// long as those are commands ebb runs: one ebb lacks is never proposed
+/// (its words still count as known, as HAProxy's unlisted ones).
 pub(super) fn unknown(level: CliLevel, w: &[&str], modes: Modes) -> String {
     let haproxys = WORKER_KEYWORDS
         .iter()
         .any(|k| w.len() >= k.words.len() && k.words == &w[..k.words.len()]);
     if haproxys {
-        format!("Unknown command: '{}'.\n{}", w.join(" "), help(level))
-    } else {
-        usage(WORKER_KEYWORDS, w, modes.expert, modes.experimental)
+        return format!("Unknown command: '{}'.\n{}", w.join(" "), help(level));
     }
+    // (ebb's list writes alternatives as `map|acl`.)
+    let ebb_runs = |words: &[&str]| {
+        COMMANDS.iter().any(|(cw, ..)| {
+            let cw: Vec<&str> = cw.split_whitespace().collect();
+            cw.len() >= words.len()
+                && cw
+                    .iter()
+                    .zip(words)
+                    .all(|(c, w)| c.split('|').any(|alt| alt == *w))
+        })
+    };
+    let ours: Vec<Keyword> = WORKER_KEYWORDS
+        .iter()
+        .map(|k| Keyword {
+            words: k.words,
+            usage: k.usage.filter(|_| ebb_runs(k.words)),
+            mode: k.mode,
+        })
+        .collect();
+    usage(&ours, w, modes.expert, modes.experimental)
 }
