@@ -1345,6 +1345,10 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                 // until the client closes (crate::mux::Linger).
                 out.push_str(" state=linger");
             }
+            let [a, b] = s.half_term.load(Ordering::Relaxed).to_be_bytes();
+            if a != 0 {
+                let _ = write!(out, " term={}{}", char::from(a), char::from(b));
+            }
             if all {
                 let _ = write!(
                     out,

@@ -790,6 +790,17 @@ impl Session {
         None
     }
 
+    /// A read timeout half-closed a side: its code is kept for the log
+    /// (the first one's) and shown by `show sess`.
+    fn half_close(&mut self, code: [u8; 2]) {
+        if self.half_term.is_none() {
+            self.half_term = Some(code);
+            self.sess
+                .half_term
+                .store(u16::from_be_bytes(code), Ordering::Relaxed);
+        }
+    }
+
     /// HAProxy's four timers of a connected session: the client's read
     /// and the server's write timeout (the request channel's), the
     /// server's read and the client's write timeout (the response's).
@@ -882,11 +893,12 @@ impl Session {
                 // flows on, the session ends with both), a write timeout
                 // aborts the side it could not write to, and with it the
                 // session.
-                let mut p = self.pipe.borrow_mut();
+                let pipe = Rc::clone(&self.pipe);
+                let mut p = pipe.borrow_mut();
                 if cli_rd {
                     p.cli.eof = true;
                     p.cli.rd_expired = true;
-                    self.half_term.get_or_insert(*b"cD");
+                    self.half_close(*b"cD");
                     // The client's FIN goes on to the server.
                     if let Some(t) = self.srv_task {
                         ctx.tasklet_wakeup(t);
@@ -902,7 +914,7 @@ impl Session {
                 if srv_rd {
                     p.srv.eof = true;
                     p.srv.rd_expired = true;
-                    self.half_term.get_or_insert(*b"sD");
+                    self.half_close(*b"sD");
                 }
                 if cli_wr {
                     p.cli.nolinger = true;
