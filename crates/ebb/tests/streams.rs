@@ -4,7 +4,8 @@
 //! direction flows on, the log keeps `cD` or `sD`); writes to a side
 //! refresh its read timeout unless the option is set on that side's
 //! proxy (the frontend for the client, the backend for the server).
-//! Timeouts of 1 s (2 s for the idle server); waits end on events (EOF,
+//! A write timeout (a server flooding a client that does not read) aborts
+//! the session. Timeouts of 1 s (2 s for the idle server); waits end on events (EOF,
 //! a log line); the senders pace their bytes every 100 ms, for 2.5 s at
 //! most when no timeout is expected.
 
@@ -112,10 +113,19 @@ fn late_origin(kept: Kept) -> SocketAddr {
     })
 }
 
+/// A server that writes as fast as it can until its connection fails.
+fn flood_origin() -> SocketAddr {
+    serve_each(move |mut s| {
+        let b = vec![b'z'; 1 << 16];
+        while s.write_all(&b).is_ok() {}
+    })
+}
+
 struct Origins {
     silent: (SocketAddr, Receiver<usize>),
     talking: (SocketAddr, Receiver<(usize, bool)>),
     late: SocketAddr,
+    flood: SocketAddr,
     _kept: Kept,
 }
 
@@ -125,13 +135,15 @@ fn origins() -> Origins {
         silent: silent_origin(Arc::clone(&kept)),
         talking: talking_origin(Arc::clone(&kept)),
         late: late_origin(Arc::clone(&kept)),
+        flood: flood_origin(),
         _kept: kept,
     }
 }
 
 /// Frontends in order: for a client that talks (`c_*`) and one that is
 /// silent (`s_*`), without the option, with it on the frontend, with it
-/// on the backend; then `idle` (timeout server 2 s, option nowhere).
+/// on the backend; then `idle` (timeout server 2 s, option nowhere) and
+/// `flood` (a server that floods a client that does not read).
 const PLACES: [&str; 3] = ["none", "fe", "be"];
 
 fn config(sock: &std::path::Path, log: SocketAddr, binds: &[String], o: &Origins) -> String {
@@ -164,6 +176,11 @@ fn config(sock: &std::path::Path, log: SocketAddr, binds: &[String], o: &Origins
     s += &format!(
         "listen idle\n    bind {}\n    timeout server 2s\n    server s {}\n",
         binds[i], o.late
+    );
+    s += &format!(
+        "listen flood\n    bind {}\n    server s {}\n",
+        binds[i + 1],
+        o.flood
     );
     s
 }
@@ -225,6 +242,18 @@ fn run(addrs: &[SocketAddr], log: &Syslog, o: &Origins) -> Vec<String> {
         String::from_utf8_lossy(&v),
         if r.is_ok() { "EOF" } else { "an error" },
     ));
+    // Flood: the client's write timeout aborts the session; the client
+    // then reads what its socket holds, up to a FIN.
+    let mut c = TcpStream::connect(addrs[7]).unwrap();
+    let (flags, bytes) = line(&c);
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let mut v = Vec::new();
+    let r = c.read_to_end(&mut v);
+    assert!(v.len() <= bytes, "flood: {} read, {bytes} logged", v.len());
+    out.push(format!(
+        "flood: {flags}, then {}",
+        if r.is_ok() { "EOF" } else { "an error" }
+    ));
     out
 }
 
@@ -237,6 +266,7 @@ fn expected() -> Vec<&'static str> {
         "s_fe: server saw EOF while sending: true; cD",
         "s_be: server saw EOF while sending: false; cD",
         "idle: client got \"late\" then EOF; cD 4",
+        "flood: cD, then EOF",
     ]
 }
 
@@ -245,12 +275,12 @@ fn read_timeouts_half_close_and_independent_streams_as_haproxy() {
     let o = origins();
     let log = Syslog::new();
     let (e, _sock) = ebb_with_admin("streams", |sock, _| {
-        config(sock, log.addr(), &vec!["BIND".to_string(); 7], &o)
+        config(sock, log.addr(), &vec!["BIND".to_string(); 8], &o)
     });
     let got = run(&e.addrs, &log, &o);
     assert_eq!(got, expected());
     let hlog = Syslog::new();
-    let ports: Vec<String> = (0..7)
+    let ports: Vec<String> = (0..8)
         .map(|_| format!("127.0.0.1:{}", free_port()))
         .collect();
     let hd = scratch("streams-h");
