@@ -356,3 +356,44 @@ fn show_sess_names_a_half_closed_session() {
         !cli_cmd(&sock, "show sess").contains("term=")
     });
 }
+
+/// In `mode http` too, what is written to the server refreshes its read
+/// timeout: a chunked upload paced over 2.5 s through `timeout server 1s`
+/// gets its answer, as from haproxy (ebb answered 504 at 1 s before).
+#[test]
+fn a_slow_upload_refreshes_the_server_timeout_in_http() {
+    let srv = serve_each(|mut s| {
+        let mut got = Vec::new();
+        let mut b = [0u8; 4096];
+        while !got.ends_with(b"0\r\n\r\n") {
+            match s.read_retry(&mut b) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+    });
+    let cfg = |sock: &std::path::Path, bind: &str| {
+        format!("global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 1s\nlisten l\n    bind {bind}\n    server s {srv}\n", sock.display())
+    };
+    let upload = |a: SocketAddr| {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.write_all(b"POST / HTTP/1.1\r\nHost: t\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        let start = Instant::now();
+        while start.elapsed() < SENDING {
+            c.write_all(b"a\r\n0123456789\r\n").unwrap();
+            std::thread::sleep(PACE);
+        }
+        c.write_all(b"0\r\n\r\n").unwrap();
+        c.set_read_timeout(Some(LONG)).unwrap();
+        let mut v = [0u8; 12];
+        c.read_exact(&mut v).unwrap();
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    let (e, _) = ebb_with_admin("streams-upload", cfg);
+    assert_eq!(upload(e.addr()), "HTTP/1.1 200");
+    if let Some((_h, a)) = haproxy_beside("streams-upload", cfg) {
+        assert_eq!(upload(a), "HTTP/1.1 200", "haproxy");
+    }
+}
