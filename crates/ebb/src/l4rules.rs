@@ -312,6 +312,10 @@ pub struct TcpRt {
     /// A tcp frontend with a `switch-mode http` rule (HAProxy's
     /// `PR_O_HTTP_UPG`): its HTTP directives apply once a stream is HTTP.
     pub http_upg: bool,
+    /// `option independent-streams`: data written to this proxy's side
+    /// (the client for a frontend, the server for a backend) does not
+    /// refresh that side's read timeout.
+    pub indep_streams: bool,
 }
 
 /// `timeout tunnel` of a proxy, in ms.
@@ -567,6 +571,7 @@ pub fn compile(
         logasap: p.options.logasap,
         tunnel: tunnel_ms(p),
         splice: if tcp { p.options.splice } else { 0 },
+        indep_streams: p.options.indep_streams.is_some(),
         ..TcpRt::default()
     };
     // A bind line's `proto` is a multiplexer of the proxy's mode
@@ -627,6 +632,15 @@ pub fn compile(
                 loc,
                 format!(
                     "proxy '{}' is in 'mode http': 'option splice-auto|splice-request|splice-response' is supported in 'mode tcp' only by ebb (its HTTP path copies bodies; a splice option set in 'defaults' applies here too)",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(loc) = &p.options.indep_streams {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' is in 'mode http': 'option independent-streams' is supported in 'mode tcp' only by ebb (an option set in 'defaults' applies here too)",
                     p.name
                 ),
             ));

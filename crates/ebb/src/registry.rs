@@ -15,7 +15,7 @@
 //! thread.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -151,6 +151,10 @@ pub struct SessInfo {
     /// reads and drops the client's last bytes until the client's end:
     /// the muxes' `Linger`); `show sess` says `state=linger`.
     pub lingering: AtomicBool,
+    /// A tcp session one of whose sides' read timeout half-closed it: the
+    /// code it will log (`cD`, `sD`, two bytes; 0: none); `show sess`
+    /// says `term=cD` while the other direction flows on.
+    pub half_term: AtomicU16,
 }
 
 /// `shutdown session(s)` from the CLI: logged `K`.
@@ -236,6 +240,7 @@ impl Sessions {
                 target: AtomicU64::new(0),
                 kill: AtomicU8::new(0),
                 lingering: AtomicBool::new(false),
+                half_term: AtomicU16::new(0),
             })
         };
         let Some(t) = self.threads.get(thread) else {

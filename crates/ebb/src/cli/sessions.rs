@@ -87,6 +87,10 @@ pub(super) fn show_sess(
                 // until the client closes (crate::mux::Linger).
                 out.push_str(" state=linger");
             }
+            let [a, b] = s.half_term.load(Ordering::Relaxed).to_be_bytes();
+            if a != 0 {
+                let _ = write!(out, " term={}{}", char::from(a), char::from(b));
+            }
             if all {
                 let _ = write!(
                     out,

@@ -56,7 +56,16 @@ use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use sched::{Ctx, Reasons, Status, TaskletId, Tick};
+use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
+
+/// The later of two dates, an unset one ignored.
+fn later(a: Tick, b: Tick) -> Tick {
+    if !ticks::is_set(a) || ticks::is_set(b) && ticks::is_lt(a, b) {
+        b
+    } else {
+        a
+    }
+}
 
 use crate::transport::Transport;
 use crate::worker::Worker;
@@ -125,6 +134,11 @@ pub(super) struct Half {
     pub(super) kp: Option<KPipe>,
     /// Reads in a row that filled the buffer (`splice-auto`'s test).
     full_reads: u8,
+    /// When the writer's wait began: bytes came into an empty direction,
+    /// or the last write that moved some (HAProxy's write timeout runs
+    /// from there while bytes wait; a drained direction re-arms its
+    /// reader's timeout from its last write).
+    pub(super) wbase: Tick,
 }
 
 impl Half {
@@ -203,11 +217,19 @@ pub(super) struct Sock {
     pub(super) eof: bool,
     /// A read or write failed (reset, broken pipe, TLS error).
     pub(super) err: bool,
+    /// The read timeout expired: reading stopped (`eof` set) with no FIN
+    /// read, so bytes may wait unread.
+    pub(super) rd_expired: bool,
     /// Our FIN was sent.
     pub(super) shut_wr: bool,
-    /// Last read or write that moved bytes (HAProxy refreshes a socket's
-    /// timeout on any activity, `option independent-streams` off).
-    pub(super) last_io: Tick,
+    /// Last read that moved bytes (or the accept, the connect).
+    pub(super) last_rd: Tick,
+    /// Last write that moved bytes (or the accept, the connect): it
+    /// refreshes this side's read timeout too unless `indep`.
+    pub(super) last_wr: Tick,
+    /// `option independent-streams` on this side (the frontend's for the
+    /// client, the backend's for the server).
+    pub(super) indep: bool,
     /// Bytes read from this socket.
     pub(super) bytes_read: u64,
     /// Bytes written to this socket from a kernel pipe.
@@ -226,6 +248,39 @@ pub(super) struct Sock {
 }
 
 impl Sock {
+    /// A fresh start of both timeouts (the accept, the connect).
+    pub(super) fn touch(&mut self, now: Tick) {
+        self.last_rd = now;
+        self.last_wr = now;
+    }
+
+    /// The read timeout's date of this side (HAProxy's `rex`), `from`
+    /// the direction it reads into, `to` the one it writes: never while
+    /// its reading is over or while what it sent waits to be written on
+    /// (the other side's write timeout runs then); otherwise from its
+    /// last read, the last write of what it sent, and, unless
+    /// `option independent-streams`, its own last write.
+    pub(super) fn read_expiry(&self, from: &Half, to: &Half, held: bool, t: u32) -> Tick {
+        if self.eof || self.err || !held && from.pending() > 0 {
+            return ETERNITY;
+        }
+        let mut base = later(self.last_rd, from.wbase);
+        if !self.indep {
+            base = later(later(base, self.last_wr), to.wbase);
+        }
+        ticks::add(base, t)
+    }
+
+    /// The write timeout's date of this side (HAProxy's `wex`): while
+    /// bytes wait for it (`to`, not held back), from when the wait began
+    /// or the last write that moved some.
+    pub(super) fn write_expiry(&self, to: &Half, held: bool, t: u32) -> Tick {
+        if self.shut_wr || self.err || held || to.pending() == 0 {
+            return ETERNITY;
+        }
+        ticks::add(to.wbase, t)
+    }
+
     /// Reads once into `h`. Returns whether bytes arrived.
     fn read_into(&mut self, h: &mut Half, w: &dyn Pool, now: Tick) -> bool {
         if !self.rd || self.eof || self.err {
@@ -254,6 +309,7 @@ impl Sock {
         }
         let room = h.buf.len() - h.end;
         let before = h.end;
+        let was_empty = h.len() == 0;
         // A short read clears `rd`; with the close reported, a TLS read
         // that took only records without data reads once more (the
         // client's Finished or a KeyUpdate with its FIN in one segment).
@@ -269,7 +325,10 @@ impl Sock {
             Ok(true) => {
                 let n = h.end - before;
                 self.bytes_read += n as u64;
-                self.last_io = now;
+                self.last_rd = now;
+                if was_empty {
+                    h.wbase = now;
+                }
                 h.full_reads = if n == room && room * 2 >= h.buf.len() {
                     h.full_reads.saturating_add(1)
                 } else {
@@ -322,9 +381,12 @@ impl Sock {
                     return false;
                 }
                 Ok(n) => {
+                    if kp.held == 0 {
+                        h.wbase = now;
+                    }
                     kp.held += n;
                     self.bytes_read += n as u64;
-                    self.last_io = now;
+                    self.last_rd = now;
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -362,7 +424,7 @@ impl Sock {
                 Ok(n) => {
                     kp.held -= n.min(kp.held);
                     self.spliced_out += n as u64;
-                    self.last_io = now;
+                    self.last_wr = now;
                     moved = true;
                 }
                 Err(e) => {
@@ -394,7 +456,11 @@ impl Sock {
         }
         if prefix.is_empty() && h.len() == 0 {
             if let Some(kp) = h.kp.as_mut() {
-                return self.splice_out(kp, now);
+                let moved = self.splice_out(kp, now);
+                if moved {
+                    h.wbase = now;
+                }
+                return moved;
             }
         }
         let Some(tr) = self.tr.as_mut() else {
@@ -403,7 +469,10 @@ impl Sock {
         let mut moved = false;
         if tr.has_pending_output() {
             match tr.flush_pending() {
-                Ok(true) => moved = true,
+                Ok(true) => {
+                    moved = true;
+                    self.last_wr = now;
+                }
                 Ok(false) => {
                     self.wr = false;
                     return false;
@@ -438,7 +507,7 @@ impl Sock {
                         prefix.drain(..n);
                     }
                     moved |= n > 0;
-                    self.last_io = now;
+                    self.last_wr = now;
                     if n < want {
                         self.wr = false;
                         break;
@@ -450,6 +519,9 @@ impl Sock {
                     }
                 }
             }
+        }
+        if moved {
+            h.wbase = now;
         }
         h.release_if_empty(w);
         moved
@@ -490,7 +562,7 @@ impl Sock {
             }
         }
         self.shut_wr = true;
-        if self.eof && other_done && !self.nolinger {
+        if self.eof && other_done && !self.nolinger && !self.rd_expired {
             return;
         }
         let _ = tr.tcp().shutdown(Shutdown::Write);
@@ -786,14 +858,14 @@ impl Pipe {
                 self.t_conn = Some(now);
                 self.srv.err = true;
                 self.srv.eof = true;
-                self.srv.last_io = now;
+                self.srv.touch(now);
                 Some(true)
             }
             Some(Ok(true)) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.srv.wr = true;
-                self.srv.last_io = now;
+                self.srv.touch(now);
                 Some(true)
             }
             None => {
@@ -823,7 +895,7 @@ impl Pipe {
         self.srv.wr = r == Some(true);
         if r == Some(true) {
             self.t_conn = Some(now);
-            self.srv.last_io = now;
+            self.srv.touch(now);
         }
         r
     }
@@ -853,7 +925,8 @@ impl Pipe {
             Early::Sent(n) => {
                 h.start += n;
                 self.srv.wr = n == want;
-                self.srv.last_io = now;
+                self.srv.last_wr = now;
+                h.wbase = now;
                 h.release_if_empty(w);
             }
             Early::Failed(e)

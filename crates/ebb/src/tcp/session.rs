@@ -13,12 +13,21 @@
 //!
 //! Timers (one per session, the tasklet's own): `tcp-request
 //! inspect-delay` and `timeout client` while inspecting, `timeout queue`,
-//! `timeout connect`, the retry turn-around, then each socket's
-//! inactivity: `timeout client` on the client's, `timeout server` on the
-//! server's, both replaced by `timeout tunnel` when it is set (HAProxy's
-//! meaning). Activity is read from [`super::pipe::Sock::last_io`], which
-//! the server side's tasklet updates without touching the timer: a timer
-//! that fires early just recomputes the date and sleeps again.
+//! `timeout connect`, the retry turn-around, then HAProxy's four timers
+//! of a connected stream: each side's read timeout and write timeout,
+//! `timeout client` on the client's, `timeout server` on the server's,
+//! all replaced by `timeout tunnel` when it is set. A read timeout runs
+//! from the side's last read, and from its last write too unless `option
+//! independent-streams` (the frontend's for the client, the backend's for
+//! the server); it stops while what the side sent waits to be written on.
+//! A write timeout runs while bytes wait for the side, from their arrival
+//! or the last write that moved some. An expired read timeout half-closes
+//! its side (reading stops, its FIN goes on once the other side has
+//! everything; the other direction flows on, the first code, `cD` or
+//! `sD`, is kept for the log); an expired write timeout aborts the side
+//! and the session. Activity is read from [`super::pipe::Sock`]'s dates,
+//! which the server side's tasklet updates without touching the timer: a
+//! timer that fires early just recomputes the date and sleeps again.
 //!
 //! Termination codes (the log's `%ts`) are HAProxy's: who ended the
 //! session (`C` client, `S` server, `P` proxy, `c`/`s` their timeouts,
@@ -127,6 +136,9 @@ pub(super) struct Session {
     res_inspect: Option<(usize, Tick)>,
     sess: Arc<crate::registry::SessInfo>,
     term: [u8; 2],
+    /// The code of a read timeout that half-closed a side (HAProxy keeps
+    /// the first error's): the log's when the session ends.
+    half_term: Option<[u8; 2]>,
     /// The stream becomes HTTP (see [`Route::Http`]).
     upgrade: Option<(Option<usize>, Option<bool>)>,
     /// `bind ... proto none`: it may not.
@@ -163,7 +175,9 @@ impl Session {
                 tr: Some(tr),
                 rd: true,
                 wr: true,
-                last_io: now,
+                last_rd: now,
+                last_wr: now,
+                indep: fe.l4.indep_streams,
                 nolinger: fe.nolinger,
                 ..Default::default()
             },
@@ -212,6 +226,7 @@ impl Session {
             res_inspect: None,
             sess: Arc::clone(&sess),
             term: *b"--",
+            half_term: None,
             upgrade: None,
             no_upgrade: early.no_upgrade,
             counted: (0, 0),
@@ -625,7 +640,9 @@ impl Session {
             p.srv = super::pipe::Sock {
                 tr: Some(st),
                 used: Some(s.used_conn()),
-                last_io: now,
+                last_rd: now,
+                last_wr: now,
+                indep: self.be.as_ref().is_some_and(|b| b.l4.indep_streams),
                 nolinger: s.opts.sock.nolinger,
                 silent_shut: s.opts.sock.nolinger,
                 ..Default::default()
@@ -765,6 +782,12 @@ impl Session {
             St::Queued => b'Q',
             _ => b'C',
         };
+        if let Some(t) = self.half_term {
+            if p.cli.err || p.srv.err || p.cli.done() && p.srv.done() {
+                return Some(t);
+            }
+            return None;
+        }
         if p.cli.err {
             return Some([b'C', state]);
         }
@@ -775,6 +798,37 @@ impl Session {
             return Some(*b"--");
         }
         None
+    }
+
+    /// A read timeout half-closed a side: its code is kept for the log
+    /// (the first one's) and shown by `show sess`.
+    fn half_close(&mut self, code: [u8; 2]) {
+        if self.half_term.is_none() {
+            self.half_term = Some(code);
+            self.sess
+                .half_term
+                .store(u16::from_be_bytes(code), Ordering::Relaxed);
+        }
+    }
+
+    /// HAProxy's four timers of a connected session: the client's read
+    /// and the server's write timeout (the request channel's), the
+    /// server's read and the client's write timeout (the response's).
+    /// `timeout tunnel` replaces the client's and the server's.
+    fn data_timers(&self, p: &Pipe) -> [Tick; 4] {
+        let (ct, stt) = match self.tunnel {
+            Some(t) => (t, t),
+            None => (self.client_timeout(), self.timeouts.server),
+        };
+        // Bytes held back (not forwarded yet, or under the
+        // `tcp-response` rules) have no writer waiting.
+        let (req_held, res_held) = (!p.forwarding, p.res_hold);
+        [
+            p.cli.read_expiry(&p.c2s, &p.s2c, req_held, ct),
+            p.srv.write_expiry(&p.c2s, req_held, stt),
+            p.srv.read_expiry(&p.s2c, &p.c2s, res_held, stt),
+            p.cli.write_expiry(&p.s2c, res_held, ct),
+        ]
     }
 
     /// The date the session's timer should fire, and what fires then.
@@ -789,7 +843,7 @@ impl Session {
         };
         match self.st {
             St::Inspect => {
-                let c = side(p.cli.last_io, self.client_timeout(), !p.cli.eof);
+                let c = side(p.cli.last_rd, self.client_timeout(), !p.cli.eof);
                 if self.fe.l4.inspect_delay > 0 {
                     ticks::first(c, self.inspect_until)
                 } else {
@@ -798,14 +852,10 @@ impl Session {
             }
             St::Queued | St::Connecting | St::Turnaround(_) => self.deadline,
             St::Established => {
-                let (ct, stt) = match self.tunnel {
-                    Some(t) => (t, t),
-                    None => (self.client_timeout(), self.timeouts.server),
-                };
-                let t = ticks::first(
-                    side(p.cli.last_io, ct, !p.cli.done()),
-                    side(p.srv.last_io, stt, !p.srv.done()),
-                );
+                let t = self
+                    .data_timers(&p)
+                    .into_iter()
+                    .fold(ETERNITY, ticks::first);
                 match (self.res_inspect, &self.be) {
                     (Some((_, until)), Some(be)) if be.l4.res_inspect_delay > 0 => {
                         ticks::first(t, until)
@@ -821,7 +871,7 @@ impl Session {
         let now = ctx.now();
         match self.st {
             St::Inspect => {
-                let last = self.pipe.borrow().cli.last_io;
+                let last = self.pipe.borrow().cli.last_rd;
                 if ticks::is_expired(ticks::add(last, self.client_timeout()), now) {
                     self.end_with(b"cR");
                 }
@@ -843,18 +893,44 @@ impl Session {
             }
             St::Turnaround(at) if ticks::is_expired(at, now) => self.connect(ctx),
             St::Established => {
-                let p = self.pipe.borrow();
-                let (ct, stt) = match self.tunnel {
-                    Some(t) => (t, t),
-                    None => (self.client_timeout(), self.timeouts.server),
+                let [cli_rd, srv_wr, srv_rd, cli_wr] = {
+                    let p = self.pipe.borrow();
+                    self.data_timers(&p).map(|t| ticks::is_expired(t, now))
                 };
-                let c = !p.cli.done() && ticks::is_expired(ticks::add(p.cli.last_io, ct), now);
-                let s = !p.srv.done() && ticks::is_expired(ticks::add(p.srv.last_io, stt), now);
-                drop(p);
-                if c {
-                    self.end_with(b"cD");
-                } else if s {
-                    self.end_with(b"sD");
+                // HAProxy's order: the request's read then write timeout,
+                // the response's; the first to fire names the log's code.
+                // A read timeout half-closes its side (the other direction
+                // flows on, the session ends with both), a write timeout
+                // aborts the side it could not write to, and with it the
+                // session.
+                let pipe = Rc::clone(&self.pipe);
+                let mut p = pipe.borrow_mut();
+                if cli_rd {
+                    p.cli.eof = true;
+                    p.cli.rd_expired = true;
+                    self.half_close(*b"cD");
+                    // The client's FIN goes on to the server.
+                    if let Some(t) = self.srv_task {
+                        ctx.tasklet_wakeup(t);
+                    }
+                }
+                if srv_wr {
+                    p.srv.nolinger = true;
+                    p.srv.silent_shut = false;
+                    drop(p);
+                    let code = self.half_term.unwrap_or(*b"sD");
+                    return self.end_with(&code);
+                }
+                if srv_rd {
+                    p.srv.eof = true;
+                    p.srv.rd_expired = true;
+                    self.half_close(*b"sD");
+                }
+                if cli_wr {
+                    p.cli.nolinger = true;
+                    drop(p);
+                    let code = self.half_term.unwrap_or(*b"cD");
+                    self.end_with(&code);
                 }
             }
             _ => {}

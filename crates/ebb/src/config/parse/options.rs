@@ -14,7 +14,6 @@ use crate::config::values::*;
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http-use-htx",
-    "independent-streams",
     "accept-invalid-http-request",
     "accept-invalid-http-response",
 ];
@@ -62,6 +61,7 @@ const OPTIONS: &[&str] = &[
     "clitcpka",
     "srvtcpka",
     "nolinger",
+    "independent-streams",
     "dontlog-normal",
     "log-separate-errors",
     "allbackups",
@@ -96,7 +96,7 @@ pub(super) fn proxy_option(
         | "prefer-last-server"
         | "http-pretend-keepalive" => BE,
         "http-no-delay" => FE | BE,
-        "tcpka" | "nolinger" => FE | BE,
+        "tcpka" | "nolinger" | "independent-streams" => FE | BE,
         "clitcpka"
         | "dontlog-normal"
         | "log-separate-errors"
@@ -350,6 +350,10 @@ pub(super) fn proxy_option(
         "nolinger" => {
             no_args(rest)?;
             o.nolinger = !no;
+        }
+        "independent-streams" => {
+            no_args(rest)?;
+            o.indep_streams = (!no).then(|| ctx.loc.clone());
         }
         "allbackups" => {
             no_args(rest)?;

@@ -439,6 +439,10 @@ pub struct ProxyOptions {
     /// `option nolinger`: connections on this side (the clients' in a
     /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
     pub nolinger: bool,
+    /// `option independent-streams`, where it was set: data sent to a side
+    /// no longer refreshes that side's read timeout (the client's in a
+    /// frontend, the server's in a backend). `mode tcp` only in ebb.
+    pub indep_streams: Option<Loc>,
     /// `[no] option tcp-smart-accept` (frontends): Some(on) when written,
     /// None for HAProxy's automatic choice (on for an HTTP frontend and a
     /// TLS bind): `TCP_QUICKACK` off on the listener, so the answer

@@ -1086,7 +1086,16 @@ impl Stream {
         sd.want_room = tunnel || !up.req_left.done();
 
         // 2. Server-side output to the server (and TLS records pending).
-        moved |= sd.send();
+        let sent = sd.send();
+        moved |= sent;
+        if sent && !tunnel && up.resp_left.is_none() && up.state == UpState::Connected {
+            // What is written to the server refreshes its read timeout
+            // (HAProxy 2.6 without `option independent-streams`): a slow
+            // upload is not cut by `timeout server` while the answer is
+            // awaited, as long as its bytes flow.
+            let at = ticks::add(ctx.now(), up.timeouts.server);
+            up.deadline = up.resp_wait.map_or(at, |w| ticks::first(at, w));
+        }
         sd.wake_mux(ctx);
         if sd.broken {
             drop(sd);
