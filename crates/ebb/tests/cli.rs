@@ -1448,3 +1448,60 @@ fn unknown_commands_as_haproxy() {
         }
     }
 }
+
+/// `set timeout cli DELAY`, HAProxy 2.6's: its answers (empty, or its
+/// three error texts) beside haproxy, and its effect: a connection in
+/// interactive mode under `stats timeout 1s` is still open 2.5 s after
+/// `set timeout cli 60` (before, ebb answered `Unknown command` and the
+/// connection closed after 1 s).
+#[test]
+fn set_timeout_cli_as_haproxy() {
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n    stats timeout 1s\n\
+             defaults\n    mode http\n    timeout client 5s\n\
+             frontend f\n    bind {bind}\n    http-request return status 200\n",
+            sock.display()
+        )
+    };
+    let lines = [
+        "set timeout cli 5",
+        "set timeout cli 1m",
+        "set timeout cli",
+        "set timeout cli x",
+        "set timeout cli 0",
+        "set timeout cli 500ms",
+        "set timeout foo 5",
+        "set timeout",
+    ];
+    let (_e, sock) = ebb_with_admin("cli-timeout", cfg);
+    let ours: Vec<String> = lines.iter().map(|l| cli(&sock, l)).collect();
+    assert_eq!(ours[0], "\n");
+    assert_eq!(ours[2], "Expects an integer value.\n\n");
+    assert_eq!(ours[4], "Invalid timeout value.\n\n");
+    assert_eq!(ours[6], "'set timeout' only supports 'cli'.\n\n");
+    // The effect, in interactive mode.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"prompt\nset timeout cli 60\n").unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 256];
+    while got.windows(2).filter(|w| w == b"> ").count() < 2 {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&b[..n]);
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    s.write_all(b"show cli level\n").unwrap();
+    let n = s.read(&mut b).unwrap();
+    assert!(
+        String::from_utf8_lossy(&b[..n]).contains("admin"),
+        "{:?}",
+        String::from_utf8_lossy(&b[..n])
+    );
+    if let Some((h, _)) = haproxy_beside("cli-timeout", cfg) {
+        for (l, o) in lines.iter().zip(&ours) {
+            assert_eq!(*o, cli(&h.sock, l), "{l}");
+        }
+    }
+}

@@ -21,6 +21,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         CliLevel::User,
         "toggle interactive mode with a prompt",
     ),
+    (
+        "set timeout cli",
+        "DELAY",
+        CliLevel::User,
+        "this connection's idle timeout (seconds by default)",
+    ),
     ("quit", "", CliLevel::User, "close the connection"),
     (
         "operator",

@@ -55,6 +55,8 @@ pub struct Reply {
     /// to print; the command's answer goes on until the client sends
     /// something (the commands after it on the line are not run).
     pub watch: Option<(String, u64)>,
+    /// `set timeout cli`: the connection's idle timeout from now on.
+    pub timeout_ms: Option<u32>,
 }
 
 /// Splits a line into commands on unescaped `;`.
@@ -174,6 +176,29 @@ pub fn execute_line(
             ["quit"] => {
                 r.quit = true;
                 break;
+            }
+            ["set", "timeout", rest @ ..] => {
+                // HAProxy's `set timeout cli <delay>`: this connection's
+                // idle timeout, seconds by default, at least one second.
+                match rest {
+                    ["cli"] => r.text.push_str("Expects an integer value.\n"),
+                    ["cli", d, ..] => {
+                        match crate::config::parse_time_unit(d, 1_000_000) {
+                            // (In whole seconds, rounded up as HAProxy's
+                            // parse_time_err: `500ms` is one second.)
+                            Ok(t) if !t.is_zero() => {
+                                let secs = t.as_micros().div_ceil(1_000_000);
+                                let ms =
+                                    u64::try_from(secs).unwrap_or(u64::MAX).saturating_mul(1000);
+                                r.timeout_ms = Some(u32::try_from(ms).unwrap_or(u32::MAX));
+                            }
+                            _ => r.text.push_str("Invalid timeout value.\n"),
+                        }
+                    }
+                    _ => r.text.push_str("'set timeout' only supports 'cli'.\n"),
+                }
+                r.text.push('\n');
+                continue;
             }
             ["prompt"] => {
                 // Its answer is empty: the empty line that ends one (so

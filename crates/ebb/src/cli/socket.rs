@@ -434,6 +434,9 @@ impl CliConn {
                 }
             };
             self.out.extend_from_slice(r.text.as_bytes());
+            if let Some(t) = r.timeout_ms {
+                self.timeout_ms = t;
+            }
             if r.prompt_toggles % 2 == 1 {
                 self.interactive = !self.interactive;
             }

@@ -71,6 +71,7 @@ pub use parse::{
 pub(crate) use parse::{tls_bind_option, TlsOptionsOf};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeerListen, PeersSection};
 pub use values::parse_bind_addrs;
+pub(crate) use values::parse_time_unit;
 
 /// Quotes `s` as one configuration word that the parser reads back exactly,
 /// whatever it holds (spaces, quotes, `#`, `$`, backslashes, newlines). For
