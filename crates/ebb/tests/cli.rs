@@ -1371,6 +1371,10 @@ const UNKNOWN: &[&str] = &[
     "clear acl",
     "clear map",
     "del acl",
+    "help show",
+    "help set",
+    "help show ssl",
+    "help frobnicate",
 ];
 
 /// A command the worker's CLI does not know is answered HAProxy 2.6's

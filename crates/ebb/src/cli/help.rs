@@ -270,6 +270,24 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "close the sessions using a server",
     ),
     (
+        "show backend",
+        "",
+        CliLevel::User,
+        "the backends' names",
+    ),
+    (
+        "get weight",
+        "BACKEND/SERVER",
+        CliLevel::User,
+        "a server's weight, and its initial one",
+    ),
+    (
+        "set weight",
+        "BACKEND/SERVER WEIGHT[%]",
+        CliLevel::Admin,
+        "change a server's weight (as 'set server ... weight')",
+    ),
+    (
         "set server",
         "BACKEND/SERVER state ready|drain|maint",
         CliLevel::Admin,
@@ -454,6 +472,19 @@ pub(super) fn unknown(level: CliLevel, w: &[&str], modes: Modes) -> String {
     if haproxys {
         return format!("Unknown command: '{}'.\n{}", w.join(" "), help(level));
     }
+    usage(&ebb_keywords(), w, modes.expert, modes.experimental)
+}
+
+/// `help WORDS`: HAProxy 2.6's list of the commands those words start
+/// (the usage message), of those ebb runs.
+pub(super) fn help_words(w: &[&str], modes: Modes) -> String {
+    usage(&ebb_keywords(), w, modes.expert, modes.experimental)
+}
+
+/// HAProxy's worker commands as its usage message knows them, listed
+/// only for those ebb runs (a command ebb lacks is never proposed; its
+/// words still count as known, as HAProxy's unlisted ones).
+fn ebb_keywords() -> Vec<Keyword> {
     // (ebb's list writes alternatives as `map|acl`.)
     let ebb_runs = |words: &[&str]| {
         COMMANDS.iter().any(|(cw, ..)| {
@@ -465,13 +496,12 @@ pub(super) fn unknown(level: CliLevel, w: &[&str], modes: Modes) -> String {
                     .all(|(c, w)| c.split('|').any(|alt| alt == *w))
         })
     };
-    let ours: Vec<Keyword> = WORKER_KEYWORDS
+    WORKER_KEYWORDS
         .iter()
         .map(|k| Keyword {
             words: k.words,
             usage: k.usage.filter(|_| ebb_runs(k.words)),
             mode: k.mode,
         })
-        .collect();
-    usage(&ours, w, modes.expert, modes.experimental)
+        .collect()
 }

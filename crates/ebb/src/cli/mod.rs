@@ -304,6 +304,7 @@ pub fn execute(
     match w {
         [] => Ok(String::new()),
         ["help"] => Ok(help::help(level)),
+        ["help", ..] => Ok(help::help_words(w, modes)),
         ["show", "version"] => Ok(format!("{}\n", env!("CARGO_PKG_VERSION"))),
         ["show", "info"] => Ok(info::show_info(p, "")),
         ["show", "info", form @ ("typed" | "json"), ..] => Ok(info::show_info(p, form)),
