@@ -1,0 +1,216 @@
+//! X.509 v1 client certificates and v1 CRLs (which webpki does not
+//! read) on `bind ... ssl verify`: verified as OpenSSL 3.0 does for
+//! HAProxy 2.6, each refusal with OpenSSL's number; side by side with
+//! haproxy when it is installed (the same answers). The PKI is made by
+//! `openssl ca` without extensions (v1 certificates, a v1 CRL signed
+//! with SHA-1, as HAProxy's own reg-tests use).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const PKI: &str = r#"set -e
+cat > ca.cnf <<'X'
+[ ca ]
+default_ca = myca
+[ myca ]
+dir = .
+database = index.txt
+new_certs_dir = newcerts
+serial = serial
+default_md = sha256
+policy = anything
+default_crl_days = 30
+unique_subject = no
+[ anything ]
+commonName = supplied
+X
+mkdir -p newcerts; : > index.txt; echo 10 > serial
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=V1 Test CA" 2>/dev/null
+# Same name, another key: what it signs does not verify under ca.pem.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout fake.key -out fake.pem -days 3650 -subj "/CN=V1 Test CA" 2>/dev/null
+openssl req -x509 -newkey rsa:2048 -nodes -keyout srv.key -out srv.pem -days 3650 -subj "/CN=localhost" 2>/dev/null
+cat srv.pem srv.key > srv-both.pem
+# A v1 self-signed root (a CA by OpenSSL's rule for v1 roots).
+openssl req -new -newkey rsa:2048 -nodes -keyout v1root.key -out v1root.csr -subj "/CN=V1 Root" 2>/dev/null
+openssl x509 -req -in v1root.csr -signkey v1root.key -days 3650 -out v1root.pem 2>/dev/null
+# ca, cert, key, name, [md], [start end]
+mk() {
+  [ -f $3 ] || openssl req -new -newkey rsa:2048 -nodes -keyout $3 -out $2.csr -subj "/CN=$4" 2>/dev/null
+  [ -f $2.csr ] || openssl req -new -key $3 -out $2.csr -subj "/CN=$4" 2>/dev/null
+  if [ -n "$6" ]; then
+    openssl ca -batch -config ca.cnf -md ${5:-sha256} -cert $1.pem -keyfile $1.key -in $2.csr -out $2.pem -startdate $6 -enddate $7 -notext 2>/dev/null
+  else
+    openssl ca -batch -config ca.cnf -md ${5:-sha256} -cert $1.pem -keyfile $1.key -in $2.csr -out $2.pem -days 365 -notext 2>/dev/null
+  fi
+}
+mk ca good good.key "good client"
+mk ca revoked revoked.key "revoked client"
+mk ca sha1 sha1.key "sha1 client" sha1
+mk ca expired expired.key "expired client" sha256 20200101000000Z 20210101000000Z
+mk ca future future.key "future client" sha256 20990101000000Z 20991231000000Z
+mk fake forged forged.key "forged client"
+mk v1root rooted rooted.key "rooted client"
+# A v1 intermediate (not a CA for OpenSSL) and a client under it.
+mk ca inter inter.key "V1 Inter"
+mk inter chained chained.key "chained client"
+cat chained.pem inter.pem > chained-chain.pem; cp chained.key chained-chain.key
+openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -revoke revoked.pem 2>/dev/null
+openssl ca -batch -config ca.cnf -md sha1 -cert ca.pem -keyfile ca.key -gencrl -out crl.pem 2>/dev/null
+# The same list signed by the other key.
+openssl ca -batch -config ca.cnf -md sha1 -cert fake.pem -keyfile fake.key -gencrl -out badcrl.pem 2>/dev/null
+openssl crl -in crl.pem -noout -text | grep -q 'Version 1' || { echo 'not a v1 CRL' >&2; exit 1; }
+openssl x509 -in good.pem -noout -text | grep -q 'Version: 1' || { echo 'not a v1 certificate' >&2; exit 1; }
+"#;
+
+const FETCHES: &str =
+    "verify=%[ssl_c_verify] err=%[ssl_c_err] caerr=%[ssl_c_ca_err] depth=%[ssl_c_ca_err_depth]";
+
+const FRONTENDS: &[(&str, &str)] = &[
+    (
+        "req",
+        "verify required ca-file D/ca.pem crl-file D/crl.pem",
+    ),
+    (
+        "ign",
+        "verify required ca-file D/ca.pem crl-file D/crl.pem crt-ignore-err all ca-ignore-err all",
+    ),
+    ("nocrl", "verify required ca-file D/ca.pem"),
+    ("v1root", "verify required ca-file D/v1root.pem"),
+    (
+        "badcrl",
+        "verify required ca-file D/ca.pem crl-file D/badcrl.pem crt-ignore-err all ca-ignore-err all",
+    ),
+];
+
+fn config(dir: &Path, binds: &[String]) -> String {
+    let mut s = String::from(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n",
+    );
+    for ((name, opts), bind) in FRONTENDS.iter().zip(binds) {
+        s.push_str(&format!(
+            "frontend {name}\n    bind {bind} ssl crt {d}/srv-both.pem {opts}\n    http-request return status 200 content-type text/plain lf-string \"{FETCHES}\"\n",
+            d = dir.display(),
+            opts = opts.replace("D/", &format!("{}/", dir.display())),
+        ));
+    }
+    s
+}
+
+/// `openssl s_client` (curl refuses a SHA-1 client certificate) with
+/// certificate `who` (its `.pem` may hold the chain to send): the
+/// answer's line, or "FAIL".
+fn ask(dir: &Path, who: &str, addr: std::net::SocketAddr) -> String {
+    let pem = dir.join(format!("{who}.pem"));
+    let chain = std::fs::read_to_string(&pem).unwrap();
+    let extra = if chain.matches("BEGIN CERTIFICATE").count() > 1 {
+        "-cert_chain inter.pem".to_string()
+    } else {
+        String::new()
+    };
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf 'GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n' | openssl s_client -quiet -connect {addr} -cert {who}.pem -key {who}.key {extra} -cipher DEFAULT@SECLEVEL=0 2>/dev/null"
+        ))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines()
+        .find(|l| l.starts_with("verify="))
+        .unwrap_or("FAIL")
+        .to_string()
+}
+
+const CLIENTS: &[&str] = &[
+    "good",
+    "revoked",
+    "sha1",
+    "expired",
+    "future",
+    "forged",
+    "rooted",
+    "chained-chain",
+];
+
+/// What HAProxy 2.6 (OpenSSL 3.0, security level 1) answers, by
+/// frontend and client.
+const EXPECTED: &[(&str, &str, &str)] = &[
+    ("req", "good", "verify=0 err=0 caerr=0 depth=0"),
+    ("req", "revoked", "FAIL"),
+    ("req", "sha1", "FAIL"),
+    ("req", "expired", "FAIL"),
+    ("req", "future", "FAIL"),
+    ("req", "forged", "FAIL"),
+    ("req", "rooted", "FAIL"),
+    ("req", "chained-chain", "FAIL"),
+    ("ign", "good", "verify=0 err=0 caerr=0 depth=0"),
+    ("ign", "revoked", "verify=23 err=23 caerr=0 depth=0"),
+    // A SHA-1 signature below the anchor (68), then the revocation
+    // check (it is not revoked).
+    ("ign", "sha1", "verify=68 err=68 caerr=0 depth=0"),
+    ("ign", "expired", "verify=10 err=10 caerr=0 depth=0"),
+    ("ign", "future", "verify=9 err=9 caerr=0 depth=0"),
+    ("ign", "forged", "verify=7 err=7 caerr=0 depth=0"),
+    // Unknown CA: 20, then 21 (a lone certificate), as for v3.
+    ("ign", "rooted", "verify=21 err=20 caerr=0 depth=0"),
+    // A v1 intermediate is not a CA (79, then 26 its purpose), and has
+    // no CRL for its client (3).
+    ("ign", "chained-chain", "verify=3 err=3 caerr=79 depth=1"),
+    ("nocrl", "good", "verify=0 err=0 caerr=0 depth=0"),
+    ("nocrl", "revoked", "verify=0 err=0 caerr=0 depth=0"),
+    ("nocrl", "sha1", "FAIL"),
+    ("nocrl", "rooted", "FAIL"),
+    ("v1root", "rooted", "verify=0 err=0 caerr=0 depth=0"),
+    ("v1root", "good", "FAIL"),
+    // The CRL does not verify under the CA's key: 8, for the client and
+    // for the CA (every certificate's CRL is checked, the root's too),
+    // and what it lists is not believed.
+    ("badcrl", "good", "verify=8 err=8 caerr=8 depth=1"),
+    ("badcrl", "revoked", "verify=8 err=8 caerr=8 depth=1"),
+];
+
+#[test]
+fn v1_client_certificates_and_crls_beside_haproxy() {
+    let Some(d) = openssl_pki("v1pki", PKI) else {
+        return;
+    };
+    let e = Ebb::start(&config(&d, &vec!["BIND".to_string(); FRONTENDS.len()]));
+    assert_eq!(e.addrs.len(), FRONTENDS.len());
+    let mut ours = Vec::new();
+    for (i, (fe, _)) in FRONTENDS.iter().enumerate() {
+        for c in CLIENTS {
+            ours.push((*fe, *c, ask(&d, c, e.addrs[i])));
+        }
+    }
+    let got = |fe: &str, c: &str| -> &str {
+        ours.iter()
+            .find(|(f, w, _)| *f == fe && *w == c)
+            .map(|(_, _, r)| r.as_str())
+            .unwrap()
+    };
+    for (fe, c, want) in EXPECTED {
+        assert_eq!(got(fe, c), *want, "ebb: {fe} {c}");
+    }
+
+    let ports: Vec<String> = FRONTENDS
+        .iter()
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let Some(_h) = haproxy_with("v1pki", &config(&d, &ports)) else {
+        return;
+    };
+    for (i, (fe, _)) in FRONTENDS.iter().enumerate() {
+        let addr = ports[i].parse().unwrap();
+        wait_until("haproxy listening", || {
+            std::net::TcpStream::connect(addr).is_ok()
+        });
+        for c in CLIENTS {
+            assert_eq!(ask(&d, c, addr), got(fe, c), "haproxy: {fe} {c}");
+        }
+    }
+}
