@@ -58,6 +58,14 @@ mk v1root rooted rooted.key "rooted client"
 mk ca inter inter.key "V1 Inter"
 mk inter chained chained.key "chained client"
 cat chained.pem inter.pem > chained-chain.pem; cp chained.key chained-chain.key
+# Servers' v1 certificates (no subjectAltName: HAProxy reads the CN).
+mk ca sgood sgood.key "localhost"
+mk ca srevoked srevoked.key "localhost"
+mk ca sother sother.key "other.example"
+mk ca ssha1 ssha1.key "localhost" sha1
+mk fake sforged sforged.key "localhost"
+for s in sgood srevoked sother ssha1 sforged; do cat $s.pem $s.key > $s-both.pem; done
+openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -revoke srevoked.pem 2>/dev/null
 openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -revoke revoked.pem 2>/dev/null
 openssl ca -batch -config ca.cnf -md sha1 -cert ca.pem -keyfile ca.key -gencrl -out crl.pem 2>/dev/null
 # The same list signed by the other key.
@@ -212,5 +220,73 @@ fn v1_client_certificates_and_crls_beside_haproxy() {
         for c in CLIENTS {
             assert_eq!(ask(&d, c, addr), got(fe, c), "haproxy: {fe} {c}");
         }
+    }
+}
+
+/// Servers whose certificates are v1 (origins: ebb frontends serving
+/// them), behind `server ... ssl verify required ca-file crl-file`:
+/// (origin, server options, status expected, as haproxy answers).
+const SERVERS: &[(&str, &str, u16)] = &[
+    ("sgood", "", 200),
+    ("srevoked", "", 503),
+    // SHA-1 below the anchor: 68 at security level 1.
+    ("ssha1", "", 503),
+    ("sforged", "", 503),
+    // No SNI, no verifyhost: the name is not checked.
+    ("sother", "", 200),
+    ("sother", "sni str(localhost)", 503),
+    ("sgood", "sni str(localhost)", 200),
+    ("sgood", "sni str(LocalHost)", 200),
+    ("sgood", "verifyhost localhost", 200),
+    ("sgood", "verifyhost nope.example", 503),
+];
+
+#[test]
+fn v1_server_certificates_beside_haproxy() {
+    let Some(d) = openssl_pki("v1pki-srv", PKI) else {
+        return;
+    };
+    let mut names: Vec<&str> = SERVERS.iter().map(|s| s.0).collect();
+    names.sort();
+    names.dedup();
+    let mut ocfg = String::from(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n",
+    );
+    for n in &names {
+        ocfg.push_str(&format!(
+            "frontend {n}\n    bind BIND ssl crt {d}/{n}-both.pem\n    http-request return status 200 content-type text/plain string ok\n",
+            d = d.display()
+        ));
+    }
+    let origins = Ebb::start(&ocfg);
+    let at = |n: &str| origins.addrs[names.iter().position(|x| *x == n).unwrap()];
+    let proxy = |binds: &[String]| -> String {
+        let mut s = String::from(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n    retries 0\n",
+        );
+        for (i, ((origin, opts, _), bind)) in SERVERS.iter().zip(binds).enumerate() {
+            s.push_str(&format!(
+                "frontend p{i}\n    bind {bind}\n    default_backend b{i}\nbackend b{i}\n    server s {} ssl verify required ca-file {d}/ca.pem crl-file {d}/crl.pem {opts}\n",
+                at(origin),
+                d = d.display()
+            ));
+        }
+        s
+    };
+    let e = Ebb::start(&proxy(&vec!["BIND".to_string(); SERVERS.len()]));
+    for (i, (origin, opts, want)) in SERVERS.iter().enumerate() {
+        let r = get(e.addrs[i], "/");
+        assert_eq!(r.status, *want, "ebb: {origin} {opts}");
+    }
+    let ports: Vec<String> = SERVERS
+        .iter()
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let Some(_h) = haproxy_with("v1pki-srv", &proxy(&ports)) else {
+        return;
+    };
+    for (i, (origin, opts, want)) in SERVERS.iter().enumerate() {
+        let r = get(ports[i].parse().unwrap(), "/");
+        assert_eq!(r.status, *want, "haproxy: {origin} {opts}");
     }
 }
