@@ -92,23 +92,25 @@ fn files() -> std::sync::MutexGuard<'static, Store> {
     FILES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A file's contents as the store keeps them: a certificate once, and
-/// certificates sorted as OpenSSL's store keeps them.
+/// A file's contents as the store keeps them: a certificate once, in
+/// the order OpenSSL's store leaves them after loading. Each addition
+/// first looks for the certificate, which sorts the list (by subject, its
+/// canonical encoding compared length first), then appends it: all but
+/// the last added end up sorted.
 fn normalize<'a>(kind: Kind, ders: impl IntoIterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
     let mut list: Vec<Vec<u8>> = Vec::new();
-    for d in ders {
-        // An X509 store keeps a certificate once.
-        if kind == Kind::Crl || !list.iter().any(|x| x == d) {
-            list.push(d.to_vec());
-        }
+    if kind == Kind::Crl {
+        list.extend(ders.into_iter().map(<[u8]>::to_vec));
+        return list;
     }
-    if kind == Kind::Ca {
-        // OpenSSL keeps a store's certificates sorted by subject, its
-        // canonical encoding compared length first.
+    for d in ders {
         list.sort_by_cached_key(|d| {
             let c = canon_subject(d);
             (c.len(), c)
         });
+        if !list.iter().any(|x| x == d) {
+            list.push(d.to_vec());
+        }
     }
     list
 }
