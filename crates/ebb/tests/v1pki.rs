@@ -30,6 +30,8 @@ commonName = supplied
 X
 mkdir -p newcerts; : > index.txt; echo 10 > serial
 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=V1 Test CA" 2>/dev/null
+# A v1 CRL that revokes nothing.
+openssl ca -batch -config ca.cnf -md sha1 -cert ca.pem -keyfile ca.key -gencrl -out crl0.pem 2>/dev/null
 # Same name, another key: what it signs does not verify under ca.pem.
 openssl req -x509 -newkey rsa:2048 -nodes -keyout fake.key -out fake.pem -days 3650 -subj "/CN=V1 Test CA" 2>/dev/null
 openssl req -x509 -newkey rsa:2048 -nodes -keyout srv.key -out srv.pem -days 3650 -subj "/CN=localhost" 2>/dev/null
@@ -289,4 +291,55 @@ fn v1_server_certificates_beside_haproxy() {
         let r = get(ports[i].parse().unwrap(), "/");
         assert_eq!(r.status, *want, "haproxy: {origin} {opts}");
     }
+}
+
+/// `set ssl crl-file` and `set ssl ca-file` take v1 CRLs and v1
+/// certificates (HAProxy's loader reads them), and the bind line
+/// verifies with them after `commit`.
+#[test]
+fn cli_sets_v1_crls_and_cas() {
+    let Some(d) = openssl_pki("v1pki-cli", PKI) else {
+        return;
+    };
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        config(&d, &vec!["BIND".to_string(); FRONTENDS.len()])
+    ));
+    let req = e.addrs[0];
+    assert_eq!(ask(&d, "revoked", req), "FAIL");
+    assert_eq!(ask(&d, "rooted", req), "FAIL");
+    let file = |n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+    let set =
+        |cmd: &str, payload: String| cli_cmd(&sock, &format!("{cmd} <<\n{}\n", payload.trim_end()));
+    let crl = format!("{}/crl.pem", d.display());
+    let out = set(&format!("set ssl crl-file {crl}"), file("crl0.pem"));
+    assert!(out.starts_with("transaction created for CRL"), "{out}");
+    let out = cli_cmd(&sock, &format!("commit ssl crl-file {crl}"));
+    assert!(out.contains("Success!"), "{out}");
+    assert_eq!(ask(&d, "revoked", req), "verify=0 err=0 caerr=0 depth=0");
+    // Back to the list that revokes it.
+    set(&format!("set ssl crl-file {crl}"), file("crl.pem"));
+    cli_cmd(&sock, &format!("commit ssl crl-file {crl}"));
+    assert_eq!(ask(&d, "revoked", req), "FAIL");
+    // A v1 root added to the CA file: its client is accepted (it has no
+    // CRL in crl.pem: refused under the 'req' line, 3 ignored under 'ign').
+    let ca = format!("{}/ca.pem", d.display());
+    let out = set(
+        &format!("set ssl ca-file {ca}"),
+        file("ca.pem") + &file("v1root.pem"),
+    );
+    assert!(out.starts_with("transaction created for CA"), "{out}");
+    let out = cli_cmd(&sock, &format!("commit ssl ca-file {ca}"));
+    assert!(out.contains("Success!"), "{out}");
+    assert_eq!(ask(&d, "rooted", req), "FAIL");
+    assert_eq!(
+        ask(&d, "rooted", e.addrs[1]),
+        "verify=3 err=3 caerr=3 depth=1"
+    );
+    assert_eq!(
+        ask(&d, "rooted", e.addrs[2]),
+        "verify=0 err=0 caerr=0 depth=0"
+    );
 }

@@ -72,6 +72,11 @@ pub(crate) fn is_v1_crl(der: &[u8]) -> bool {
     CertificateRevocationList::from_der(der).is_ok_and(|(_, c)| c.version().is_none())
 }
 
+/// Whether a certificate (DER) parses as X.509 (any version).
+pub(crate) fn parses(der: &[u8]) -> bool {
+    X509Certificate::from_der(der).is_ok()
+}
+
 /// HAProxy's name check of a server certificate verified here: the
 /// subjectAltName DNS names, else (none) the subject's CNs, matched
 /// without case; a `*` stands for the whole first label only.
