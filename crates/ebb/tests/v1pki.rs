@@ -59,7 +59,28 @@ mk v1root rooted rooted.key "rooted client"
 # A v1 intermediate (not a CA for OpenSSL) and a client under it.
 mk ca inter inter.key "V1 Inter"
 mk inter chained chained.key "chained client"
-cat chained.pem inter.pem > chained-chain.pem; cp chained.key chained-chain.key
+cat chained.pem inter.pem > chained-chain.pem; cp chained.key chained-chain.key; cp inter.pem chained-chain.chain
+# v3 certificates checked on the same path (the CRL is v1): a client
+# certificate for servers only, and a chain past a CA's path length.
+cat > ext.cnf <<'X'
+[ srvonly ]
+basicConstraints = CA:FALSE
+extendedKeyUsage = serverAuth
+[ ca0 ]
+basicConstraints = critical,CA:TRUE,pathlen:0
+keyUsage = keyCertSign,cRLSign
+[ ca ]
+basicConstraints = critical,CA:TRUE
+keyUsage = keyCertSign,cRLSign
+X
+openssl req -new -newkey rsa:2048 -nodes -keyout eku.key -out eku.csr -subj "/CN=eku client" 2>/dev/null
+openssl ca -batch -config ca.cnf -extfile ext.cnf -extensions srvonly -cert ca.pem -keyfile ca.key -in eku.csr -out eku.pem -days 365 -notext 2>/dev/null
+openssl req -new -newkey rsa:2048 -nodes -keyout int0.key -out int0.csr -subj "/CN=Int0" 2>/dev/null
+openssl ca -batch -config ca.cnf -extfile ext.cnf -extensions ca0 -cert ca.pem -keyfile ca.key -in int0.csr -out int0.pem -days 365 -notext 2>/dev/null
+openssl req -new -newkey rsa:2048 -nodes -keyout int1.key -out int1.csr -subj "/CN=Int1" 2>/dev/null
+openssl ca -batch -config ca.cnf -extfile ext.cnf -extensions ca -cert int0.pem -keyfile int0.key -in int1.csr -out int1.pem -days 365 -notext 2>/dev/null
+mk int1 deep deep.key "deep client"
+cat int1.pem int0.pem > deep.chain
 # Servers' v1 certificates (no subjectAltName: HAProxy reads the CN).
 mk ca sgood sgood.key "localhost"
 mk ca srevoked srevoked.key "localhost"
@@ -111,13 +132,12 @@ fn config(dir: &Path, binds: &[String]) -> String {
 }
 
 /// `openssl s_client` (curl refuses a SHA-1 client certificate) with
-/// certificate `who` (its `.pem` may hold the chain to send): the
+/// certificate `who` (and the chain in `who.chain`, if any): the
 /// answer's line, or "FAIL".
 fn ask(dir: &Path, who: &str, addr: std::net::SocketAddr) -> String {
-    let pem = dir.join(format!("{who}.pem"));
-    let chain = std::fs::read_to_string(&pem).unwrap();
-    let extra = if chain.matches("BEGIN CERTIFICATE").count() > 1 {
-        "-cert_chain inter.pem".to_string()
+    // The chain sent after the certificate, when it has one.
+    let extra = if dir.join(format!("{who}.chain")).exists() {
+        format!("-cert_chain {who}.chain")
     } else {
         String::new()
     };
@@ -145,6 +165,8 @@ const CLIENTS: &[&str] = &[
     "forged",
     "rooted",
     "chained-chain",
+    "eku",
+    "deep",
 ];
 
 /// What HAProxy 2.6 (OpenSSL 3.0, security level 1) answers, by
@@ -171,6 +193,14 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     // A v1 intermediate is not a CA (79, then 26 its purpose), and has
     // no CRL for its client (3).
     ("ign", "chained-chain", "verify=3 err=3 caerr=79 depth=1"),
+    // Purpose: a client certificate for servers only (26).
+    ("req", "eku", "FAIL"),
+    ("ign", "eku", "verify=26 err=26 caerr=0 depth=0"),
+    ("nocrl", "eku", "FAIL"),
+    // Past Int0's path length 0 (25 at its depth), and the
+    // intermediates have no CRLs (3).
+    ("req", "deep", "FAIL"),
+    ("ign", "deep", "verify=3 err=3 caerr=25 depth=2"),
     ("nocrl", "good", "verify=0 err=0 caerr=0 depth=0"),
     ("nocrl", "revoked", "verify=0 err=0 caerr=0 depth=0"),
     ("nocrl", "sha1", "FAIL"),
