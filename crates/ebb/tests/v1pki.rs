@@ -346,6 +346,10 @@ fn cli_sets_v1_crls_and_cas() {
     let crl = format!("{}/crl.pem", d.display());
     let out = set(&format!("set ssl crl-file {crl}"), file("crl0.pem"));
     assert!(out.starts_with("transaction created for CRL"), "{out}");
+    // The pending list, named with HAProxy's CLI escape (`\*`: `*`).
+    let out = cli_cmd(&sock, &format!("show ssl crl-file \\*{crl}"));
+    assert!(out.starts_with(&format!("Filename: *{crl}\n")), "{out}");
+    assert!(!out.contains("Revoked Certificates:"), "{out}");
     let out = cli_cmd(&sock, &format!("commit ssl crl-file {crl}"));
     assert!(out.contains("Success!"), "{out}");
     assert_eq!(ask(&d, "revoked", req), "verify=0 err=0 caerr=0 depth=0");
