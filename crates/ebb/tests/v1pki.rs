@@ -90,7 +90,12 @@ mk fake sforged sforged.key "localhost"
 for s in sgood srevoked sother ssha1 sforged; do cat $s.pem $s.key > $s-both.pem; done
 openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -revoke srevoked.pem 2>/dev/null
 openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -revoke revoked.pem 2>/dev/null
-openssl ca -batch -config ca.cnf -md sha1 -cert ca.pem -keyfile ca.key -gencrl -out crl.pem 2>/dev/null
+openssl ca -batch -config ca.cnf -md sha1 -cert ca.pem -keyfile ca.key -gencrl -crl_lastupdate 20250101000000Z -out crl.pem 2>/dev/null
+# A newer list from the same CA that revokes nothing: of two lists,
+# OpenSSL uses the newer.
+: > index0.txt; sed 's/^database = index.txt/database = index0.txt/' ca.cnf > ca0.cnf
+openssl ca -batch -config ca0.cnf -cert ca.pem -keyfile ca.key -gencrl -out crlnew.pem 2>/dev/null
+cat crl.pem crlnew.pem > two.pem; cat crlnew.pem crl.pem > tworev.pem
 # The same list signed by the other key.
 openssl ca -batch -config ca.cnf -md sha1 -cert fake.pem -keyfile fake.key -gencrl -out badcrl.pem 2>/dev/null
 openssl crl -in crl.pem -noout -text | grep -q 'Version 1' || { echo 'not a v1 CRL' >&2; exit 1; }
@@ -111,6 +116,14 @@ const FRONTENDS: &[(&str, &str)] = &[
     ),
     ("nocrl", "verify required ca-file D/ca.pem"),
     ("v1root", "verify required ca-file D/v1root.pem"),
+    (
+        "two",
+        "verify required ca-file D/ca.pem crl-file D/two.pem",
+    ),
+    (
+        "tworev",
+        "verify required ca-file D/ca.pem crl-file D/tworev.pem",
+    ),
     (
         "badcrl",
         "verify required ca-file D/ca.pem crl-file D/badcrl.pem crt-ignore-err all ca-ignore-err all",
@@ -202,6 +215,9 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("req", "deep", "FAIL"),
     ("ign", "deep", "verify=3 err=3 caerr=25 depth=2"),
     ("nocrl", "good", "verify=0 err=0 caerr=0 depth=0"),
+    // Two lists of one CA: the newer counts, whatever their order.
+    ("two", "revoked", "verify=0 err=0 caerr=0 depth=0"),
+    ("tworev", "revoked", "verify=0 err=0 caerr=0 depth=0"),
     ("nocrl", "revoked", "verify=0 err=0 caerr=0 depth=0"),
     ("nocrl", "sha1", "FAIL"),
     ("nocrl", "rooted", "FAIL"),

@@ -341,11 +341,17 @@ fn check_revocation(
         .iter()
         .filter(|c| c.issuer().as_raw() == x.issuer().as_raw())
         .collect();
-    // The best: signed by the issuer and current, else any.
-    let good = |c: &&&CertificateRevocationList<'_>| {
+    // The best: signed by the issuer and current (else any), and of
+    // those equally good the newest (`lastUpdate`), as OpenSSL picks.
+    let score = |c: &CertificateRevocationList<'_>| {
         issuer.is_some_and(|is| crl_signed_by(c, is)) && crl_time_ok(c, now)
     };
-    let Some(crl) = named.iter().find(good).or(named.first()).copied() else {
+    let Some(crl) = named
+        .iter()
+        .copied()
+        .rev()
+        .max_by_key(|c| (score(c), c.last_update().timestamp()))
+    else {
         return fail(GET_CRL, i);
     };
     match issuer {
