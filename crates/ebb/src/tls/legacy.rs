@@ -107,19 +107,32 @@ pub(crate) fn name_matches(leaf: &[u8], host: &str) -> bool {
     names.iter().any(|n| host_matches(n, host))
 }
 
+/// HAProxy's `ssl_sock_srv_hostcheck` (RFC 6125 6.4.3): the same name
+/// without case, or one `*` in the pattern's first label standing for
+/// any part of the host's first label (the other labels equal).
 fn host_matches(pattern: &str, host: &str) -> bool {
     if pattern.eq_ignore_ascii_case(host) {
         return true;
     }
-    let Some(rest) = pattern.strip_prefix("*.") else {
+    let (p, h) = (pattern.as_bytes(), host.as_bytes());
+    let Some(pdot) = p.iter().position(|b| *b == b'.') else {
         return false;
     };
-    match host.split_once('.') {
-        Some((first, tail)) => {
-            !first.is_empty() && !rest.is_empty() && tail.eq_ignore_ascii_case(rest)
-        }
-        None => false,
+    let first = &p[..pdot];
+    if first.iter().filter(|b| **b == b'*').count() != 1 {
+        return false;
     }
+    let Some(hdot) = h.iter().position(|b| *b == b'.') else {
+        return false;
+    };
+    if !p[pdot..].eq_ignore_ascii_case(&h[hdot..]) || hdot + 1 < pdot {
+        return false;
+    }
+    let star = first.iter().position(|b| *b == b'*').unwrap_or(0);
+    let (prefix, suffix) = (&first[..star], &first[star + 1..]);
+    let label = &h[..hdot];
+    label[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && label[hdot - suffix.len()..].eq_ignore_ascii_case(suffix)
 }
 
 struct Link<'a> {
@@ -635,3 +648,29 @@ impl std::fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+#[cfg(test)]
+mod tests {
+    use super::host_matches;
+
+    #[test]
+    fn host_check_is_haproxys() {
+        for (p, h, want) in [
+            ("www.example.com", "WWW.Example.COM", true),
+            ("*.example.com", "a.example.com", true),
+            ("*.example.com", "a.b.example.com", false),
+            ("*.example.com", "example.com", false),
+            ("w*.example.com", "www.example.com", true),
+            ("*w.example.com", "aw.example.com", true),
+            ("a*b.example.com", "ab.example.com", true),
+            ("a*b.example.com", "axb.example.com", true),
+            ("a*b.example.com", "b.example.com", false),
+            ("**.example.com", "a.example.com", false),
+            ("*.example.com", ".example.com", true),
+            ("example.*", "example.com", false),
+            ("*", "localhost", false),
+        ] {
+            assert_eq!(host_matches(p, h), want, "{p} {h}");
+        }
+    }
+}
