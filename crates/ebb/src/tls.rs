@@ -1146,10 +1146,9 @@ fn v1_signature(
     tls13: bool,
 ) -> Option<HandshakeSignatureValid> {
     use x509_parser::prelude::{FromDer, X509Certificate};
+    // (Any certificate webpki refused: v1, or one with a critical
+    // extension it does not know, which the chain's verifier judges.)
     let (_, c) = X509Certificate::from_der(cert.as_ref()).ok()?;
-    if c.version().0 != 0 {
-        return None;
-    }
     let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(c.public_key().raw);
     if tls13 {
         return rustls::crypto::verify_tls13_signature_with_raw_key(message, &spki, dss, algs).ok();

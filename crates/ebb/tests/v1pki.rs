@@ -72,7 +72,12 @@ keyUsage = keyCertSign,cRLSign
 [ ca ]
 basicConstraints = critical,CA:TRUE
 keyUsage = keyCertSign,cRLSign
+[ crit ]
+basicConstraints = CA:FALSE
+1.2.3.4 = critical,ASN1:NULL
 X
+openssl req -new -newkey rsa:2048 -nodes -keyout crit.key -out crit.csr -subj "/CN=crit client" 2>/dev/null
+openssl ca -batch -config ca.cnf -extfile ext.cnf -extensions crit -cert ca.pem -keyfile ca.key -in crit.csr -out crit.pem -days 365 -notext 2>/dev/null
 openssl req -new -newkey rsa:2048 -nodes -keyout eku.key -out eku.csr -subj "/CN=eku client" 2>/dev/null
 openssl ca -batch -config ca.cnf -extfile ext.cnf -extensions srvonly -cert ca.pem -keyfile ca.key -in eku.csr -out eku.pem -days 365 -notext 2>/dev/null
 openssl req -new -newkey rsa:2048 -nodes -keyout int0.key -out int0.csr -subj "/CN=Int0" 2>/dev/null
@@ -180,6 +185,7 @@ const CLIENTS: &[&str] = &[
     "chained-chain",
     "eku",
     "deep",
+    "crit",
 ];
 
 /// What HAProxy 2.6 (OpenSSL 3.0, security level 1) answers, by
@@ -214,6 +220,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     // intermediates have no CRLs (3).
     ("req", "deep", "FAIL"),
     ("ign", "deep", "verify=3 err=3 caerr=25 depth=2"),
+    // An unknown critical extension (34).
+    ("req", "crit", "FAIL"),
+    // (Not even past `crt-ignore-err all`, as haproxy.)
+    ("ign", "crit", "FAIL"),
+    ("nocrl", "crit", "FAIL"),
     ("nocrl", "good", "verify=0 err=0 caerr=0 depth=0"),
     // Two lists of one CA: the newer counts, whatever their order.
     ("two", "revoked", "verify=0 err=0 caerr=0 depth=0"),

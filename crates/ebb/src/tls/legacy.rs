@@ -40,11 +40,30 @@ const CERT_CHAIN_TOO_LONG: i32 = 22;
 pub(crate) const CERT_REVOKED: i32 = 23;
 const PATH_LENGTH_EXCEEDED: i32 = 25;
 pub(crate) const INVALID_PURPOSE: i32 = 26;
+const UNHANDLED_CRITICAL_EXTENSION: i32 = 34;
 const UNABLE_TO_GET_CRL_ISSUER: i32 = 33;
 const KEYUSAGE_NO_CRL_SIGN: i32 = 35;
 const CA_KEY_TOO_SMALL: i32 = 67;
 const CA_MD_TOO_WEAK: i32 = 68;
 pub(crate) const INVALID_CA: i32 = 79;
+
+/// The extensions OpenSSL knows (`X509_supported_extension`): a critical
+/// one not among them fails the certificate (34).
+const HANDLED: &[&str] = &[
+    "2.16.840.1.113730.1.1", // nsCertType
+    "2.5.29.15",             // keyUsage
+    "2.5.29.17",             // subjectAltName
+    "2.5.29.19",             // basicConstraints
+    "2.5.29.32",             // certificatePolicies
+    "2.5.29.37",             // extKeyUsage
+    "1.3.6.1.5.5.7.1.7",     // sbgp-ipAddrBlock
+    "1.3.6.1.5.5.7.1.8",     // sbgp-autonomousSysNum
+    "2.5.29.36",             // policyConstraints
+    "1.3.6.1.5.5.7.1.14",    // proxyCertInfo
+    "2.5.29.30",             // nameConstraints
+    "2.5.29.33",             // policyMappings
+    "2.5.29.54",             // inhibitAnyPolicy
+];
 
 /// OpenSSL's default chain depth limit (HAProxy sets none).
 const MAX_DEPTH: usize = 100;
@@ -241,6 +260,16 @@ pub(crate) fn verify(
     let mut plen = 0u32;
     for (i, l) in chain.iter().enumerate() {
         let c = &l.x;
+        if c.extensions()
+            .iter()
+            .any(|e| e.critical && !HANDLED.contains(&e.oid.to_id_string().as_str()))
+        {
+            // Reported, but never gone past: haproxy 2.6 fails such a
+            // handshake even under `crt-ignore-err all` (alert
+            // certificate_unknown).
+            let _ = fail(UNHANDLED_CRITICAL_EXTENSION, i);
+            return Err(UNHANDLED_CRITICAL_EXTENSION);
+        }
         if i > 0 {
             let ca = check_ca(c);
             let ok = if i + 1 < num { ca == 1 } else { ca != 0 };
@@ -630,7 +659,8 @@ pub(crate) fn error_for(code: i32) -> rustls::Error {
         | INVALID_CA
         | PATH_LENGTH_EXCEEDED
         | CERT_CHAIN_TOO_LONG => C::UnknownIssuer,
-        0 => C::BadEncoding,
+        // (bad_certificate, the alert OpenSSL sends for these.)
+        0 | CA_KEY_TOO_SMALL | CA_MD_TOO_WEAK => C::BadEncoding,
         _ => C::Other(rustls::OtherError(std::sync::Arc::new(Refused(code)))),
     };
     rustls::Error::InvalidCertificate(e)
