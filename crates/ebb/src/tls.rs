@@ -63,6 +63,7 @@ mod certload;
 pub mod ckch;
 pub mod clientauth;
 pub mod hello;
+mod legacy;
 mod sni;
 
 use certload::{cert_specs, load_cert, read_file};
@@ -748,8 +749,11 @@ pub fn client_config_with(
                 }
                 None => Vec::new(),
             };
+            let ca_ders = ca_file
+                .and_then(|p| cafile::contents(&p.display().to_string(), cafile::Kind::Ca))
+                .unwrap_or_default();
             let trust = Arc::new(ServerTrust {
-                inner: RwLock::new(server_verifier(roots, crls, &provider)?),
+                inner: RwLock::new(server_verifier(roots, ca_ders, crls, &provider)?),
                 ca_file: ca_file.map(|p| p.display().to_string()),
                 crl_file: crl_path.map(|p| p.display().to_string()),
                 provider: Arc::clone(&provider),
@@ -797,23 +801,33 @@ pub fn client_config_with(
     Ok(Arc::new(config))
 }
 
-/// CRLs as they come and as webpki parsed them.
+/// CRLs as they come and as webpki parsed them (`None`: an X.509 v1 CRL,
+/// which webpki does not read and `legacy` does).
 pub(crate) type LoadedCrls = Vec<(
     rustls::pki_types::CertificateRevocationListDer<'static>,
-    webpki::OwnedCertRevocationList,
+    Option<webpki::OwnedCertRevocationList>,
 )>;
 
+/// One CRL read: by webpki, else as an X.509 v1 CRL; the error is
+/// webpki's.
+fn parse_crl(der: &[u8]) -> Result<Option<webpki::OwnedCertRevocationList>, String> {
+    match webpki::OwnedCertRevocationList::from_der(der) {
+        Ok(o) => Ok(Some(o)),
+        Err(_) if legacy::is_v1_crl(der) => Ok(None),
+        Err(e) => Err(format!("bad CRL: {e:?}")),
+    }
+}
+
 /// The CRLs of a `crl-file` (PEM blocks), each checked and parsed by
-/// webpki: a bind line's (client certificates) and a server's. Errors are
-/// the `-c` line's text.
+/// webpki (or read as v1 CRLs): a bind line's (client certificates) and a
+/// server's. Errors are the `-c` line's text.
 pub(crate) fn crls_from_file(path: &Path) -> Result<LoadedCrls, String> {
     let why = |m: String| format!("'crl-file' : unable to load {}: {m}", path.display());
     let pem = read_file(path).map_err(why)?;
     let mut out = Vec::new();
     for c in rustls::pki_types::CertificateRevocationListDer::pem_slice_iter(&pem) {
         let c = c.map_err(|e| why(format!("bad PEM: {e}")))?;
-        let owned = webpki::OwnedCertRevocationList::from_der(c.as_ref())
-            .map_err(|e| why(format!("bad CRL: {e:?}")))?;
+        let owned = parse_crl(c.as_ref()).map_err(why)?;
         out.push((c, owned));
     }
     if out.is_empty() {
@@ -825,25 +839,49 @@ pub(crate) fn crls_from_file(path: &Path) -> Result<LoadedCrls, String> {
 /// A server's chain verifier: `roots`, and with CRLs every certificate of
 /// the chain is checked, one whose issuer has no CRL failing (OpenSSL's
 /// CRL_CHECK_ALL, which HAProxy sets).
+/// X.509 v1 CRLs (or a chain with a v1 certificate) make every chain go
+/// through `legacy` with `ca_ders` (the CA file's certificates).
 fn server_verifier(
     roots: RootCertStore,
+    ca_ders: Vec<Vec<u8>>,
     crls: Vec<rustls::pki_types::CertificateRevocationListDer<'static>>,
     provider: &Arc<CryptoProvider>,
-) -> Result<Arc<rustls::client::WebPkiServerVerifier>, String> {
-    rustls::client::WebPkiServerVerifier::builder_with_provider(
+) -> Result<Arc<ServerChecks>, String> {
+    let crls_v1 = crls.iter().any(|c| legacy::is_v1_crl(c.as_ref()));
+    let crl_ders = crls.iter().map(|c| c.as_ref().to_vec()).collect();
+    let webpki_crls: Vec<_> = crls
+        .into_iter()
+        .filter(|c| !legacy::is_v1_crl(c.as_ref()))
+        .collect();
+    let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),
         Arc::clone(provider),
     )
-    .with_crls(crls)
+    .with_crls(webpki_crls)
     .build()
-    .map_err(|e| format!("TLS verification settings refused: {e}"))
+    .map_err(|e| format!("TLS verification settings refused: {e}"))?;
+    Ok(Arc::new(ServerChecks {
+        webpki,
+        ca_ders,
+        crl_ders,
+        crls_v1,
+    }))
+}
+
+/// A server's chain verifier: webpki's, and what `legacy` needs.
+#[derive(Debug)]
+struct ServerChecks {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    ca_ders: Vec<Vec<u8>>,
+    crl_ders: Vec<Vec<u8>>,
+    crls_v1: bool,
 }
 
 /// A `verify required` server's chain verifier, replaced when a CLI
 /// commit changes its `ca-file` or `crl-file` (see [`client_config_with`]).
 #[derive(Debug)]
 struct ServerTrust {
-    inner: RwLock<Arc<rustls::client::WebPkiServerVerifier>>,
+    inner: RwLock<Arc<ServerChecks>>,
     ca_file: Option<String>,
     crl_file: Option<String>,
     provider: Arc<CryptoProvider>,
@@ -853,7 +891,7 @@ struct ServerTrust {
 }
 
 impl ServerTrust {
-    fn get(&self) -> Arc<rustls::client::WebPkiServerVerifier> {
+    fn get(&self) -> Arc<ServerChecks> {
         Arc::clone(&self.inner.read().unwrap_or_else(|p| p.into_inner()))
     }
 }
@@ -863,14 +901,14 @@ impl cafile::TrustUser for ServerTrust {
         if self.ca_file.as_deref() != Some(path) && self.crl_file.as_deref() != Some(path) {
             return Ok(0);
         }
-        let roots = match &self.ca_file {
+        let (roots, ca_ders) = match &self.ca_file {
             Some(p) => {
                 let mut roots = RootCertStore::empty();
                 let ders = cafile::contents(p, cafile::Kind::Ca).unwrap_or_default();
-                roots.add_parsable_certificates(ders.into_iter().map(CertificateDer::from));
-                roots
+                roots.add_parsable_certificates(ders.iter().cloned().map(CertificateDer::from));
+                (roots, ders)
             }
-            None => system_roots()?,
+            None => (system_roots()?, Vec::new()),
         };
         let crls = match &self.crl_file {
             Some(p) => cafile::contents(p, cafile::Kind::Crl)
@@ -880,7 +918,7 @@ impl cafile::TrustUser for ServerTrust {
                 .collect(),
             None => Vec::new(),
         };
-        let v = server_verifier(roots, crls, &self.provider)?;
+        let v = server_verifier(roots, ca_ders, crls, &self.provider)?;
         *self.inner.write().unwrap_or_else(|p| p.into_inner()) = v;
         if let Some(s) = &self.slot {
             s.forget_sessions();
@@ -893,8 +931,7 @@ impl cafile::TrustUser for ServerTrust {
 pub(crate) fn crls_from_ders(ders: Vec<Vec<u8>>) -> Result<LoadedCrls, String> {
     ders.into_iter()
         .map(|d| {
-            let owned = webpki::OwnedCertRevocationList::from_der(&d)
-                .map_err(|e| format!("bad CRL: {e:?}"))?;
+            let owned = parse_crl(&d)?;
             Ok((d.into(), owned))
         })
         .collect()
@@ -1010,13 +1047,15 @@ impl ServerCertVerifier for ChainThenName {
             Some(h) if no_sni => h,
             _ => server_name,
         };
-        let r = self.inner.get().verify_server_cert(
-            end_entity,
-            intermediates,
-            name,
-            ocsp_response,
-            now,
-        );
+        let checks = self.inner.get();
+        let presented: Vec<&[u8]> = intermediates.iter().map(|c| c.as_ref()).collect();
+        let r = if legacy::needed(end_entity.as_ref(), &presented, checks.crls_v1) {
+            legacy_server_check(&checks, end_entity, &presented, name, now)
+        } else {
+            checks
+                .webpki
+                .verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
+        };
         match r {
             // The chain checked out (webpki checks it before the name).
             Err(rustls::Error::InvalidCertificate(
@@ -1042,7 +1081,8 @@ impl ServerCertVerifier for ChainThenName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.get().verify_tls12_signature(message, cert, dss)
+        // (As webpki's, and a v1 certificate's key too.)
+        NoVerify(Arc::clone(&self.inner.provider)).verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -1051,11 +1091,45 @@ impl ServerCertVerifier for ChainThenName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.get().verify_tls13_signature(message, cert, dss)
+        // (As webpki's, and a v1 certificate's key too.)
+        NoVerify(Arc::clone(&self.inner.provider)).verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.get().supported_verify_schemes()
+        self.inner.get().webpki.supported_verify_schemes()
+    }
+}
+
+/// A server chain with a v1 certificate, or checked against v1 CRLs:
+/// `legacy`'s verification (no error is ignored on a server line), then
+/// the name as HAProxy checks it (subjectAltName DNS names, else the CN).
+fn legacy_server_check(
+    checks: &ServerChecks,
+    end_entity: &CertificateDer<'_>,
+    presented: &[&[u8]],
+    name: &ServerName<'_>,
+    now: UnixTime,
+) -> Result<ServerCertVerified, rustls::Error> {
+    let inputs = legacy::Inputs {
+        leaf: end_entity.as_ref(),
+        presented,
+        trusted: &checks.ca_ders,
+        crls: &checks.crl_ders,
+        now: now.as_secs() as i64,
+        purpose: legacy::Purpose::SslServer,
+    };
+    legacy::verify(&inputs, &mut |_, _| false).map_err(legacy::error_for)?;
+    match name {
+        // (An address: no name to check, see `ChainThenName`.)
+        ServerName::IpAddress(_) => Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName,
+        )),
+        ServerName::DnsName(d) if legacy::name_matches(end_entity.as_ref(), d.as_ref()) => {
+            Ok(ServerCertVerified::assertion())
+        }
+        _ => Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName,
+        )),
     }
 }
 
@@ -1072,10 +1146,9 @@ fn v1_signature(
     tls13: bool,
 ) -> Option<HandshakeSignatureValid> {
     use x509_parser::prelude::{FromDer, X509Certificate};
+    // (Any certificate webpki refused: v1, or one with a critical
+    // extension it does not know, which the chain's verifier judges.)
     let (_, c) = X509Certificate::from_der(cert.as_ref()).ok()?;
-    if c.version().0 != 0 {
-        return None;
-    }
     let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(c.public_key().raw);
     if tls13 {
         return rustls::crypto::verify_tls13_signature_with_raw_key(message, &spki, dss, algs).ok();

@@ -761,6 +761,17 @@ fn show_ca_and_crl_files_as_haproxy() {
     )
     .unwrap();
     std::fs::write(d.join("ca2.pem"), ca2.pem()).unwrap();
+    // Three: each certificate added sorts the store before it goes in
+    // at the end, so the last one stays last (Y after Z).
+    let mut cp = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    cp.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    cp.distinguished_name.push(rcgen::DnType::CommonName, "Y");
+    let ca3 = cp.self_signed(&k2).unwrap();
+    std::fs::write(
+        d.join("three.pem"),
+        format!("{}{}{}", pki.ca.pem(), ca2.pem(), ca3.pem()),
+    )
+    .unwrap();
     let crl = rcgen::CertificateRevocationListParams {
         this_update: rcgen::date_time_ymd(2026, 1, 2),
         next_update: rcgen::date_time_ymd(2036, 3, 4),
@@ -790,7 +801,8 @@ fn show_ca_and_crl_files_as_haproxy() {
             "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
              frontend fe\n    bind {b1} ssl crt {p}/default.pem verify required ca-file {p}/both.pem crl-file {p}/crl.pem\n\
              \x20   http-request return status 200\n\
-             backend be\n    server s {back} ssl verify required ca-file {p}/ca2.pem\n"
+             backend be\n    server s {back} ssl verify required ca-file {p}/ca2.pem\n\
+             backend be3\n    server s {back} ssl verify required ca-file {p}/three.pem\n"
         )
     };
     let back = format!("127.0.0.1:{}", free_port());
@@ -812,11 +824,13 @@ fn show_ca_and_crl_files_as_haproxy() {
         format!("show ssl crl-file {p}/crl.pem:1"),
         format!("show ssl crl-file {p}/crl.pem:x"),
         format!("show ssl crl-file {p}/both.pem"),
+        format!("show ssl ca-file {p}/three.pem:1"),
+        format!("show ssl ca-file {p}/three.pem:3"),
     ];
     let ours: Vec<String> = steps.iter().map(|c| cli_cmd(&sock, c)).collect();
     assert_eq!(
         ours[0],
-        format!("# filename\n{p}/both.pem - 2 certificate(s)\n{p}/ca2.pem - 1 certificate(s)\n\n")
+        format!("# filename\n{p}/both.pem - 2 certificate(s)\n{p}/ca2.pem - 1 certificate(s)\n{p}/three.pem - 3 certificate(s)\n\n")
     );
     assert!(
         ours[1].starts_with(&format!(
@@ -827,6 +841,8 @@ fn show_ca_and_crl_files_as_haproxy() {
     );
     assert!(ours[1].contains("\nSubject: /CN=Z\n"), "{}", ours[1]);
     assert!(ours[3].contains("Status: Unused\n"), "{}", ours[3]);
+    assert!(ours[11].contains("\nSubject: /CN=Z\n"), "{}", ours[11]);
+    assert!(ours[12].contains("\nSubject: /CN=Y\n"), "{}", ours[12]);
     assert_eq!(
         ours[4],
         format!("wrong CA index after colons in '{p}/ca2.pem:0'!\n")

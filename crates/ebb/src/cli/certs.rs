@@ -73,7 +73,8 @@ pub fn execute_payload(
     cmd: &str,
     payload: &str,
 ) -> Option<Result<String, String>> {
-    let w: Vec<&str> = cmd.split_whitespace().collect();
+    let words = super::maps::words(cmd);
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
     match w.as_slice() {
         ["set", "ssl", "cert", rest @ ..] => Some(
             need(level, CliLevel::Admin)

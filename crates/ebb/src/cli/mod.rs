@@ -228,10 +228,14 @@ pub fn execute_line(
             _ => {}
         }
         let moded = execute_moded(level, &cmd, modes);
-        let exact = matches!(moded, Some(Ok(_))) || certs::exact(&words);
+        // The certificate commands read their words as HAProxy's CLI
+        // gives them: `\` escapes undone (`show ssl crl-file \*F`).
+        let escaped = maps::words(&cmd);
+        let esc: Vec<&str> = escaped.iter().map(String::as_str).collect();
+        let exact = matches!(moded, Some(Ok(_))) || certs::exact(&esc);
         let res = moded
             .or_else(|| maps::execute(level, &cmd))
-            .or_else(|| certs::execute(level, &words))
+            .or_else(|| certs::execute(level, &esc))
             .unwrap_or_else(|| execute(p, level, &words, *modes, isolate));
         let mut out = match res {
             Ok(s) => s,

@@ -10,6 +10,7 @@
 //! user of the file ([`TrustUser`]) for new handshakes. Nothing is written
 //! to disk: a reload reads the files again.
 
+use crate::tls::legacy;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -92,23 +93,25 @@ fn files() -> std::sync::MutexGuard<'static, Store> {
     FILES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A file's contents as the store keeps them: a certificate once, and
-/// certificates sorted as OpenSSL's store keeps them.
+/// A file's contents as the store keeps them: a certificate once, in
+/// the order OpenSSL's store leaves them after loading. Each addition
+/// first looks for the certificate, which sorts the list (by subject, its
+/// canonical encoding compared length first), then appends it: all but
+/// the last added end up sorted.
 fn normalize<'a>(kind: Kind, ders: impl IntoIterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
     let mut list: Vec<Vec<u8>> = Vec::new();
-    for d in ders {
-        // An X509 store keeps a certificate once.
-        if kind == Kind::Crl || !list.iter().any(|x| x == d) {
-            list.push(d.to_vec());
-        }
+    if kind == Kind::Crl {
+        list.extend(ders.into_iter().map(<[u8]>::to_vec));
+        return list;
     }
-    if kind == Kind::Ca {
-        // OpenSSL keeps a store's certificates sorted by subject, its
-        // canonical encoding compared length first.
+    for d in ders {
         list.sort_by_cached_key(|d| {
             let c = canon_subject(d);
             (c.len(), c)
         });
+        if !list.iter().any(|x| x == d) {
+            list.push(d.to_vec());
+        }
     }
     list
 }
@@ -275,37 +278,49 @@ pub fn new_file(kind: Kind, name: &str) -> Result<String, String> {
     Ok(format!("New {} file created '{name}'!\n", kind.word()))
 }
 
-/// The certificates (CA) or CRLs of a payload, checked as the verifiers
-/// will use them; `None`: a PEM block that does not read.
-fn parse_payload(kind: Kind, payload: &str) -> Option<Vec<Vec<u8>>> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, CertificateRevocationListDer};
-    let mut out = Vec::new();
-    match kind {
-        Kind::Ca => {
-            for c in CertificateDer::pem_slice_iter(payload.as_bytes()) {
-                let c = c.ok()?;
-                // A trust anchor webpki can read (not X.509 v1).
-                webpki::anchor_from_trusted_cert(&c).ok()?;
-                out.push(c.as_ref().to_vec());
+/// DER objects.
+type Ders = Vec<Vec<u8>>;
+
+/// The certificates and CRLs of a payload (either kind takes both, as
+/// OpenSSL's loader that HAProxy uses): those of `kind`, then those of
+/// the other kind; each checked as the verifiers will read it (webpki,
+/// or `legacy` for X.509 v1). `None`: a PEM block that does not read.
+fn parse_payload(kind: Kind, payload: &str) -> Option<(Ders, Ders)> {
+    use rustls::pki_types::pem::{PemObject, SectionKind};
+    let mut certs = Vec::new();
+    let mut crls = Vec::new();
+    for item in <(SectionKind, Vec<u8>)>::pem_slice_iter(payload.as_bytes()) {
+        let (section, der) = item.ok()?;
+        match section {
+            SectionKind::Certificate => {
+                let c = rustls::pki_types::CertificateDer::from(der.as_slice());
+                // A trust anchor webpki reads, or a certificate `legacy`
+                // reads (X.509 v1).
+                if webpki::anchor_from_trusted_cert(&c).is_err() && !legacy::parses(&der) {
+                    return None;
+                }
+                certs.push(der);
             }
-        }
-        Kind::Crl => {
-            for c in CertificateRevocationListDer::pem_slice_iter(payload.as_bytes()) {
-                let c = c.ok()?;
-                webpki::OwnedCertRevocationList::from_der(c.as_ref()).ok()?;
-                out.push(c.as_ref().to_vec());
+            SectionKind::Crl => {
+                if webpki::OwnedCertRevocationList::from_der(&der).is_err()
+                    && !legacy::is_v1_crl(&der)
+                {
+                    return None;
+                }
+                crls.push(der);
             }
+            _ => {}
         }
     }
     // OpenSSL reads nothing from a payload without a PEM object: an error.
-    let any = ["CERTIFICATE", "X509 CRL"]
-        .iter()
-        .any(|t| payload.contains(&format!("-----BEGIN {t}-----")));
-    if !any {
+    if certs.is_empty() && crls.is_empty() {
         return None;
     }
-    Some(normalize(kind, out.iter().map(|d| d.as_slice())))
+    let (mine, other) = match kind {
+        Kind::Ca => (certs, crls),
+        Kind::Crl => (crls, certs),
+    };
+    Some((normalize(kind, mine.iter().map(|d| d.as_slice())), other))
 }
 
 /// `set ssl ca-file|crl-file NAME` with a PEM payload: starts (or
@@ -341,7 +356,8 @@ pub fn set(kind: Kind, name: &str, payload: Option<&str>) -> Result<String, Stri
             true
         }
     };
-    let ders = parse_payload(kind, payload).ok_or_else(|| fail("Invalid payload\n".into()))?;
+    let (ders, _other) =
+        parse_payload(kind, payload).ok_or_else(|| fail("Invalid payload\n".into()))?;
     f.tx[kind.index()] = Some(Tx {
         path: name.to_string(),
         ders,

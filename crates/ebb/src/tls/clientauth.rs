@@ -31,23 +31,15 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 
 pub use crate::clientcert::{ClientCert, ClientCertView, VerifyNote};
 use crate::config::{ClientAuthConf, ClientVerify};
+use crate::tls::legacy;
 
 // OpenSSL's X509_V_ERR_* numbers ebb reports.
-const UNSPECIFIED: i32 = 1;
-const GET_ISSUER_CERT: i32 = 2;
-const GET_CRL: i32 = 3;
-const CERT_SIGNATURE_FAILURE: i32 = 7;
-const CRL_SIGNATURE_FAILURE: i32 = 8;
-const CERT_NOT_YET_VALID: i32 = 9;
-const CERT_HAS_EXPIRED: i32 = 10;
-const CRL_HAS_EXPIRED: i32 = 12;
-const DEPTH_ZERO_SELF_SIGNED: i32 = 18;
-const SELF_SIGNED_IN_CHAIN: i32 = 19;
-const GET_ISSUER_CERT_LOCALLY: i32 = 20;
-const UNABLE_TO_VERIFY_LEAF_SIGNATURE: i32 = 21;
-const CERT_REVOKED: i32 = 23;
-const INVALID_CA: i32 = 24;
-const INVALID_PURPOSE: i32 = 26;
+use crate::tls::legacy::{
+    CERT_HAS_EXPIRED, CERT_NOT_YET_VALID, CERT_REVOKED, CERT_SIGNATURE_FAILURE, CRL_HAS_EXPIRED,
+    CRL_SIGNATURE_FAILURE, DEPTH_ZERO_SELF_SIGNED, GET_CRL, GET_ISSUER_CERT,
+    GET_ISSUER_CERT_LOCALLY, INVALID_CA, INVALID_PURPOSE, SELF_SIGNED_IN_CHAIN,
+    UNABLE_TO_VERIFY_LEAF_SIGNATURE, UNSPECIFIED,
+};
 
 thread_local! {
     static NOTE: Cell<Option<VerifyNote>> = const { Cell::new(None) };
@@ -73,6 +65,13 @@ pub struct ClientAuth {
     crt_ignore: u64,
     /// Checks the handshake signatures (and holds the provider).
     sigs: crate::tls::NoVerify,
+    /// The CA files' certificates and the CRLs, for chains webpki cannot
+    /// read (see `tls::legacy`).
+    ca_ders: Vec<Vec<u8>>,
+    crl_ders: Vec<Vec<u8>>,
+    /// A CRL is X.509 v1 (webpki reads none): every chain goes through
+    /// `tls::legacy`.
+    crls_v1: bool,
 }
 
 #[derive(Debug)]
@@ -134,6 +133,7 @@ impl ClientAuth {
         let used = conf.verify != ClientVerify::None;
         let mut roots = RootCertStore::empty();
         let mut hints = Vec::new();
+        let mut ca_ders = Vec::new();
         for (kw, path, named) in [
             ("ca-file", &conf.ca_file, !conf.no_ca_names),
             ("ca-verify-file", &conf.ca_verify_file, false),
@@ -152,6 +152,7 @@ impl ClientAuth {
                 }
             };
             let mut store = RootCertStore::empty();
+            ca_ders.extend(certs.iter().map(|c| c.as_ref().to_vec()));
             for c in certs {
                 store
                     .add(c)
@@ -164,6 +165,8 @@ impl ClientAuth {
         }
         let mut crls = Vec::new();
         let mut crl_facts = Vec::new();
+        let mut crl_ders = Vec::new();
+        let mut crls_v1 = false;
         if let Some(path) = &conf.crl_file {
             let name = path.display().to_string();
             let kind = cafile::Kind::Crl;
@@ -176,7 +179,11 @@ impl ClientAuth {
                 }
             };
             for (der, owned) in loaded {
-                crls.push(webpki::CertRevocationList::Owned(owned));
+                crl_ders.push(der.as_ref().to_vec());
+                match owned {
+                    Some(o) => crls.push(webpki::CertRevocationList::Owned(o)),
+                    None => crls_v1 = true,
+                }
                 if let Ok((_, crl)) =
                     x509_parser::revocation_list::CertificateRevocationList::from_der(der.as_ref())
                 {
@@ -203,6 +210,9 @@ impl ClientAuth {
             ca_ignore: conf.ca_ignore_err,
             crt_ignore: conf.crt_ignore_err,
             sigs: crate::tls::NoVerify(provider),
+            ca_ders,
+            crl_ders,
+            crls_v1,
         })))
     }
 
@@ -212,7 +222,13 @@ impl ClientAuth {
         } else {
             self.ca_ignore
         };
-        (0..64).contains(&code) && mask & (1u64 << code) != 0
+        match code {
+            1..64 => mask & (1u64 << code) != 0,
+            // OpenSSL 3's numbers past 63 (68 weak digest, 79 invalid
+            // CA): ignored by `all`, as Debian's HAProxy 2.6 does.
+            64.. => mask == u64::MAX,
+            _ => false,
+        }
     }
 
     /// Verifies a chain as OpenSSL would for HAProxy: the note, and the
@@ -224,6 +240,22 @@ impl ClientAuth {
         now: UnixTime,
     ) -> (VerifyNote, Option<rustls::Error>) {
         let mut note = VerifyNote::default();
+        let presented: Vec<&[u8]> = intermediates.iter().map(|c| c.as_ref()).collect();
+        if legacy::needed(end_entity.as_ref(), &presented, self.crls_v1) {
+            let inputs = legacy::Inputs {
+                leaf: end_entity.as_ref(),
+                presented: &presented,
+                trusted: &self.ca_ders,
+                crls: &self.crl_ders,
+                now: now.as_secs() as i64,
+                purpose: legacy::Purpose::SslClient,
+            };
+            let r = legacy::verify(&inputs, &mut |code, depth| {
+                note.add(code, depth);
+                self.ignored(code, depth)
+            });
+            return (note, r.err().map(legacy::error_for));
+        }
         let parsed: Vec<X509Certificate<'_>> = std::iter::once(end_entity)
             .chain(intermediates)
             .filter_map(|c| X509Certificate::from_der(c.as_ref()).ok().map(|(_, x)| x))

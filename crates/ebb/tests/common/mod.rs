@@ -543,6 +543,26 @@ pub fn curl(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Runs `script` (sh) in a new scratch directory, a test PKI made with
+/// `openssl`: the directory, or `None` (the test skipped) without
+/// openssl.
+pub fn openssl_pki(name: &str, script: &str) -> Option<PathBuf> {
+    if !have("openssl") {
+        eprintln!("openssl missing: {name} skipped");
+        return None;
+    }
+    let d = scratch(name);
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&d)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "making the test PKI failed");
+    Some(d)
+}
+
 /// Whether a command is available.
 pub fn have(cmd: &str) -> bool {
     Command::new("sh")
