@@ -230,6 +230,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "tasks and tasklets queued to run now, by callback and thread",
     ),
     (
+        "show errors",
+        "[<px>] [request|response]",
+        CliLevel::Operator,
+        "the last invalid request and answer of each proxy",
+    ),
+    (
         "show sess",
         "[all]",
         CliLevel::Operator,
@@ -877,6 +883,10 @@ pub fn execute(
         ["show", "tasks"] => {
             need(level, Operator)?;
             Ok(show_tasks(p, isolate))
+        }
+        ["show", "errors", rest @ ..] => {
+            need(level, Operator)?;
+            crate::proxy::errors::show(&p.live.compiled(), rest)
         }
         ["show", "sess", rest @ ..] => {
             need(level, Operator)?;
