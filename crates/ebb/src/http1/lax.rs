@@ -29,6 +29,7 @@
 //! that the accepted head is captured for `show errors`; a version or an
 //! HTTP/0.9 line alone is accepted without a capture, as HAProxy does.
 
+use super::error::HttpError;
 use super::head::{is_field_value_byte, is_tchar, HeaderSpan, Span};
 
 /// HAProxy's version bytes (`HTTP_IS_VER_TOKEN`).
@@ -312,17 +313,46 @@ fn scan_response(buf: &[u8], relaxed: bool, out: &mut Vec<HeaderSpan>) -> Result
     })
 }
 
-/// Where HAProxy's parser would stop on a head ebb refused (the offset
-/// `show errors` reports): the scanner's refusal, or the head's end for a
-/// head whose syntax passes but whose content does not (a framing rule),
-/// as HAProxy reports its parser's last position then; the end of what
-/// came for a head cut short.
-pub(crate) fn error_position(buf: &[u8], response: bool) -> usize {
-    match scan(buf, response, false, &mut Vec::new()) {
-        Scan::Bad(p) => p,
-        Scan::Head(l) => l.head_len,
-        Scan::Partial => buf.len(),
-    }
+/// Where HAProxy's parser would stop on a head ebb refused with `e` (the
+/// offset `show errors` reports): the scanner's refusal; for a head whose
+/// syntax passes, the value of the field HAProxy refuses as it reads it
+/// (a Content-Length not plain digits or the second one, a request's
+/// Transfer-Encoding with a coding after `chunked`, the second Host, a Host that
+/// is not the absolute target's authority), else the head's
+/// end, as HAProxy reports its parser's last position then (a framing
+/// rule, a broken body); the end of what came for a head cut short.
+pub(crate) fn error_position(buf: &[u8], response: bool, e: HttpError) -> usize {
+    let mut fields = Vec::new();
+    let l = match scan(buf, response, false, &mut fields) {
+        Scan::Bad(p) => return p,
+        Scan::Partial => return buf.len(),
+        Scan::Head(l) => l,
+    };
+    let values = |name: &'static [u8]| {
+        fields
+            .iter()
+            .filter(move |f| f.name.get(buf).eq_ignore_ascii_case(name))
+            .map(|f| f.value)
+    };
+    let at = match e {
+        HttpError::BadContentLength | HttpError::ConflictingContentLength => {
+            values(b"content-length")
+                .find(|v| !v.get(buf).iter().all(u8::is_ascii_digit) || v.is_empty())
+                .or_else(|| values(b"content-length").nth(1))
+        }
+        // A request's coding after `chunked`, or `chunked` twice: HAProxy
+        // refuses the value as it reads it (without `chunked`, at the end).
+        HttpError::BadTransferEncoding | HttpError::ChunkedNotFinal if !response => {
+            values(b"transfer-encoding").find(|v| {
+                let v = v.get(buf);
+                v.windows(7).any(|w| w.eq_ignore_ascii_case(b"chunked"))
+            })
+        }
+        HttpError::DuplicateHost => values(b"host").nth(1),
+        HttpError::BadHost => values(b"host").next(),
+        _ => None,
+    };
+    at.map_or(l.head_len, |v| v.start as usize)
 }
 
 #[cfg(test)]
@@ -364,6 +394,18 @@ mod tests {
         assert_eq!(req(b"GET /a FOO\r\n\r\n", false), Scan::Bad(7));
         assert_eq!(req(b"GET /a HTTP/1.1\r\nHo", true), Scan::Partial);
         let resp = b"HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\nok";
-        assert_eq!(error_position(resp, true), 20);
+        assert_eq!(error_position(resp, true, HttpError::BadHeaderName), 20);
+        // HAProxy's positions (haproxy 2.6.12's `show errors`).
+        let two = b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab";
+        assert_eq!(error_position(two, false, HttpError::BadContentLength), 60);
+        let host = b"GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n";
+        assert_eq!(error_position(host, false, HttpError::BadHost), 30);
+        let te = b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n";
+        assert_eq!(error_position(te, false, HttpError::ChunkedNotFinal), 44);
+        let te = b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n";
+        assert_eq!(
+            error_position(te, false, HttpError::ChunkedNotFinal),
+            te.len()
+        );
     }
 }

@@ -1232,7 +1232,12 @@ impl Stream {
                                 observe(s, Seen::HttpRsp);
                             }
                             let buf = &sd.ibuf[sd.istart..sd.iend];
-                            capture_response(c, &up, buf, lax::error_position(buf, true));
+                            let pos = lax::error_position(
+                                buf,
+                                true,
+                                crate::http1::HttpError::BadChunkSize,
+                            );
+                            capture_response(c, &up, buf, pos);
                             up.t_resp = None;
                             up.keep_server = false;
                             drop(sd);
@@ -1494,8 +1499,8 @@ fn relaxed_response(
             Err(_) => {}
         }
     }
-    if r.is_err() {
-        pos = Some(lax::error_position(buf, true));
+    if let Err(e) = r {
+        pos = Some(lax::error_position(buf, true, e));
     }
     if let Some(pos) = pos {
         capture_response(c, up, buf, pos);

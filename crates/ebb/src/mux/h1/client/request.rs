@@ -254,7 +254,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             // HAProxy's HTTP/1 layer keeps the message for `show errors`,
             // with where its parser stopped.
             let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
-            self.capture_request(crate::http1::lax::error_position(buf, false));
+            self.capture_request(crate::http1::lax::error_position(buf, false, e));
         }
         self.count_failed_request(status);
         self.parse_error_response(status);
