@@ -205,8 +205,8 @@ fn scan_request(buf: &[u8], relaxed: bool, out: &mut Vec<HeaderSpan>) -> Result<
     let me = i;
     match buf.get(i) {
         None => return Err(Scan::Partial),
-        Some(b' ') => i += 1,
-        // `GET` alone: HTTP/0.9 needs a target.
+        Some(b' ') if me > ms => i += 1,
+        // No method, or `GET` alone: HTTP/0.9 needs a target.
         Some(_) => return Err(Scan::Bad(i)),
     }
     let ts = i;
@@ -273,7 +273,8 @@ fn scan_response(buf: &[u8], relaxed: bool, out: &mut Vec<HeaderSpan>) -> Result
     let v = &buf[vs..i];
     match buf.get(i) {
         None => return Err(Scan::Partial),
-        Some(b' ') if !v.is_empty() => {}
+        // HAProxy's answer starts with a token byte (`/` is none).
+        Some(b' ') if v.first().is_some_and(|&b| b != b'/') => {}
         Some(_) => return Err(Scan::Bad(i)),
     }
     // HAProxy's strict test: 8 bytes, `/` DIGIT `.` DIGIT at the end.
@@ -384,6 +385,8 @@ mod tests {
             b"GET / HTTP/1.1\r\n: 1\r\n\r\n",
             b"GET /\x01 HTTP/1.1\r\n\r\n",
             b"POST /a\r\n",
+            b" / HTTP/1.1\r\n\r\n",
+            b"GET\r\n",
         ] {
             assert!(matches!(req(bad, true), Scan::Bad(_)), "{bad:?}");
         }

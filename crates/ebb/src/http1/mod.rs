@@ -42,7 +42,8 @@
 //!   (so also `"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, and a `%`
 //!   that starts no valid escape, passed on as they came); no CTL, SP, DEL,
 //!   byte from 0x80 up, nor `#` (fragments are never sent; cf.
-//!   CVE-2023-45539) (400).
+//!   CVE-2023-45539) (400). `option accept-invalid-http-request` relaxes
+//!   this and a few other rules as HAProxy's does: see the `lax` module.
 //!   Origin-form (`/...`); `*` with OPTIONS only; authority-form
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host

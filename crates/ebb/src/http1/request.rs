@@ -777,8 +777,8 @@ fn is_version_syntax(v: &[u8]) -> bool {
 // CVE-2023-45539), so RFC 3986's set and also '"', '<', '>', '\', '^',
 // '`', '{', '|', '}'; a `%` need not start a valid escape (`/%zz` goes on
 // as it is, as in HAProxy). Refused: CTL, SP, DEL, '#' and bytes >= 0x80
-// (HAProxy's `option accept-invalid-http-request` would take the last two,
-// ebb refuses the option). HAProxy 2.6's word-at-a-time scan lets DEL and
+// (`option accept-invalid-http-request` takes the last two, as HAProxy's:
+// see `lax` and `Limits::accept_invalid`). HAProxy 2.6's word-at-a-time scan lets DEL and
 // 0x80..=0xa3 through when they share an aligned 4-byte word with other
 // visible bytes (`/ab\x7f` passes, `/\x7f` does not): ebb refuses them
 // wherever they are, as HAProxy's byte-by-byte check and its manual do.
