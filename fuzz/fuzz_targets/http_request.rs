@@ -1,11 +1,14 @@
 //! parse_request never panics; a complete head has every span inside the
 //! head, framing consistent with its fields, and any shorter prefix of it is
 //! Partial. The input is walked as a pipeline of requests with their bodies.
+//! A head refused is read again as `option accept-invalid-http-request`
+//! reads it: never a panic, and a head taken has its spans inside it, no
+//! CR, LF, NUL or colon in a field name, and its relaxed byte inside it.
 #![no_main]
 
 use ebb::http1::{
-    parse_request, parse_request_into, BodyFraming, ChunkedDecoder, Limits, Method, RequestHead,
-    Span, Status, Version,
+    parse_request, parse_request_into, parse_request_lax, BodyFraming, ChunkedDecoder, Limits,
+    Method, RequestHead, Span, Status, Version,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -85,6 +88,20 @@ fn check(buf: &[u8], h: &RequestHead, limits: &Limits) {
     check_prefixes(buf, h, limits);
 }
 
+/// A head `parse_request_lax` took.
+fn check_lax(buf: &[u8], h: &RequestHead, err: Option<usize>) {
+    assert!(h.head_len <= buf.len());
+    let inside = |s: Span| s.start <= s.end && (s.end as usize) <= h.head_len;
+    assert!(inside(h.method_span) && inside(h.target) && inside(h.path));
+    for f in &h.headers {
+        assert!(inside(f.name) && inside(f.value));
+        let name = f.name.get(buf);
+        assert!(!name.is_empty() && !name.iter().any(|b| b"\r\n\0:".contains(b)));
+    }
+    assert!(err.is_none_or(|p| p < h.head_len));
+    assert_ne!(h.framing, BodyFraming::UntilClose);
+}
+
 fn check_prefixes(buf: &[u8], h: &RequestHead, limits: &Limits) {
     if !limits.allow_bare_lf {
         let head = &buf[..h.head_len];
@@ -122,6 +139,9 @@ fuzz_target!(|data: &[u8]| {
             Ok(Status::Partial) => return,
             Err(e) => {
                 assert!(matches!(e.status(), 400 | 414 | 422 | 431 | 501 | 505));
+                if let Ok(Status::Complete(err)) = parse_request_lax(rest, &limits, &mut head) {
+                    check_lax(rest, &head, err);
+                }
                 return;
             }
         }

@@ -2,7 +2,9 @@
 //! head, a status in 100..=599 and the framing RFC 9112 §6.3 gives it.
 #![no_main]
 
-use ebb::http1::{parse_response, BodyFraming, Limits, Method, ResponseHead, Span, Status};
+use ebb::http1::{
+    parse_response, parse_response_lax, BodyFraming, Limits, Method, ResponseHead, Span, Status,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn check(buf: &[u8], h: &ResponseHead, method: Method, limits: &Limits) {
@@ -83,7 +85,26 @@ fuzz_target!(|data: &[u8]| {
                 }
                 pos += h.head_len;
             }
-            Ok(Status::Partial) | Err(_) => return,
+            Ok(Status::Partial) => return,
+            Err(_) => {
+                // As `option accept-invalid-http-response` reads it again
+                // (and, without it, HAProxy's strict version test).
+                let mut h = ResponseHead::default();
+                let relaxed = cfg & 32 != 0;
+                let rest = &buf[pos..];
+                if let Ok(Status::Complete(err)) =
+                    parse_response_lax(rest, &limits, method, &mut h, relaxed)
+                {
+                    let inside = |s: Span| (s.end as usize) <= h.head_len && s.start <= s.end;
+                    assert!(h.head_len <= rest.len() && inside(h.reason));
+                    assert!(err.is_none_or(|p| p < h.head_len) && (relaxed || err.is_none()));
+                    for f in &h.headers {
+                        assert!(inside(f.name) && inside(f.value));
+                        assert!(!f.name.get(rest).iter().any(|b| b"\r\n\0:".contains(b)));
+                    }
+                }
+                return;
+            }
         }
     }
 });

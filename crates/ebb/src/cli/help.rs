@@ -174,6 +174,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "tasks and tasklets queued to run now, by callback and thread",
     ),
     (
+        "show errors",
+        "[<px>] [request|response]",
+        CliLevel::Operator,
+        "the last invalid request and answer of each proxy",
+    ),
+    (
         "show sess",
         "[all]",
         CliLevel::Operator,
@@ -268,12 +274,6 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "BACKEND/SERVER",
         CliLevel::Admin,
         "close the sessions using a server",
-    ),
-    (
-        "show backend",
-        "",
-        CliLevel::User,
-        "the backends' names",
     ),
     (
         "get weight",

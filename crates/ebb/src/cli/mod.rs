@@ -374,6 +374,10 @@ pub fn execute(
             need(level, Operator)?;
             Ok(sessions::show_tasks(p, isolate))
         }
+        ["show", "errors", rest @ ..] => {
+            need(level, Operator)?;
+            crate::proxy::errors::show(&p.live.compiled(), rest)
+        }
         ["show", "sess", rest @ ..] => {
             need(level, Operator)?;
             let all = match rest {

@@ -70,6 +70,7 @@ pub fn req_head(h: &RequestHead, end_stream: bool) -> ReqHead<'_> {
         authority: h.authority(),
         path,
         version: Version::Http2,
+        version_raw: None,
         fields,
         body: body_size(end_stream, h.content_length),
         expect_continue: fields

@@ -148,6 +148,12 @@ pub struct Limits {
     /// came from `:authority`, and a CONNECT's keeps its default port
     /// (HAProxy 2.6 normalizes only an HTTP/1 client's).
     pub h2_lane: bool,
+    /// `option accept-invalid-http-request` (a frontend's) or `option
+    /// accept-invalid-http-response` (a backend's): what the relaxed
+    /// scanner (`lax`) took goes through the rules too (a target with `#`
+    /// or bytes from 0x80 up; a Host that is not the absolute target's
+    /// authority). Never set for the strict parse.
+    pub accept_invalid: bool,
 }
 
 /// Whether a parsed head has more fields than `max` as HAProxy counts
@@ -204,6 +210,7 @@ impl Default for Limits {
             buf_size: 16 * 1024,
             rebuilt: false,
             h2_lane: false,
+            accept_invalid: false,
         }
     }
 }

@@ -42,7 +42,8 @@
 //!   (so also `"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, and a `%`
 //!   that starts no valid escape, passed on as they came); no CTL, SP, DEL,
 //!   byte from 0x80 up, nor `#` (fragments are never sent; cf.
-//!   CVE-2023-45539) (400).
+//!   CVE-2023-45539) (400). `option accept-invalid-http-request` relaxes
+//!   this and a few other rules as HAProxy's does: see the `lax` module.
 //!   Origin-form (`/...`); `*` with OPTIONS only; authority-form
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host
@@ -102,6 +103,7 @@ mod error;
 mod head;
 mod hop;
 pub mod htx;
+pub(crate) mod lax;
 mod request;
 mod response;
 mod scan;
@@ -125,11 +127,11 @@ pub(crate) use head::{
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{connection_goes_on, find_header, forwardable, push_forwarded_value};
 pub use request::{
-    complete_request_into, parse_request, parse_request_into, scheme_normalized, Method,
-    RequestHead, Status, TargetForm, CONNECT_ALLOW,
+    complete_request_into, parse_request, parse_request_into, parse_request_lax, scheme_normalized,
+    Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,
 };
 pub(crate) use request::{target_byte, valid_target_bytes};
-pub use response::{parse_response, parse_response_into, ResponseHead};
+pub use response::{parse_response, parse_response_into, parse_response_lax, ResponseHead};
 pub(crate) use writer::decimal;
 pub use writer::{
     error_page, error_reason, push_decimal, reason_phrase, write_error_response, write_parse_error,

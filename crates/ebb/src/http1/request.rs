@@ -99,6 +99,10 @@ pub struct RequestHead {
     pub path: Span,
     /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
+    /// A version other than `HTTP/1.0` read as HTTP/1.0, which `option
+    /// accept-invalid-http-request` let through (`HTTP/1.10`, `FOO`): it
+    /// goes on to the server as it came, as HAProxy sends it.
+    pub version_raw: Option<Span>,
     /// Field lines in order, duplicates kept.
     pub headers: Vec<HeaderSpan>,
     /// Bytes of the head, including the empty line: the body (or the next
@@ -128,6 +132,7 @@ impl Default for RequestHead {
             target_form: TargetForm::Origin,
             path: Span::default(),
             version: Version::Http11,
+            version_raw: None,
             headers: Vec::new(),
             head_len: 0,
             framing: BodyFraming::None,
@@ -297,19 +302,21 @@ pub fn complete_request_into(
     head.method_span = line.0;
     head.target = line.1;
     head.version = version;
+    head.version_raw = None;
     head.head_len = head_len;
 
-    let (form, authority, path_span) = match classify_target(path, head.target, head.method) {
-        // A rewritten target that is no path, absolute URI or `*`, or
-        // holds bytes a client may not send (`<`), goes as it is (see
-        // `Limits::rebuilt`; the rewrite refused spaces and controls).
-        Err(HttpError::BadTarget)
-            if limits.rebuilt && head.method != Method::Connect && !path.is_empty() =>
-        {
-            (TargetForm::Origin, None, head.target)
-        }
-        r => r?,
-    };
+    let (form, authority, path_span) =
+        match classify_target(path, head.target, head.method, limits.accept_invalid) {
+            // A rewritten target that is no path, absolute URI or `*`, or
+            // holds bytes a client may not send (`<`), goes as it is (see
+            // `Limits::rebuilt`; the rewrite refused spaces and controls).
+            Err(HttpError::BadTarget)
+                if limits.rebuilt && head.method != Method::Connect && !path.is_empty() =>
+            {
+                (TargetForm::Origin, None, head.target)
+            }
+            r => r?,
+        };
     head.target_form = form;
     head.path = path_span;
 
@@ -334,7 +341,12 @@ pub fn complete_request_into(
         // An absolute target whose authority is not the Host is refused,
         // as HAProxy 2.6.12 refuses it (a request as received: not one
         // the rules rewrote).
-        if form == TargetForm::Absolute && !limits.rebuilt && !host_is_authority(path, host) {
+        // `option accept-invalid-http-request` lets it through, as HAProxy's.
+        if form == TargetForm::Absolute
+            && !limits.rebuilt
+            && !limits.accept_invalid
+            && !host_is_authority(path, host)
+        {
             return Err(HttpError::BadHost);
         }
         // CONNECT: the Host names the target's host and port, as HAProxy
@@ -594,6 +606,51 @@ fn parse_other_version(
     complete_request_into(buf, line, version, end + n, limits, head, false)
 }
 
+/// A request head the strict [`parse_request_into`] refused, read again as
+/// HAProxy 2.6 reads it with `option accept-invalid-http-request` (see
+/// `lax`'s module doc for what that lets through, and nothing more). On
+/// `Complete`, the offset of the first byte only the option took, if any
+/// (what `show errors` captures); `Err` when even so the head is refused
+/// (the caller answers the strict parse's error).
+pub fn parse_request_lax(
+    buf: &[u8],
+    limits: &Limits,
+    head: &mut RequestHead,
+) -> Result<Status<Option<usize>>, HttpError> {
+    let l = match super::lax::scan(buf, false, true, &mut head.headers) {
+        super::lax::Scan::Partial => {
+            return match partial_limits(buf, limits) {
+                Some(e) => Err(e),
+                None => Ok(Status::Partial),
+            }
+        }
+        super::lax::Scan::Bad(_) => return Err(HttpError::BadRequestLine),
+        super::lax::Scan::Head(l) => l,
+    };
+    if head.headers.len() > limits.max_headers {
+        return Err(HttpError::TooManyHeaders);
+    }
+    let version = if l.v11 {
+        Version::Http11
+    } else {
+        Version::Http10
+    };
+    let limits = Limits {
+        accept_invalid: true,
+        ..*limits
+    };
+    match complete_request_into(buf, (l.a, l.b), version, l.head_len, &limits, head, true)? {
+        Status::Complete(()) => {
+            let v = l.c.get(buf);
+            if !l.v11 && !v.is_empty() && v != b"HTTP/1.0" {
+                head.version_raw = Some(l.c);
+            }
+            Ok(Status::Complete(l.err_pos))
+        }
+        Status::Partial => Ok(Status::Partial),
+    }
+}
+
 /// Turns httparse's error into ebb's, naming the broken rule.
 #[cold]
 fn map_error(buf: &[u8], e: httparse::Error, limits: &Limits) -> HttpError {
@@ -720,8 +777,8 @@ fn is_version_syntax(v: &[u8]) -> bool {
 // CVE-2023-45539), so RFC 3986's set and also '"', '<', '>', '\', '^',
 // '`', '{', '|', '}'; a `%` need not start a valid escape (`/%zz` goes on
 // as it is, as in HAProxy). Refused: CTL, SP, DEL, '#' and bytes >= 0x80
-// (HAProxy's `option accept-invalid-http-request` would take the last two,
-// ebb refuses the option). HAProxy 2.6's word-at-a-time scan lets DEL and
+// (`option accept-invalid-http-request` takes the last two, as HAProxy's:
+// see `lax` and `Limits::accept_invalid`). HAProxy 2.6's word-at-a-time scan lets DEL and
 // 0x80..=0xa3 through when they share an aligned 4-byte word with other
 // visible bytes (`/ab\x7f` passes, `/\x7f` does not): ebb refuses them
 // wherever they are, as HAProxy's byte-by-byte check and its manual do.
@@ -743,8 +800,12 @@ fn classify_target(
     t: &[u8],
     span: Span,
     method: Method,
+    lax: bool,
 ) -> Result<(TargetForm, Option<Span>, Span), HttpError> {
-    if !valid_target_bytes(t) {
+    // `lax` (`option accept-invalid-http-request`): `#` and the bytes from
+    // 0x80 up as well, as HAProxy's option takes them.
+    let lax_ok = |t: &[u8]| lax && t.iter().all(|&b| b > b' ' && b != 0x7f);
+    if !(valid_target_bytes(t) || lax_ok(t)) {
         return Err(HttpError::BadTarget);
     }
     if method == Method::Connect {

@@ -45,6 +45,10 @@ pub struct ResponseHead {
     /// The length `Content-Length` declares, once read (`16, 16` is 16),
     /// whatever the framing: a HEAD's or a 304's goes on as this number.
     pub declared_length: Option<u64>,
+    /// A version other than `HTTP/1.0` read as HTTP/1.0 (`HTTP/1.10`,
+    /// `FOO/1.1`, which `option accept-invalid-http-response` let
+    /// through): it goes on to the client as it came, as HAProxy sends it.
+    pub version_raw: Option<Span>,
 }
 
 impl Default for ResponseHead {
@@ -62,6 +66,7 @@ impl Default for ResponseHead {
             force_close: false,
             bare_lf: false,
             declared_length: None,
+            version_raw: None,
         }
     }
 }
@@ -194,6 +199,48 @@ pub fn parse_response_into(
     )
 }
 
+/// A response head the strict [`parse_response_into`] refused, read again
+/// as HAProxy 2.6 reads it with `option accept-invalid-http-response` (see
+/// `lax`'s module doc). On `Complete`, the offset of the first byte only
+/// the option took, if any (what `show errors` captures); `Err` when the
+/// head is refused even so (the caller keeps the strict parse's error).
+pub fn parse_response_lax(
+    buf: &[u8],
+    limits: &Limits,
+    method: Method,
+    head: &mut ResponseHead,
+    relaxed: bool,
+) -> Result<Status<Option<usize>>, HttpError> {
+    let l = match super::lax::scan(buf, true, relaxed, &mut head.headers) {
+        super::lax::Scan::Partial => {
+            if buf.len() > limits.max_head_bytes {
+                return Err(HttpError::HeadTooLarge);
+            }
+            return Ok(Status::Partial);
+        }
+        super::lax::Scan::Bad(_) => return Err(HttpError::BadStatusLine),
+        super::lax::Scan::Head(l) => l,
+    };
+    if head.headers.len() > limits.max_headers {
+        return Err(HttpError::TooManyHeaders);
+    }
+    let code =
+        l.b.get(buf)
+            .iter()
+            .fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+    let line = (u8::from(l.v11), code, l.c, l.head_len);
+    match complete_response(buf, limits, method, head, line, true)? {
+        Status::Complete(()) => {
+            let v = l.a.get(buf);
+            if !l.v11 && v != b"HTTP/1.0" {
+                head.version_raw = Some(l.a);
+            }
+            Ok(Status::Complete(l.err_pos))
+        }
+        Status::Partial => Ok(Status::Partial),
+    }
+}
+
 /// The response rules once the head's syntax is known: `line` is the
 /// status line's (minor version, status, reason) and the head's length,
 /// `head.headers` its fields; `crlf` when every line is known to end
@@ -226,6 +273,7 @@ fn complete_response(
         Version::Http11
     };
     head.status = code;
+    head.version_raw = None;
     head.reason = reason;
     head.head_len = head_len;
 

@@ -195,6 +195,11 @@ pub struct BackendRt {
     /// `h1-case-adjust` map: the request heads written to HTTP/1 servers
     /// get its names.
     pub h1_case: Option<Arc<crate::http1::CaseMap>>,
+    /// `option accept-invalid-http-response`: an answer the strict parser
+    /// refuses is read again as HAProxy's option reads it.
+    pub accept_invalid: bool,
+    /// The last invalid answer of its servers (`show errors`).
+    pub invalid_rep: super::errors::Capture,
     /// A `disabled` backend a frontend routes to (`Config::stopped`): as
     /// HAProxy never sets one up, no analyser of its runs, and a request
     /// routed there is logged without its request time (TR -1).

@@ -285,6 +285,8 @@ pub fn compile_keeping(
                 tunnel_ms: ms(p.timeouts.tunnel),
                 restrict_hdr_names: p.options.restrict_hdr_names,
                 h1_case: h1_case.clone().filter(|_| p.options.h1_case_server),
+                accept_invalid: p.options.accept_invalid_resp,
+                invalid_rep: Default::default(),
                 stopped: p.disabled.is_some(),
             })
         })();
@@ -394,6 +396,8 @@ pub fn compile_keeping(
                 contstats: p.options.contstats,
                 max_session_srv_conns: p.max_session_srv_conns.unwrap_or(5),
                 h1_case: h1_case.clone().filter(|_| p.options.h1_case_client),
+                accept_invalid: p.options.accept_invalid_req,
+                invalid_req: Default::default(),
                 abort_on_close: p.options.abortonclose,
                 nolinger: p.options.nolinger,
                 dontlog_normal: p.options.dontlog_normal,

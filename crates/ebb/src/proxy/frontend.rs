@@ -189,6 +189,11 @@ pub struct FrontendRt {
     /// `h1-case-adjust` map: the heads written to HTTP/1 clients get its
     /// names.
     pub h1_case: Option<Arc<crate::http1::CaseMap>>,
+    /// `option accept-invalid-http-request`: a request the strict parser
+    /// refuses is read again as HAProxy's option reads it.
+    pub accept_invalid: bool,
+    /// The last invalid request of its clients (`show errors`).
+    pub invalid_req: super::errors::Capture,
     /// `option abortonclose` reached this frontend (from its `defaults`
     /// or as a `listen`): HAProxy 2.6 watches a client for its close
     /// while the request is served only when the frontend has it too

@@ -15,6 +15,7 @@
 mod backends;
 mod compile;
 mod counters;
+pub mod errors;
 mod frontend;
 mod rules;
 mod servers;

@@ -1004,6 +1004,12 @@ pub(super) enum Zone {
     LocalOffset,
 }
 
+/// `dd/Mon/yyyy:HH:MM:SS.mmm` in local time (HAProxy's `%t`, and the
+/// dates of `show errors`).
+pub(crate) fn fmt_local_ms(t: SystemTime, out: &mut Vec<u8>) {
+    fmt_date(t, Zone::LocalPlain, out);
+}
+
 pub(super) fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;

@@ -251,6 +251,9 @@ pub struct ReqHead<'a> {
     pub path: &'a [u8],
     /// The version the client spoke.
     pub version: Version,
+    /// An HTTP/1 version HAProxy passes on as it came (see
+    /// [`crate::http1::RequestHead::version_raw`]).
+    pub version_raw: Option<&'a [u8]>,
     /// The fields (connection-specific ones may remain: see the module
     /// doc).
     pub fields: Fields<'a>,
@@ -294,6 +297,7 @@ impl<'a> ReqHead<'a> {
             authority: h.host.map(|s| s.get(buf)),
             path: h.path.get(buf),
             version: Version::from_h1(h.version),
+            version_raw: h.version_raw.map(|s| s.get(buf)),
             fields: Fields {
                 buf,
                 list: &h.headers,
@@ -588,6 +592,7 @@ mod tests {
             authority: Some(auth.get(fb.bytes())),
             path: path.get(fb.bytes()),
             version: Version::Http2,
+            version_raw: None,
             fields: fb.fields(),
             body: BodySize::Empty,
             expect_continue: false,

@@ -12,11 +12,7 @@ use crate::config::types::*;
 use crate::config::values::*;
 
 /// HAProxy `option` names ebb does not implement.
-const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "http-use-htx",
-    "accept-invalid-http-request",
-    "accept-invalid-http-response",
-];
+const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &["http-use-htx"];
 
 const OPTIONS: &[&str] = &[
     "persist",
@@ -70,6 +66,8 @@ const OPTIONS: &[&str] = &[
     "http-ignore-probes",
     "h1-case-adjust-bogus-client",
     "h1-case-adjust-bogus-server",
+    "accept-invalid-http-request",
+    "accept-invalid-http-response",
 ];
 
 pub(super) fn proxy_option(
@@ -105,6 +103,8 @@ pub(super) fn proxy_option(
         "tcp-smart-connect" => BE,
         "h1-case-adjust-bogus-client" => FE,
         "h1-case-adjust-bogus-server" => BE,
+        "accept-invalid-http-request" => FE,
+        "accept-invalid-http-response" => BE,
         "httplog"
         | "httpslog"
         | "tcplog"
@@ -300,6 +300,14 @@ pub(super) fn proxy_option(
         "h1-case-adjust-bogus-server" => {
             no_args(rest)?;
             o.h1_case_server = !no;
+        }
+        "accept-invalid-http-request" => {
+            no_args(rest)?;
+            o.accept_invalid_req = !no;
+        }
+        "accept-invalid-http-response" => {
+            no_args(rest)?;
+            o.accept_invalid_resp = !no;
         }
         "idle-close-on-response" => {
             no_args(rest)?;

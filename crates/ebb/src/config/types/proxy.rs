@@ -404,6 +404,12 @@ pub struct ProxyOptions {
     /// `option h1-case-adjust-bogus-server`: the map applies to the
     /// request heads written to HTTP/1 servers.
     pub h1_case_server: bool,
+    /// `option accept-invalid-http-request` (frontend): the relaxed
+    /// reading of `crate::http1::lax` for the HTTP/1 requests it refuses.
+    pub accept_invalid_req: bool,
+    /// `option accept-invalid-http-response` (backend): the same for the
+    /// answers of its HTTP/1 servers.
+    pub accept_invalid_resp: bool,
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,

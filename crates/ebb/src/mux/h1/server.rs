@@ -637,11 +637,17 @@ pub(crate) fn write_request_head(
     // The client's version goes on, as HAProxy passes it (an HTTP/2
     // client's request is HTTP/1.1 here).
     let http10 = h.version == crate::stream::msg::Version::Http10;
-    out.extend_from_slice(if http10 {
-        b" HTTP/1.0\r\n"
+    if let Some(v) = h.version_raw {
+        out.push(b' ');
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
     } else {
-        b" HTTP/1.1\r\n"
-    });
+        out.extend_from_slice(if http10 {
+            b" HTTP/1.0\r\n"
+        } else {
+            b" HTTP/1.1\r\n"
+        });
+    }
     let mut seen = false;
     // The framing goes where the client's first framing field was, as
     // HAProxy keeps the fields' order; without one, after the fields.

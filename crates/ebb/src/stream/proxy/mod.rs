@@ -65,6 +65,7 @@ use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
 use crate::config::{HttpReuse, RetryOn};
+use crate::http1::lax;
 use crate::http1::{
     eq_nocase, forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder,
     Method, ResponseHead, Status as PStatus, Version,
@@ -1171,12 +1172,15 @@ impl Stream {
                 } else {
                     c.w.limits
                 };
-                let r = parse_response_into(
+                let mut r = parse_response_into(
                     &sd.ibuf[sd.istart..sd.iend],
                     &limits,
                     up.method,
                     &mut up.resp,
                 );
+                if r.is_err() && sd.h2.is_none() {
+                    r = relaxed_response(c, &mut up, &sd.ibuf[sd.istart..sd.iend], &limits, r);
+                }
                 match r {
                     Ok(PStatus::Partial) => {}
                     Ok(PStatus::Complete(())) => {
@@ -1236,6 +1240,13 @@ impl Stream {
                                 s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
                                 observe(s, Seen::HttpRsp);
                             }
+                            let buf = &sd.ibuf[sd.istart..sd.iend];
+                            let pos = lax::error_position(
+                                buf,
+                                true,
+                                crate::http1::HttpError::BadChunkSize,
+                            );
+                            capture_response(c, &up, buf, pos);
                             up.t_resp = None;
                             up.keep_server = false;
                             drop(sd);
@@ -1464,6 +1475,62 @@ impl Stream {
         self.up = Some(up);
         moved
     }
+}
+
+/// An HTTP/1 server's answer the strict parser refused (`strict`, its
+/// error): read again as HAProxy 2.6 reads it when the backend has `option
+/// accept-invalid-http-response`, and kept for `show errors` when it is
+/// refused (where HAProxy's parser stops) or taken thanks to a byte only
+/// the option lets through (the first such byte), as HAProxy's HTTP/1
+/// layer captures it. HTTP/2 servers are not concerned (HAProxy's option
+/// is its HTTP/1 parser's).
+#[cold]
+fn relaxed_response(
+    c: &H1,
+    up: &mut Upstream,
+    buf: &[u8],
+    limits: &crate::http1::Limits,
+    strict: Result<PStatus<()>, crate::http1::HttpError>,
+) -> Result<PStatus<()>, crate::http1::HttpError> {
+    let mut r = strict;
+    let mut pos = None;
+    // Without the option, what HAProxy's strict parser takes and ebb's
+    // does not: a version of 8 bytes ending `/` DIGIT `.` DIGIT
+    // (`HTTP/1.2`, `FOOO/1.1`).
+    {
+        let relaxed = up.be.accept_invalid;
+        match crate::http1::parse_response_lax(buf, limits, up.method, &mut up.resp, relaxed) {
+            Ok(PStatus::Partial) => return Ok(PStatus::Partial),
+            Ok(PStatus::Complete(err)) => {
+                r = Ok(PStatus::Complete(()));
+                pos = err;
+            }
+            Err(_) => {}
+        }
+    }
+    if let Err(e) = r {
+        pos = Some(lax::error_position(buf, true, e));
+    }
+    if let Some(pos) = pos {
+        capture_response(c, up, buf, pos);
+    }
+    r
+}
+
+/// Keeps an HTTP/1 server's answer as its backend's last invalid one
+/// (`show errors`), `pos` the byte at fault.
+#[cold]
+fn capture_response(c: &H1, up: &Upstream, buf: &[u8], pos: usize) {
+    up.be.invalid_rep.store(
+        buf,
+        pos,
+        c.w.limits.buf_size,
+        Some(c.sess.peer),
+        Some((c.fe.name.clone(), c.fe.uuid as i64)),
+        up.server
+            .as_ref()
+            .map(|s| (s.name.clone(), i64::from(s.id))),
+    );
 }
 
 /// Whether the chunked body bytes `after` (those that came with the

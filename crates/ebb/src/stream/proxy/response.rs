@@ -143,10 +143,16 @@ impl Stream {
         }
         let out = &mut c.wbuf;
         // The server's version goes on, as HAProxy passes it.
-        out.extend_from_slice(match r.version {
-            Version::Http10 => b"HTTP/1.0 ",
-            Version::Http11 => b"HTTP/1.1 ",
-        });
+        match r.version_raw {
+            Some(v) => {
+                out.extend_from_slice(v.get(buf));
+                out.push(b' ');
+            }
+            None => out.extend_from_slice(match r.version {
+                Version::Http10 => b"HTTP/1.0 ",
+                Version::Http11 => b"HTTP/1.1 ",
+            }),
+        }
         crate::http1::push_decimal(out, u64::from(r.status));
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));

@@ -7,7 +7,8 @@
 use sched::Ctx;
 
 use crate::http1::{
-    parse_request_into, scheme_normalized, DrainStep, HttpError, Status as PStatus,
+    parse_request_into, parse_request_lax, scheme_normalized, DrainStep, HttpError, Limits,
+    Status as PStatus,
 };
 
 use super::{Conn, Exchange, In, LogFacts, H2_PREFACE};
@@ -69,11 +70,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         self.req_start = Some(ctx.now());
                     }
                     let limits = self.req_limits();
-                    let mut r = parse_request_into(
-                        &self.rbuf[self.rstart..self.rend],
-                        &limits,
-                        &mut self.head,
-                    );
+                    let mut r = self.parse_head(&limits, true);
                     if let Ok(PStatus::Complete(())) = r {
                         r = self.normalize_head();
                     }
@@ -174,7 +171,53 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.rbuf[self.rstart..self.rstart + new.len()].copy_from_slice(&new);
         }
         let limits = self.req_limits();
-        parse_request_into(&self.rbuf[self.rstart..self.rend], &limits, &mut self.head)
+        self.parse_head(&limits, false)
+    }
+
+    /// Parses the request head the input starts with. A head the strict
+    /// parser refuses is read again as HAProxy 2.6 reads it when the
+    /// frontend has `option accept-invalid-http-request` (an HTTP/1
+    /// client's only: an HTTP/2 stream's head is ebb's own writing, and
+    /// HAProxy's option is for its HTTP/1 parser); one it takes thanks to
+    /// a byte only the option lets through is captured for `show errors`
+    /// (`capture`: not again when the head is read anew after its scheme
+    /// normalization).
+    fn parse_head(&mut self, limits: &Limits, capture: bool) -> Result<PStatus<()>, HttpError> {
+        let buf = &self.rbuf[self.rstart..self.rend];
+        let strict = parse_request_into(buf, limits, &mut self.head);
+        let Err(e) = strict else {
+            return strict;
+        };
+        if !self.fe.accept_invalid || self.lane_of.is_some() {
+            return Err(e);
+        }
+        match parse_request_lax(buf, limits, &mut self.head) {
+            Ok(PStatus::Complete(err)) => {
+                if let (Some(pos), true) = (err, capture) {
+                    self.capture_request(pos);
+                }
+                Ok(PStatus::Complete(()))
+            }
+            Ok(PStatus::Partial) => Ok(PStatus::Partial),
+            Err(_) => Err(e),
+        }
+    }
+
+    /// Keeps what the input holds from the request's first byte as the
+    /// frontend's last invalid request (`show errors`), `pos` the byte at
+    /// fault. As HAProxy's HTTP/1 layer captures it, before a stream and
+    /// its backend exist: no backend, no server.
+    #[cold]
+    fn capture_request(&self, pos: usize) {
+        let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
+        self.fe.invalid_req.store(
+            buf,
+            pos,
+            self.w.limits.buf_size,
+            Some(self.sess.peer),
+            None,
+            None,
+        );
     }
 
     /// The limits a request head is read with: the thread's, without the
@@ -203,10 +246,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// A request that could not be parsed: its status, a log line, close.
     /// The line is HAProxy 2.6's for a request its HTTP/1 layer refuses
     /// (`<BADREQ>`, the timers -1 but `%Ta`/`%Tt`, `%B` and `%U` 0,
-    /// `PR--`): no request was taken, so none is written (HAProxy keeps
-    /// the bytes for its `show errors`, which ebb does not have).
+    /// `PR--`): no request was taken, so none is written (the bytes go
+    /// to `show errors`, as HAProxy keeps them).
     pub(super) fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
         let status = e.status();
+        if self.lane_of.is_none() {
+            // HAProxy's HTTP/1 layer keeps the message for `show errors`,
+            // with where its parser stopped.
+            let buf = self.rbuf.get(self.rstart..self.rend).unwrap_or_default();
+            self.capture_request(crate::http1::lax::error_position(buf, false, e));
+        }
         self.count_failed_request(status);
         self.parse_error_response(status);
         let tt = self.elapsed(ctx, self.req_start.or(Some(self.idle_since)));
