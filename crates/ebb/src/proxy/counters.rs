@@ -155,6 +155,16 @@ pub fn count_compressed(fe: &FrontendRt, be: Option<&BackendRt>, totals: (u64, u
     }
 }
 
+/// Counts a refused request on the frontend and, when one was chosen, the
+/// backend (HAProxy's `denied_req`, the `dreq` column; the backend's once
+/// the stream has one, `SF_BE_ASSIGNED`).
+pub fn count_denied_req(fe: &HttpCounters, be: Option<&BackendRt>) {
+    fe.denied.fetch_add(1, Ordering::Relaxed);
+    if let Some(b) = be {
+        b.http.denied.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Counts a refused response on the frontend, the backend and the server
 /// that sent it (HAProxy's `denied_resp`, the `dresp` column).
 pub fn count_denied_resp(

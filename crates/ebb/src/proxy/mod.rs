@@ -27,8 +27,8 @@ pub use backends::{
 };
 pub use compile::{compile, compile_keeping, merged_compression, proxy_uuid, Compiled};
 pub use counters::{
-    count_compressed, count_denied_resp, count_request, status_class, H2Counters, HttpCounters,
-    PerRequest, RuleCounts,
+    count_compressed, count_denied_req, count_denied_resp, count_request, status_class, H2Counters,
+    HttpCounters, PerRequest, RuleCounts,
 };
 pub use frontend::{
     abnormal, FeTimeouts, FrontendRt, UseBackendRt, DEFAULT_CLIENT_MS, DEFAULT_KEEPALIVE_MS,

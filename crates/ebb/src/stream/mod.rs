@@ -535,15 +535,11 @@ fn hit_compression(
     }
 }
 
-/// Counts a refused request (`dreq`) on the frontend and, when a backend
-/// was chosen (its rules refused it), on that backend, as HAProxy 2.6
-/// counts `denied_req` (the backend's once `SF_BE_ASSIGNED`).
+/// [`crate::proxy::count_denied_req`] with the backend by its index in
+/// `fe` (a backend's rules refused the request: it was chosen).
 fn count_denied_req(fe: &FrontendRt, be: Option<usize>) {
-    use std::sync::atomic::Ordering::Relaxed;
-    fe.http.denied.fetch_add(1, Relaxed);
-    if let Some(b) = be.and_then(|b| fe.backends.get(b)) {
-        b.http.denied.fetch_add(1, Relaxed);
-    }
+    let be = be.and_then(|b| fe.backends.get(b));
+    crate::proxy::count_denied_req(&fe.http, be.map(|b| &**b));
 }
 
 thread_local! {

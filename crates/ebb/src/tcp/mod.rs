@@ -142,7 +142,7 @@ pub fn accepted(
                 fe.http.denied_conn.fetch_add(1, Ordering::Relaxed);
             } else {
                 // HAProxy counts a silent-drop as a refused request.
-                fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                crate::proxy::count_denied_req(&fe.http, None);
             }
             return Ok(());
         }
@@ -214,7 +214,7 @@ fn start(
                 fe.http.denied_sess.fetch_add(1, Ordering::Relaxed);
             } else {
                 // HAProxy counts a silent-drop as a refused request.
-                fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                crate::proxy::count_denied_req(&fe.http, None);
             }
             return Ok(());
         }

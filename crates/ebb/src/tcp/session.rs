@@ -353,7 +353,7 @@ impl Session {
                 Verdict::Wait(i) => return Err(Some(i)),
                 Verdict::Reject | Verdict::SilentDrop => {
                     // A refused request (`dreq`) of the frontend.
-                    fe.http.denied.fetch_add(1, Ordering::Relaxed);
+                    crate::proxy::count_denied_req(&fe.http, None);
                     return Ok(Err(v));
                 }
                 // `switch-mode http`: HTTP from here, the backend chosen
@@ -407,10 +407,8 @@ impl Session {
             if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
                 // HAProxy 2.6 counts the frontend's `dreq`, and for a
                 // silent-drop the assigned backend's too.
-                fe.http.denied.fetch_add(1, Ordering::Relaxed);
-                if v == Verdict::SilentDrop {
-                    be.http.denied.fetch_add(1, Ordering::Relaxed);
-                }
+                let chosen = (v == Verdict::SilentDrop).then_some(&**be);
+                crate::proxy::count_denied_req(&fe.http, chosen);
                 return Ok(Err(v));
             }
             if let BackendKind::Servers(sr) = &be.kind {
@@ -1122,8 +1120,7 @@ impl Session {
                 if self.silent {
                     // An abort, counted as a refused request (`dreq`) of
                     // the frontend and the backend (HAProxy's silent-drop).
-                    self.fe.http.denied.fetch_add(1, Ordering::Relaxed);
-                    be.http.denied.fetch_add(1, Ordering::Relaxed);
+                    crate::proxy::count_denied_req(&self.fe.http, Some(&be));
                 } else {
                     // A denied response (`dresp`).
                     crate::proxy::count_denied_resp(&self.fe.http, &be, self.server.as_deref());

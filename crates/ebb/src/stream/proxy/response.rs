@@ -55,8 +55,7 @@ impl Stream {
                         c.silent = true;
                         // An abort, counted as a refused request (`dreq`)
                         // of the frontend and the backend (HAProxy's).
-                        fe.http.denied.fetch_add(1, Ordering::Relaxed);
-                        be.http.denied.fetch_add(1, Ordering::Relaxed);
+                        crate::proxy::count_denied_req(&fe.http, Some(&be));
                     } else {
                         // A reject is a denied response (`dresp`), a
                         // silent-drop an abort (HAProxy's tcp_rules).
