@@ -752,6 +752,36 @@ pub fn verdict_h1(
     decide(policy, coding, &facts)
 }
 
+/// The verdict for a stored answer (a cache hit: its status, fields and
+/// body length, HTTP/1.1) under `policy` for a request that chose
+/// `coding`, as [`verdict_h1`] judges a server's head.
+pub fn verdict_stored(
+    policy: &Policy,
+    coding: Option<Coding>,
+    status: u16,
+    fields: &[(Vec<u8>, Vec<u8>)],
+    body_len: usize,
+) -> Verdict {
+    let all = |name: &[u8]| -> Vec<&[u8]> {
+        fields
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| &v[..])
+            .collect()
+    };
+    let (cc, etags) = (all(b"cache-control"), all(b"etag"));
+    let facts = ResponseFacts {
+        http11: true,
+        status,
+        length_known: body_len > 0 && body_len as u64 >= policy.min_size,
+        content_encoding: !all(b"content-encoding").is_empty(),
+        content_type: all(b"content-type").first().copied(),
+        cache_control: &cc,
+        etags: &etags,
+    };
+    decide(policy, coding, &facts)
+}
+
 /// The verdict from response facts (for answers ebb builds itself).
 ///
 /// `identity` chosen (configured, and nothing else the client accepts) is

@@ -494,9 +494,8 @@ impl Exchange for Stream {
 }
 
 /// The coding a cache hit is sent with under its backend's compression
-/// (decided as for a server's answer: the request's `Accept-Encoding`,
-/// the stored head's type, status, `Cache-Control` and ETag), and its
-/// compressor; None: sent as stored.
+/// (decided as for a server's answer, [`crate::compress::verdict_stored`]),
+/// and its compressor; None: sent as stored.
 fn hit_compression(
     c: &H1,
     bi: usize,
@@ -509,24 +508,7 @@ fn hit_compression(
     let policy = c.fe.comp.get(bi).cloned().flatten()?;
     let buf = c.rbuf.get(c.rstart..c.rend)?;
     let coding = z::choose_h1(&policy, buf, &c.head)?;
-    let all = |name: &[u8]| -> Vec<&[u8]> {
-        e.fields
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| &v[..])
-            .collect()
-    };
-    let (cc, etags) = (all(b"cache-control"), all(b"etag"));
-    let facts = z::ResponseFacts {
-        http11: true,
-        status: e.status,
-        length_known: !e.body.is_empty() && e.body.len() as u64 >= policy.min_size,
-        content_encoding: !all(b"content-encoding").is_empty(),
-        content_type: all(b"content-type").first().copied(),
-        cache_control: &cc,
-        etags: &etags,
-    };
-    match z::decide(&policy, Some(coding), &facts) {
+    match z::verdict_stored(&policy, Some(coding), e.status, &e.fields, e.body.len()) {
         z::Verdict::Compress(k) => {
             let enc = z::BodyCompressor::new(k, policy.level).ok()?;
             Some((k, Box::new(enc)))
