@@ -1094,3 +1094,65 @@ fn request_fields_are_bounded_by_haproxys_hpack_list() {
         }
     }
 }
+
+/// SP and HTAB around an HTTP/2 field's value (RFC 9113 §8.2.1 forbids
+/// them) are trimmed, as HAProxy 2.6 does since its fix of February 2025
+/// ("h2: always trim leading and trailing LWS in header values"): a
+/// request's regular field is taken without them (before, ebb reset the
+/// stream: HAProxy's reg-test http-rules/h1or2_to_h1c sends such fields),
+/// a pseudo-header field's is still refused, and the values ebb sends
+/// never carry them (before, a configured `hdr x-b " lead"` went out as
+/// is and nghttp2 clients, curl's and nghttp's, reset the stream).
+#[test]
+fn surrounding_whitespace_of_h2_values_is_trimmed_both_ways() {
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND proto h2\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"[%[req.hdr(x-a)]][%[req.fhdr(x-b)]]\" hdr x-lead \" lead\" hdr x-both \"%[str(' both\t ')]\"\n",
+    );
+    let lit = |b: &mut Vec<u8>, n: &str, v: &str| {
+        b.push(0);
+        b.push(n.len() as u8);
+        b.extend_from_slice(n.as_bytes());
+        b.push(v.len() as u8);
+        b.extend_from_slice(v.as_bytes());
+    };
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    raw_h2::open(&mut s);
+    let mut block = raw_h2::get(1, "/")[9..].to_vec();
+    lit(&mut block, "x-a", "  val a ");
+    lit(&mut block, "x-b", "\t b1, b2\t");
+    std::io::Write::write_all(&mut s, &raw_h2::frame(raw_h2::HEADERS, 0x5, 1, &block)).unwrap();
+    let body = raw_h2::answers(&mut s, &[1]);
+    assert_eq!(String::from_utf8_lossy(&body[0]), "[val a][b1, b2]");
+    // A `:path` with a trailing space: the stream is reset.
+    let mut block = Vec::new();
+    for (n, v) in [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", "localhost"),
+        (":path", "/ "),
+    ] {
+        lit(&mut block, n, v);
+    }
+    std::io::Write::write_all(&mut s, &raw_h2::frame(raw_h2::HEADERS, 0x5, 3, &block)).unwrap();
+    loop {
+        let (kind, _, id, p) = raw_h2::next(&mut s);
+        assert_ne!(kind, raw_h2::GOAWAY, "{p:?}");
+        if id == 3 {
+            assert_eq!(kind, raw_h2::RST_STREAM);
+            assert_eq!(p, [0, 0, 0, 1], "PROTOCOL_ERROR");
+            break;
+        }
+    }
+    // What ebb sends: nghttp (nghttp2 checks §8.2.1) takes the answer.
+    let out = Command::new("nghttp")
+        .args(["-v", &format!("http://{}/", e.addr())])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("x-lead: lead\n"), "{text}");
+    assert!(text.contains("x-both: both\n"), "{text}");
+}

@@ -135,9 +135,10 @@ pub fn valid_name(n: &[u8]) -> bool {
     !n.is_empty() && n.iter().fold(true, |ok, &b| ok & NAME_BYTE[usize::from(b)])
 }
 
-/// §8.2.1 value rule.
+/// §8.2.1 value rule (surrounding whitespace included: see
+/// [`props::EDGE_WS`] for what a regular field's gets).
 pub fn valid_value(v: &[u8]) -> bool {
-    value_bits(v) & BAD_H2 == 0
+    value_bits(v) & (BAD_H2 | EDGE_WS) == 0
 }
 
 /// [`value_bits`]: the value breaks §8.2.1.
@@ -145,6 +146,10 @@ const BAD_H2: u8 = 1;
 /// [`value_bits`]: the value holds a byte HTTP/1 refuses in a field value
 /// (a control byte but HTAB, or DEL; NUL, CR and LF are both).
 const BAD_H1: u8 = 2;
+/// [`value_bits`]: the value starts or ends with SP or HTAB (§8.2.1:
+/// malformed; a regular field's is trimmed instead, see
+/// [`props::EDGE_WS`]).
+const EDGE_WS: u8 = 16;
 
 /// The bits ([`BAD_H2`], [`BAD_H1`]) of every byte in a value.
 static VALUE_BYTE: [u8; 256] = VALUE_BYTE_C;
@@ -162,14 +167,14 @@ const VALUE_BYTE_C: [u8; 256] = {
     t
 };
 
-/// The rules `v` breaks, as bits ([`BAD_H2`], [`BAD_H1`]), in one pass
-/// (one load a byte, no early exit).
+/// The rules `v` breaks, as bits ([`BAD_H2`], [`BAD_H1`], [`EDGE_WS`]),
+/// in one pass (one load a byte, no early exit).
 fn value_bits(v: &[u8]) -> u8 {
     let bad = v
         .iter()
         .fold(0u8, |bad, &b| bad | VALUE_BYTE[usize::from(b)]);
     let ws = matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'));
-    bad | (u8::from(ws) * BAD_H2)
+    bad | (u8::from(ws) * EDGE_WS)
 }
 
 /// What the §8 checks need to know of one field, as bits: computed once
@@ -196,7 +201,8 @@ pub mod props {
     pub const HOST: u16 = 11;
     /// The name is not a lower-case token (or is empty).
     pub const BAD_NAME: u16 = 1 << 4;
-    /// The value breaks §8.2.1 (NUL, CR, LF, surrounding SP/HTAB).
+    /// The value breaks §8.2.1: NUL, CR, LF; for a pseudo-header field
+    /// also surrounding SP/HTAB.
     pub const BAD_H2: u16 = 1 << 5;
     /// The value holds a byte HTTP/1 refuses in a field value.
     pub const BAD_H1: u16 = 1 << 6;
@@ -219,6 +225,13 @@ pub mod props {
     /// `:path` or `:authority` of the bytes an HTTP/1 request target
     /// allows (`http1::valid_target_bytes`).
     pub const TARGET_OK: u16 = 1 << 14;
+    /// A regular field's value starts or ends with SP or HTAB: §8.2.1
+    /// calls it malformed, HAProxy 2.6 (since its fix of February 2025,
+    /// "h2: always trim leading and trailing LWS in header values",
+    /// backported to every stable branch) trims it, and so does ebb:
+    /// [`crate::h2::hpack::HeaderList`] keeps the value without them, in
+    /// requests, responses and trailers alike.
+    pub const EDGE_WS: u16 = 1 << 15;
 }
 
 const fn const_eq(a: &[u8], b: &[u8]) -> bool {
@@ -311,6 +324,22 @@ const fn value_props(np: u16, v: &[u8], vbits: u8) -> u16 {
     if vbits & BAD_H2 != 0 {
         p |= props::BAD_H2;
     }
+    if vbits & EDGE_WS != 0 {
+        // A pseudo-header field's value is not trimmed: malformed.
+        p |= if matches!(
+            np & props::KIND,
+            props::METHOD
+                | props::SCHEME
+                | props::AUTHORITY
+                | props::PATH
+                | props::PROTOCOL
+                | props::PSEUDO
+        ) {
+            props::BAD_H2
+        } else {
+            props::EDGE_WS
+        };
+    }
     if vbits & BAD_H1 != 0 {
         p |= props::BAD_H1;
     }
@@ -364,7 +393,7 @@ pub(crate) const fn const_props(n: &[u8], v: &[u8]) -> u16 {
         i += 1;
     }
     if !v.is_empty() && (matches!(v[0], b' ' | b'\t') || matches!(v[v.len() - 1], b' ' | b'\t')) {
-        vbits |= BAD_H2;
+        vbits |= EDGE_WS;
     }
     let mut name_ok = !n.is_empty();
     let mut i = 0;
@@ -428,7 +457,7 @@ pub(crate) fn field_props_named(np: u16, v: &[u8]) -> u16 {
         .iter()
         .fold(0u8, |bad, &b| bad | TARGET_BYTE[usize::from(b)]);
     let ws = matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'));
-    let vbits = (bits & (BAD_H2 | BAD_H1)) | (u8::from(ws) * BAD_H2);
+    let vbits = (bits & (BAD_H2 | BAD_H1)) | (u8::from(ws) * EDGE_WS);
     let mut p = value_props(np, v, vbits);
     if p & props::KIND == props::AUTHORITY
         && !v.is_empty()

@@ -195,8 +195,14 @@ impl HeaderList {
 
     /// Records the field line just copied to `buf[at..]` (`name: value`
     /// CRLF), its name the first `name_len` bytes.
+    /// A regular field's value with surrounding SP/HTAB
+    /// ([`props::EDGE_WS`]) is kept without them: its line is rewritten
+    /// as if the value had come trimmed.
     #[inline(always)]
     fn note(&mut self, at: usize, name_len: usize, props: u16) {
+        if props & props::EDGE_WS != 0 {
+            self.trim_last(at + name_len + 2);
+        }
         let a = at as u32;
         let b = (at + name_len) as u32;
         let c = self.buf.len().saturating_sub(2) as u32;
@@ -208,6 +214,34 @@ impl HeaderList {
             },
         });
         self.props.push(props);
+    }
+
+    /// Takes the SP/HTAB off both ends of the value of the line last
+    /// appended (its value from `vs` to the CRLF that ends `buf`).
+    #[cold]
+    fn trim_last(&mut self, vs: usize) {
+        let end = self.buf.len().saturating_sub(2);
+        let vs = vs.min(end);
+        let ws = |x: &&u8| matches!(**x, b' ' | b'\t');
+        let lead = self.buf[vs..end].iter().take_while(ws).count();
+        let trail = self.buf[vs + lead..end].iter().rev().take_while(ws).count();
+        self.buf.truncate(end - trail);
+        self.buf.drain(vs..vs + lead);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `v` without the SP and HTAB at its ends.
+#[inline]
+fn trim_ows(v: &[u8]) -> &[u8] {
+    match (v.first(), v.last()) {
+        (Some(b' ' | b'\t'), _) | (_, Some(b' ' | b'\t')) => {
+            let ws = |x: &u8| matches!(*x, b' ' | b'\t');
+            let a = v.iter().position(|x| !ws(x)).unwrap_or(v.len());
+            let b = v.iter().rposition(|x| !ws(x)).map_or(a, |b| b + 1);
+            &v[a..b]
+        }
+        _ => v,
     }
 }
 
@@ -582,8 +616,13 @@ impl Encoder {
     /// Adds field (`name`, `value`) to `list`, the form
     /// [`Encoder::encode_fields`] reads: name length (2 bytes), value
     /// length (4 bytes), both little-endian, then the bytes. A name longer
-    /// than 65,535 bytes is cut (no field list ebb sends has one).
+    /// than 65,535 bytes is cut (no field list ebb sends has one). SP and
+    /// HTAB around the value are left out (§8.2.1 forbids them; a
+    /// configuration's `set-header X " v"` may make one), as HAProxy 2.6
+    /// trims them on output since February 2025: every block ebb sends is
+    /// built here.
     pub fn push_field(list: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        let value = trim_ows(value);
         let name = &name[..name.len().min(usize::from(u16::MAX))];
         let vlen = u32::try_from(value.len()).unwrap_or(u32::MAX);
         let value = &value[..vlen as usize];
