@@ -81,6 +81,32 @@ struct Test {
     regexes: Vec<Regex>,
     /// `-f FILE` patterns (`crate::sample::patref`).
     files: Vec<Arc<PatRef>>,
+    /// The line's own patterns as a reference: once the CLI changed it
+    /// (`add acl #ID`...), its entries replace `patterns` and `regexes`.
+    inline: Option<Arc<PatRef>>,
+}
+
+/// The test's line reference once the CLI changed it (one relaxed load
+/// while it has not).
+#[inline]
+fn live(t: &Test) -> Option<&Arc<PatRef>> {
+    t.inline.as_ref().filter(|r| r.changed())
+}
+
+/// The references the test reads: its files, and its line's own patterns
+/// once changed.
+fn refs(t: &Test) -> impl Iterator<Item = &Arc<PatRef>> {
+    t.files.iter().chain(live(t))
+}
+
+/// The compiled patterns, while they are the line's.
+#[inline]
+fn statics(t: &Test) -> &[Pattern] {
+    if live(t).is_some() {
+        &[]
+    } else {
+        &t.patterns
+    }
 }
 
 /// The compiled ACLs of one proxy: named ones by index, inline ones kept in
@@ -108,6 +134,7 @@ struct ScTest {
     lo: i64,
     hi: i64,
     flip: bool,
+    inline: Option<Arc<PatRef>>,
 }
 
 impl ScTest {
@@ -133,7 +160,14 @@ impl ScTest {
             lo: *lo,
             hi: *hi,
             flip: *neg != unless,
+            inline: t.inline.clone(),
         })
+    }
+
+    /// Whether the test still is its range (the CLI did not change the
+    /// line's patterns).
+    fn fresh(&self) -> bool {
+        !self.inline.as_ref().is_some_and(|r| r.changed())
     }
 
     fn holds(&self, r: &Ctx<'_>) -> bool {
@@ -172,6 +206,7 @@ fn compile_test(t: &AclTest) -> Result<Test, ConfigError> {
         patterns: t.patterns.clone(),
         regexes,
         files: t.files.iter().map(|f| Arc::clone(&f.0)).collect(),
+        inline: t.inline.as_ref().map(|f| Arc::clone(&f.0)),
     })
 }
 
@@ -309,7 +344,7 @@ impl Matcher {
         let Some(c) = c else {
             return true;
         };
-        if let Some(t) = &c.sc {
+        if let Some(t) = c.sc.as_ref().filter(|t| t.fresh()) {
             return t.holds(r);
         }
         if let [and] = &c.terms[..] {
@@ -359,23 +394,27 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
         .file_how()
         .filter(|h| !matches!(h, How::Ip | How::Int))
     {
-        if t.files
-            .iter()
-            .any(|f| find_str(&f.snapshot(), how, t.icase, s).is_some())
-        {
+        if refs(t).any(|f| find_str(&f.snapshot(), how, t.icase, s).is_some()) {
             return true;
         }
     }
     match t.method {
         MatchMethod::Found => true,
+        MatchMethod::Reg if live(t).is_some() => false,
         MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
-        MatchMethod::Bin => t
-            .patterns
-            .iter()
-            .any(|p| matches!(p, Pattern::Bin(b) if b.as_slice() == s)),
+        MatchMethod::Bin => match live(t) {
+            // (Hex text, read as `-m bin` reads its patterns.)
+            Some(r) => r.snapshot().entries.iter().any(|e| {
+                crate::config::unhex_bytes(e.key.as_bytes()).is_some_and(|b| b.as_slice() == s)
+            }),
+            None => t
+                .patterns
+                .iter()
+                .any(|p| matches!(p, Pattern::Bin(b) if b.as_slice() == s)),
+        },
         MatchMethod::Len => int_in(t, len_i64(s)),
         MatchMethod::Ip | MatchMethod::Int | MatchMethod::Bool => false,
-        m => t.patterns.iter().any(|p| {
+        m => statics(t).iter().any(|p| {
             let Pattern::Str(p) = p else {
                 return false;
             };
@@ -402,16 +441,19 @@ fn method_matches(t: &Test, m: &[u8]) -> bool {
         b"OPTIONS", b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"TRACE", b"CONNECT",
     ];
     let known = KNOWN.contains(&m);
-    t.patterns.iter().any(|p| {
-        let Pattern::Str(p) = p else {
-            return false;
-        };
-        let p = p.as_bytes();
+    let one = |p: &[u8]| {
         if KNOWN.contains(&p) {
             p == m
         } else {
             !known && eq_bytes(m, p, t.icase)
         }
+    };
+    if let Some(r) = live(t) {
+        return r.snapshot().entries.iter().any(|e| one(e.key.as_bytes()));
+    }
+    t.patterns.iter().any(|p| match p {
+        Pattern::Str(p) => one(p.as_bytes()),
+        _ => false,
     })
 }
 
@@ -480,7 +522,7 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
             _ => {
                 let ip = r.src_addr().ip();
                 file_ip(t, ip)
-                    || t.patterns.iter().any(|p| match p {
+                    || statics(t).iter().any(|p| match p {
                         Pattern::Net(n) => n.contains(ip),
                         _ => false,
                     })
@@ -524,7 +566,7 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
 }
 
 fn file_ip(t: &Test, ip: std::net::IpAddr) -> bool {
-    t.files.iter().any(|f| {
+    refs(t).any(|f| {
         f.snapshot()
             .nets()
             .iter()
@@ -535,13 +577,12 @@ fn file_ip(t: &Test, ip: std::net::IpAddr) -> bool {
 /// Whether `i` is in one of the test's integer ranges (patterns or
 /// `-f` files).
 fn int_in(t: &Test, i: i64) -> bool {
-    t.files.iter().any(|f| {
+    refs(t).any(|f| {
         f.snapshot()
             .ints()
             .iter()
             .any(|r| r.is_some_and(|(lo, hi)| lo <= i && i <= hi))
-    }) || t
-        .patterns
+    }) || statics(t)
         .iter()
         .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
 }
@@ -604,7 +645,7 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
                 _ => return false,
             };
             file_ip(t, ip)
-                || t.patterns
+                || statics(t)
                     .iter()
                     .any(|p| matches!(p, Pattern::Net(n) if n.contains(ip)))
         }

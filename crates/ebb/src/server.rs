@@ -278,6 +278,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
             crate::sample::vars::run_global(&cfg.global.set_vars);
+            crate::sample::patref::install(&cfg.pat_refs);
             c
         }
         Err(errs) => {
@@ -1341,6 +1342,10 @@ impl Reload {
             eprintln!("ebb: warning: {w}");
         }
         crate::sample::vars::run_global(&cfg.global.set_vars);
+        // The files read again by this parse, and the ACL lines' patterns:
+        // the CLI's from now on (changes made to the old ones are gone, as
+        // with HAProxy's reload).
+        crate::sample::patref::install(&cfg.pat_refs);
         crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
         crate::transport::set_max_ssl_conns(cfg.global.maxsslconn);
         crate::backend::check::set_max_spread(cfg.global.max_spread_checks);

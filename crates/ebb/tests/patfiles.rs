@@ -46,8 +46,10 @@ fn cli_changes_to_maps_and_acls_reach_every_thread() {
     let cli = |l: &str| cli_cmd(&sock, l);
     // HAProxy's formats (checked against haproxy 2.6).
     let show = cli("show map");
-    // Ids follow the order files are first named: the ACL's, then the map's.
-    assert!(show.starts_with("# id (file) description\n1 ("), "{show}");
+    // Ids follow the order references are made: the ACL's file, the
+    // ACL line's own patterns, then the map (haproxy's: 0, 1, 2).
+    assert!(show.starts_with("# id (file) description\n2 ("), "{show}");
+    assert!(show.contains("used by map at file '"), "{show}");
     assert!(show.contains("entry_cnt=4"), "{show}");
     let entries = cli(&format!("show map {}", map.display()));
     let lines: Vec<&str> = entries.lines().filter(|l| !l.is_empty()).collect();
@@ -75,7 +77,7 @@ fn cli_changes_to_maps_and_acls_reach_every_thread() {
 
     // Changes.
     assert_eq!(cli(&format!("add map {} /c vc", map.display())), "\n");
-    assert_eq!(cli("set map #1 /a new"), "\n");
+    assert_eq!(cli("set map #2 /a new"), "\n");
     assert_eq!(cli(&format!("del map {} /b", map.display())), "\n");
     assert_eq!(
         cli(&format!("del map {} /b", map.display())),
@@ -241,4 +243,167 @@ fn add_map_takes_a_payload_as_haproxy() {
     if let Some(hap) = run("haproxy") {
         assert_eq!(hap, ebb, "haproxy");
     }
+}
+
+/// `show acl` of a configuration, its configuration file's path replaced
+/// by `CFG`, without haproxy's own two references (its `httpclient`
+/// proxy's ACLs, listed last).
+fn acl_list(sock: &std::path::Path, cfg_path: &str) -> String {
+    cli_cmd(sock, "show acl")
+        .replace(cfg_path, "CFG")
+        .lines()
+        .filter(|l| !l.contains("file 'httpclient'"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The keys `show acl #ID` lists (without the entries' addresses).
+fn acl_keys(sock: &std::path::Path, id: &str) -> Vec<String> {
+    cli_cmd(sock, &format!("show acl {id}"))
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, k)| k.to_string()))
+        .collect()
+}
+
+/// The patterns written on an ACL line are a reference of their own, as
+/// in HAProxy 2.6: `show acl` lists them beside the files (`acl 'path'
+/// file 'F' line N`), numbered in the order references are made, `-u ID`
+/// keeping its id and the others skipping it, a predefined ACL
+/// (`METH_POST`) once per proxy; `add acl #ID`, `del acl #ID` and `clear
+/// acl #ID` change what the line matches. Side by side with haproxy: the
+/// same list (but its configuration's path and its `httpclient` lines),
+/// the same keys (`gt 2` kept as `3:`), the same answers after the same
+/// changes. Before, ebb listed files only (their ids shifted) and refused
+/// `-u`.
+#[test]
+fn acl_lines_patterns_are_listed_numbered_and_changed_as_haproxys() {
+    let d = scratch("aclids");
+    let pats = d.join("p.lst");
+    std::fs::write(&pats, "/p1\n/p2\n").unwrap();
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   acl t1 always_true\n\
+             \x20   acl t3 src 10.0.0.0/8 192.0.2.1\n\
+             \x20   acl t5 req.hdr_cnt(x) gt 2\n\
+             \x20   acl t6 path -i -f {} /inline\n\
+             \x20   acl t7 path_beg -u 3 /u\n\
+             \x20   acl t8 req.hdr(z) -m bin 4142\n\
+             \x20   http-request deny if {{ path_end .php }} || t3 || t5 || t6 || t7 || t8 || METH_POST\n\
+             \x20   http-request deny deny_status 401 if METH_POST\n\
+             \x20   http-request return status 200 content-type text/plain string ok if t1\n",
+            pats.display()
+        )
+    };
+    let sock = d.join("admin.sock");
+    let ebb = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND")
+    ));
+    let ebb_cfg = ebb.dir.join("ebb.cfg").display().to_string();
+    let mine = acl_list(&sock, &ebb_cfg);
+    assert_eq!(
+        mine,
+        "# id (file) description\n\
+         0 () acl 'always_true' file 'CFG' line 10. curr_ver=0 next_ver=0 entry_cnt=0\n\
+         1 () acl 'src' file 'CFG' line 11. curr_ver=0 next_ver=0 entry_cnt=2\n\
+         2 () acl 'req.hdr_cnt' file 'CFG' line 12. curr_ver=0 next_ver=0 entry_cnt=1\n\
+         3 () acl 'path_beg' file 'CFG' line 14. curr_ver=0 next_ver=0 entry_cnt=1\n"
+            .to_string()
+            + &format!(
+                "4 ({0}) pattern loaded from file '{0}' used by acl at file 'CFG' line 13. curr_ver=0 next_ver=0 entry_cnt=2\n",
+                pats.display()
+            )
+            + "5 () acl 'path' file 'CFG' line 13. curr_ver=0 next_ver=0 entry_cnt=1\n\
+               6 () acl 'req.hdr' file 'CFG' line 15. curr_ver=0 next_ver=0 entry_cnt=1\n\
+               7 () acl 'path_end' file 'CFG' line 16. curr_ver=0 next_ver=0 entry_cnt=1\n\
+               8 () acl 'method' file 'CFG' line 16. curr_ver=0 next_ver=0 entry_cnt=1\n\n"
+    );
+    assert_eq!(acl_keys(&sock, "#2"), ["3:"]);
+    assert_eq!(acl_keys(&sock, "#1"), ["10.0.0.0/8", "192.0.2.1"]);
+    let hap = common::haproxy_with("aclids-h", &{
+        let port = common::free_port();
+        rest(&format!("127.0.0.1:{port}"))
+    });
+    if let Some(h) = &hap {
+        let hcfg = h.sock.with_file_name("h.cfg").display().to_string();
+        assert_eq!(acl_list(&h.sock, &hcfg), mine, "haproxy's list");
+        for id in ["#1", "#2", "#3", "#4", "#6"] {
+            assert_eq!(acl_keys(&h.sock, id), acl_keys(&sock, id), "{id}");
+        }
+    }
+    // Changes, each seen by the requests (and, side by side, haproxy's
+    // answers to the same commands).
+    let a = ebb.addr();
+    let st = |p: &str, extra: &str| {
+        raw(
+            a,
+            format!("GET {p} HTTP/1.1\r\nHost: h\r\n{extra}\r\n").as_bytes(),
+        )
+        .expect("an answer")
+        .status
+    };
+    assert_eq!(st("/v", ""), 200);
+    assert_eq!(st("/inline", ""), 403);
+    for cmd in [
+        "add acl #3 /v",
+        "add acl #6 4344",
+        "del acl #5 /inline",
+        "add acl #2 zz",
+        "add acl #99 /x",
+    ] {
+        let got = cli_cmd(&sock, cmd);
+        if let Some(h) = &hap {
+            assert_eq!(got, cli_cmd(&h.sock, cmd), "{cmd}");
+        }
+    }
+    assert_eq!(st("/v", ""), 403, "add acl #3 /v");
+    assert_eq!(st("/", "z: CD\r\n"), 403, "add acl #6 4344 (-m bin)");
+    assert_eq!(st("/inline", ""), 200, "del acl #5 /inline");
+    assert_eq!(st("/P1", ""), 403, "the file's entries still match (-i)");
+    assert_eq!(cli_cmd(&sock, "clear acl #3"), "\n");
+    assert_eq!(st("/u", ""), 200, "clear acl #3");
+    assert_eq!(st("/v", ""), 200, "clear acl #3");
+    // A reused id is refused at start, as by haproxy.
+    common::assert_refused(
+        &d,
+        "dup.cfg",
+        "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    acl a path -u 4 /a\n    acl b path -u 4 /b\n",
+        "dup.cfg:6: the id is already used",
+        true,
+    );
+}
+
+/// A reload (SIGHUP, without the master) reads the pattern files again,
+/// as HAProxy's reload (a new process) does: before, the file's first
+/// reading stayed (and `show acl` named its user twice).
+#[test]
+fn a_reload_reads_pattern_files_again() {
+    let d = scratch("patreload");
+    let pats = d.join("p.lst");
+    std::fs::write(&pats, "/p1\n").unwrap();
+    let sock = d.join("admin.sock");
+    let ebb = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    http-request deny if {{ path -f {} }}\n    http-request return status 200 content-type text/plain string ok\n",
+        sock.display(),
+        pats.display()
+    ));
+    let st = |p: &str| {
+        raw(
+            ebb.addr(),
+            format!("GET {p} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes(),
+        )
+        .expect("an answer")
+        .status
+    };
+    assert_eq!((st("/p1"), st("/p2")), (403, 200));
+    std::fs::write(&pats, "/p2\n").unwrap();
+    ebb.signal("HUP");
+    wait_until("the reload", || st("/p2") == 403);
+    assert_eq!(st("/p1"), 200);
+    let show = cli_cmd(&sock, "show acl");
+    assert_eq!(show.matches("used by acl at").count(), 1, "{show}");
 }

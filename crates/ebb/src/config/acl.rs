@@ -20,6 +20,7 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
     let mut rest = Vec::with_capacity(words.len());
     let mut files = Vec::new();
     let mut as_map = false;
+    let mut fixed = None;
     let mut i = 0;
     while i < words.len() {
         let w = &words[i];
@@ -36,6 +37,16 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
                 .get(i + 1)
                 .ok_or_else(|| "flag '-f' expects a file name".to_string())?;
             files.push((f.clone(), as_map));
+            i += 2;
+            continue;
+        }
+        // `-u ID`: the id of the line's own patterns on the CLI.
+        if w == "-u" {
+            let id = words.get(i + 1).map(String::as_str).unwrap_or("");
+            fixed = Some(
+                id.parse::<u32>()
+                    .map_err(|_| "the argument of -u must be an integer".to_string())?,
+            );
             i += 2;
             continue;
         }
@@ -65,7 +76,12 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
             how,
             icase: t.ignore_case,
             out: None,
-            at: format!("acl at file '{}' line {}", loc.file, loc.line),
+            at: format!(
+                "{} at file '{}' line {}",
+                if map { "map" } else { "acl" },
+                loc.file,
+                loc.line
+            ),
         };
         let r = crate::sample::patref::load(&f, map, user)?;
         for e in r.snapshot().entries.iter() {
@@ -74,7 +90,30 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
         }
         t.files.push(crate::sample::patref::PatFile(r));
     }
+    let kw = criterion_kw(words.first().map_or("", String::as_str));
+    attach_inline(&mut t, kw, loc, fixed)?;
     Ok(t)
+}
+
+/// The keyword `show acl` describes an ACL line's patterns by (HAProxy's
+/// `expr->kw`): the criterion without its arguments and converters.
+fn criterion_kw(c: &str) -> &str {
+    &c[..c.find(['(', ',']).unwrap_or(c.len())]
+}
+
+/// Gives `t` the reference of the patterns written on its line
+/// (`crate::sample::patref::inline`; `fixed`: its `-u ID`).
+fn attach_inline(t: &mut AclTest, kw: &str, loc: &Loc, fixed: Option<u32>) -> Result<(), String> {
+    let desc = format!("acl '{kw}' file '{}' line {}", loc.file, loc.line);
+    let user = t.method.file_how().map(|how| crate::sample::patref::User {
+        how,
+        icase: t.ignore_case,
+        out: None,
+        at: format!("acl at file '{}' line {}", loc.file, loc.line),
+    });
+    let r = crate::sample::patref::inline(desc, &t.keys, user, fixed)?;
+    t.inline = Some(crate::sample::patref::PatFile(r));
+    Ok(())
 }
 
 /// `-m bin` patterns: hex strings, compared with the sample's bytes.
@@ -160,14 +199,6 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                         ))
                     }
                 };
-            }
-            // HAProxy's CLI lists each ACL's own patterns under an id,
-            // which `-u` sets; ebb's lists pattern files only.
-            "-u" => {
-                return Err(
-                    "ACL flag '-u' (the CLI id of the ACL's patterns) is not supported: ebb's CLI lists pattern files only"
-                        .to_string(),
-                )
             }
             other => return Err(format!("unknown ACL flag '{other}'")),
         }
@@ -278,6 +309,8 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         ignore_case,
         patterns,
         files: Vec::new(),
+        keys: values.to_vec(),
+        inline: None,
         loc: loc.clone(),
     })
 }
@@ -313,6 +346,7 @@ fn sample_test(
     loc: &Loc,
 ) -> Result<AclTest, String> {
     let mut patterns = Vec::new();
+    let mut keys = Vec::new();
     match method {
         MatchMethod::Found | MatchMethod::Bool => {
             if let Some(v) = values.first() {
@@ -348,18 +382,24 @@ fn sample_test(
                 let (lo, hi) = crate::sample::patref::int_range(&range)
                     .ok_or_else(|| format!("'{range}' is not an integer nor a range"))?;
                 patterns.push(Pattern::Int(lo, hi));
+                keys.push(range);
             }
         }
         MatchMethod::Ip => {
             for v in values {
                 patterns.push(Pattern::Net(parse_ipnet(v)?));
             }
+            keys = values.to_vec();
         }
-        MatchMethod::Bin => patterns = bin_patterns(values, ignore_case)?,
+        MatchMethod::Bin => {
+            patterns = bin_patterns(values, ignore_case)?;
+            keys = values.to_vec();
+        }
         _ => {
             for v in values {
                 patterns.push(Pattern::Str(v.clone()));
             }
+            keys = values.to_vec();
         }
     }
     // `-i` on an integer, a boolean or an address is accepted and means
@@ -376,6 +416,8 @@ fn sample_test(
         ignore_case,
         patterns,
         files: Vec::new(),
+        keys,
+        inline: None,
         loc: loc.clone(),
     })
 }
@@ -499,12 +541,20 @@ fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
 /// HAProxy's predefined ACLs (configuration.txt 7.4) that make sense here.
 fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
     let s = |v: &[&str]| v.iter().map(|x| Pattern::Str(x.to_string())).collect();
-    let t = |fetch, method, patterns| AclTest {
+    let t = |fetch, method, patterns: Vec<Pattern>| AclTest {
         fetch,
         method,
         ignore_case: false,
+        keys: patterns
+            .iter()
+            .map(|p| match p {
+                Pattern::Str(s) => s.clone(),
+                _ => String::new(),
+            })
+            .collect(),
         patterns,
         files: Vec::new(),
+        inline: None,
         loc: loc.clone(),
     };
     let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));
@@ -532,20 +582,23 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
         "HTTP_URL_ABS" => t(Fetch::Url, MatchMethod::Reg, s(&["^[^/:]*://"])),
         "HTTP_URL_SLASH" => t(Fetch::Url, MatchMethod::Beg, s(&["/"])),
         "HTTP_URL_STAR" => t(Fetch::Url, MatchMethod::Str, s(&["*"])),
-        "LOCALHOST" => t(
-            Fetch::Src,
-            MatchMethod::Ip,
-            vec![
-                Pattern::Net(IpNet {
-                    addr: std::net::Ipv4Addr::new(127, 0, 0, 0).into(),
-                    prefix: 8,
-                }),
-                Pattern::Net(IpNet {
-                    addr: std::net::Ipv6Addr::LOCALHOST.into(),
-                    prefix: 128,
-                }),
-            ],
-        ),
+        "LOCALHOST" => AclTest {
+            keys: vec!["127.0.0.1/8".to_string(), "::1".to_string()],
+            ..t(
+                Fetch::Src,
+                MatchMethod::Ip,
+                vec![
+                    Pattern::Net(IpNet {
+                        addr: std::net::Ipv4Addr::new(127, 0, 0, 0).into(),
+                        prefix: 8,
+                    }),
+                    Pattern::Net(IpNet {
+                        addr: std::net::Ipv6Addr::LOCALHOST.into(),
+                        prefix: 128,
+                    }),
+                ],
+            )
+        },
         "METH_CONNECT" => meth(&["CONNECT"]),
         "METH_DELETE" => meth(&["DELETE"]),
         "METH_GET" => meth(&["GET", "HEAD"]),
@@ -640,7 +693,17 @@ pub(crate) fn parse_condition(
                         name: name.to_string(),
                         index,
                     }
-                } else if let Some(test) = predefined(name, loc) {
+                } else if let Some(mut test) = predefined(name, loc) {
+                    // HAProxy makes it once per proxy, at its first use.
+                    let kw = predefined_kw(name);
+                    let r = crate::sample::patref::predefined(name, || {
+                        attach_inline(&mut test, kw, loc, None)?;
+                        test.inline
+                            .take()
+                            .map(|f| f.0)
+                            .ok_or_else(|| "no reference".to_string())
+                    })?;
+                    test.inline = Some(crate::sample::patref::PatFile(r));
                     AclRef::Inline(test)
                 } else {
                     return Err(format!(
@@ -663,6 +726,25 @@ pub(crate) fn parse_condition(
         terms,
         loc: loc.clone(),
     })
+}
+
+/// The keyword of predefined ACL `name` (HAProxy's `default_acl_list`).
+fn predefined_kw(name: &str) -> &'static str {
+    match name {
+        "TRUE" => "always_true",
+        "FALSE" => "always_false",
+        "LOCALHOST" => "src",
+        "HTTP" => "req.proto_http",
+        "HTTP_1.0" | "HTTP_1.1" => "req.ver",
+        "HTTP_URL_ABS" => "url_reg",
+        "HTTP_URL_SLASH" => "url_beg",
+        "HTTP_URL_STAR" => "url",
+        "HTTP_CONTENT" => "req.hdr_val",
+        "RDP_COOKIE" => "req.rdp_cookie_cnt",
+        "REQ_CONTENT" => "req.len",
+        "WAIT_END" => "wait_end",
+        _ => "method",
+    }
 }
 
 fn push_term(terms: &mut [Vec<CondTerm>], negate: bool, acl: AclRef) {

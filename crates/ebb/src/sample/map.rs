@@ -102,7 +102,10 @@ impl Map {
             how: how.file_how(),
             icase: false,
             out: Some(out_name),
-            at: format!("map ({name})"),
+            at: match super::patref::line_at() {
+                Some(at) => format!("map {at}"),
+                None => format!("map ({name})"),
+            },
         };
         let file = super::patref::load(&args[0], true, user)
             .map_err(|e| format!("converter '{name}': {e}"))?;

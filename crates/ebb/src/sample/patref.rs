@@ -1,7 +1,14 @@
-//! Pattern files shared by maps and ACLs (HAProxy's `pat_ref`): one per
-//! file name, whoever reads it (`map_*(FILE)` converters, `-f FILE` ACLs),
-//! changed at run time by the CLI (`add map`, `set map`, `del map`,
-//! `clear map`, `add acl`, `del acl`, `clear acl`).
+//! Pattern references shared by maps and ACLs (HAProxy's `pat_ref`): one
+//! per file name, whoever reads it (`map_*(FILE)` converters, `-f FILE`
+//! ACLs), and one per ACL line for the patterns written on it; changed at
+//! run time by the CLI (`add map`, `set map`, `del map`, `clear map`, `add
+//! acl`, `del acl`, `clear acl`), which names them by path or `#ID`.
+//!
+//! Each configuration makes its own (a reload reads its files again):
+//! [`begin`] when its parse starts, [`end`] when it ends numbers them as
+//! HAProxy does (an ACL line's `-u ID` kept, the others from 0 in the
+//! order they were made, skipping those), and [`install`] makes them the
+//! ones the CLI sees when that configuration goes live.
 //!
 //! Readers never take a lock in the steady state: a file's entries are an
 //! immutable [`Snapshot`] behind an `Arc`; a change builds a new snapshot,
@@ -13,7 +20,7 @@
 
 use std::cell::RefCell;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::bytes::Regex;
@@ -171,12 +178,18 @@ pub struct User {
     pub at: String,
 }
 
-/// A pattern file.
+/// A pattern file, or the patterns of one ACL line.
 #[derive(Debug)]
 pub struct PatRef {
-    /// HAProxy's unique id (`#N`), in the order files are first named.
-    pub uid: u32,
+    /// HAProxy's unique id (`#N`): see the module's introduction.
+    uid: AtomicU32,
+    /// An ACL line's `-u ID`.
+    fixed: Option<u32>,
+    /// The file's path (empty for an ACL line's patterns).
     pub file: String,
+    /// An ACL line's patterns: `acl 'KEYWORD' file 'F' line N`, as
+    /// HAProxy's `show acl` describes them.
+    inline: Option<String>,
     /// Read as `key value` lines (by a map converter, or an ACL after
     /// `-M`): HAProxy's `PAT_REF_SMP` and `PAT_REF_MAP`.
     two_col: bool,
@@ -185,14 +198,14 @@ pub struct PatRef {
     users: Mutex<Vec<User>>,
 }
 
-/// A file as a configuration item holds it (equal when it is the same
-/// file).
+/// A reference as a configuration item holds it (equal when it is the
+/// same file, or the patterns of the same ACL line).
 #[derive(Debug, Clone)]
 pub struct PatFile(pub Arc<PatRef>);
 
 impl PartialEq for PatFile {
     fn eq(&self, o: &PatFile) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
+        Arc::ptr_eq(&self.0, &o.0) || (self.0.file == o.0.file && self.0.inline == o.0.inline)
     }
 }
 impl Eq for PatFile {}
@@ -231,11 +244,194 @@ fn parse_lines(text: &str, map: bool) -> Vec<RefEntry> {
     out
 }
 
+thread_local! {
+    /// The references made by the configuration being parsed on this
+    /// thread, from [`begin`] to [`end`].
+    static BUILDING: RefCell<Option<Vec<Arc<PatRef>>>> = const { RefCell::new(None) };
+}
+
+/// A predefined ACL's reference in one proxy (by index): (proxy, name,
+/// reference).
+type Predefined = (Option<usize>, String, Arc<PatRef>);
+
+thread_local! {
+    /// The configuration line being parsed on this thread: its file, its
+    /// number, and the proxy section it is in (an index).
+    static LINE: RefCell<(String, u32, Option<usize>)> = const { RefCell::new((String::new(), 0, None)) };
+    /// HAProxy's predefined ACLs (`METH_GET`, `TRUE`...) a parse used, by
+    /// proxy: one reference each per proxy, made where first used.
+    static PREDEFINED: RefCell<Vec<Predefined>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A configuration's parse starts on this thread: the references it makes
+/// are its own (its files read again) until [`end`].
+pub fn begin() {
+    BUILDING.with(|b| *b.borrow_mut() = Some(Vec::new()));
+    PREDEFINED.with(|p| p.borrow_mut().clear());
+}
+
+/// The parser reads line `line` of `file`, in proxy section `proxy`.
+pub fn at_line(file: &str, line: u32, proxy: Option<usize>) {
+    LINE.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.0 != file {
+            l.0 = file.to_string();
+        }
+        l.1 = line;
+        l.2 = proxy;
+    });
+}
+
+/// `at file 'F' line N` of the line being parsed, as HAProxy names a
+/// reference's users (`None` outside a parse).
+pub fn line_at() -> Option<String> {
+    LINE.with(|l| {
+        let l = l.borrow();
+        (l.1 != 0).then(|| format!("at file '{}' line {}", l.0, l.1))
+    })
+}
+
+/// The reference of predefined ACL `name` in the proxy being parsed: the
+/// one made at its first use there, else `make`'s.
+pub fn predefined(
+    name: &str,
+    make: impl FnOnce() -> Result<Arc<PatRef>, String>,
+) -> Result<Arc<PatRef>, String> {
+    let proxy = LINE.with(|l| l.borrow().2);
+    if let Some(r) = PREDEFINED.with(|p| {
+        p.borrow()
+            .iter()
+            .find(|e| e.0 == proxy && e.1 == name)
+            .map(|e| Arc::clone(&e.2))
+    }) {
+        return Ok(r);
+    }
+    let r = make()?;
+    PREDEFINED.with(|p| {
+        p.borrow_mut()
+            .push((proxy, name.to_string(), Arc::clone(&r)))
+    });
+    Ok(r)
+}
+
+/// The parse begun by [`begin`] ended: its references, numbered (see the
+/// module's introduction), in id order.
+pub fn end() -> Vec<PatFile> {
+    let mut refs = BUILDING.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    number(&refs);
+    refs.sort_by_key(|r| r.uid());
+    refs.into_iter().map(PatFile).collect()
+}
+
+/// HAProxy's numbering: ids given with `-u` are kept; the others take the
+/// free ones from 0, in the order of creation.
+fn number(refs: &[Arc<PatRef>]) {
+    let taken: std::collections::HashSet<u32> = refs.iter().filter_map(|r| r.fixed).collect();
+    let mut next = 0u32;
+    for r in refs {
+        let id = match r.fixed {
+            Some(id) => id,
+            None => {
+                while taken.contains(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            }
+        };
+        r.uid.store(id, Ordering::Relaxed);
+    }
+}
+
+/// Makes `refs` (a configuration's, from [`end`]) those the CLI names:
+/// that configuration is going live.
+pub fn install(refs: &[PatFile]) {
+    *REFS.lock().unwrap_or_else(|p| p.into_inner()) =
+        refs.iter().map(|f| Arc::clone(&f.0)).collect();
+}
+
+/// Runs `f` on the references being made: the parse's on this thread, or
+/// (outside a parse) the live ones, where a new one is numbered at once.
+fn with_refs<T>(f: impl FnOnce(&mut Vec<Arc<PatRef>>, bool) -> T) -> T {
+    BUILDING.with(|b| match b.borrow_mut().as_mut() {
+        Some(v) => f(v, false),
+        None => f(&mut REFS.lock().unwrap_or_else(|p| p.into_inner()), true),
+    })
+}
+
+fn new_ref(
+    file: &str,
+    inline: Option<String>,
+    fixed: Option<u32>,
+    two_col: bool,
+    entries: Vec<RefEntry>,
+    users: Vec<User>,
+    uid: u32,
+) -> Arc<PatRef> {
+    Arc::new(PatRef {
+        uid: AtomicU32::new(fixed.unwrap_or(uid)),
+        fixed,
+        file: file.to_string(),
+        inline,
+        two_col,
+        version: AtomicU64::new(0),
+        cur: Mutex::new(Arc::new(Snapshot::new(entries))),
+        users: Mutex::new(users),
+    })
+}
+
+/// The patterns written on an ACL line (HAProxy makes a reference of
+/// them, listed by `show acl` and changed by `add acl #ID`...): `desc`
+/// its description (`acl 'path' file 'F' line N`), `keys` the patterns
+/// as HAProxy keeps their text, `user` how the line matches them (`None`:
+/// a method that takes none), `fixed` its `-u ID`.
+pub fn inline(
+    desc: String,
+    keys: &[String],
+    user: Option<User>,
+    fixed: Option<u32>,
+) -> Result<Arc<PatRef>, String> {
+    with_refs(|refs, live| {
+        if fixed.is_some() && refs.iter().any(|r| r.fixed == fixed) {
+            return Err("the id is already used".to_string());
+        }
+        let entries = keys
+            .iter()
+            .map(|k| RefEntry {
+                id: next_id(),
+                key: k.clone(),
+                value: String::new(),
+            })
+            .collect();
+        let uid = if live { refs.len() as u32 } else { 0 };
+        let r = new_ref(
+            "",
+            Some(desc),
+            fixed,
+            false,
+            entries,
+            user.into_iter().collect(),
+            uid,
+        );
+        refs.push(Arc::clone(&r));
+        Ok(r)
+    })
+}
+
 /// The file `path`, read at its first use by the configuration (later
 /// users share it). `map`: lines are `key value`.
 pub fn load(path: &str, map: bool, user: User) -> Result<Arc<PatRef>, String> {
-    let mut refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(r) = refs.iter().find(|r| r.file == path) {
+    with_refs(|refs, live| load_in(refs, live, path, map, user))
+}
+
+fn load_in(
+    refs: &mut Vec<Arc<PatRef>>,
+    live: bool,
+    path: &str,
+    map: bool,
+    user: User,
+) -> Result<Arc<PatRef>, String> {
+    if let Some(r) = refs.iter().find(|r| r.inline.is_none() && r.file == path) {
         // HAProxy's `pattern_read_from_file`: one way of reading a file.
         if r.two_col != map {
             let (was, now) = if map { ("one", "two") } else { ("two", "one") };
@@ -248,21 +444,18 @@ pub fn load(path: &str, map: bool, user: User) -> Result<Arc<PatRef>, String> {
     }
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read file '{path}': {e}"))?;
-    let r = Arc::new(PatRef {
-        uid: refs.len() as u32,
-        file: path.to_string(),
-        two_col: map,
-        version: AtomicU64::new(0),
-        cur: Mutex::new(Arc::new(Snapshot::new(parse_lines(&text, map)))),
-        users: Mutex::new(vec![user]),
-    });
+    let uid = if live { refs.len() as u32 } else { 0 };
+    let r = new_ref(
+        path,
+        None,
+        None,
+        map,
+        parse_lines(&text, map),
+        vec![user],
+        uid,
+    );
     refs.push(Arc::clone(&r));
     Ok(r)
-}
-
-/// Forgets every file (a configuration is about to be loaded again).
-pub fn reset() {
-    REFS.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// Every file, in id order.
@@ -276,7 +469,10 @@ pub fn find(name: &str, maps: bool) -> Option<Arc<PatRef>> {
     let refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
     let by_id = name.strip_prefix('#').and_then(|n| n.parse::<u32>().ok());
     refs.iter()
-        .find(|r| (by_id == Some(r.uid) || (by_id.is_none() && r.file == name)) && r.used_by(maps))
+        .find(|r| {
+            (by_id == Some(r.uid()) || (by_id.is_none() && r.inline.is_none() && r.file == name))
+                && r.used_by(maps)
+        })
         .cloned()
 }
 
@@ -287,18 +483,31 @@ thread_local! {
 }
 
 impl PatRef {
-    /// Whether `show map` (`maps`) or `show acl` lists the file: a map
-    /// is any two-column file (an ACL's after `-M` too), an ACL's file
-    /// one an ACL uses.
+    /// HAProxy's unique id (`#N`).
+    pub fn uid(&self) -> u32 {
+        self.uid.load(Ordering::Relaxed)
+    }
+
+    /// Whether the CLI changed the entries since they were read.
+    #[inline]
+    pub fn changed(&self) -> bool {
+        self.version.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether `show map` (`maps`) or `show acl` lists the reference: a
+    /// map is any two-column file (an ACL's after `-M` too), an ACL's
+    /// file one an ACL uses, and an ACL line's own patterns.
     pub fn used_by(&self, maps: bool) -> bool {
         if maps {
             return self.two_col;
         }
-        self.users
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|u| u.out.is_none())
+        self.inline.is_some()
+            || self
+                .users
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|u| u.out.is_none())
     }
 
     pub fn users(&self) -> Vec<User> {
@@ -357,7 +566,7 @@ impl PatRef {
                     crate::net::parse_ipnet(key)?;
                 }
                 How::Int => {
-                    int_range(key).ok_or_else(|| format!("'{key}' is not an integer"))?;
+                    int_range(key).ok_or_else(|| format!("'{key}' is not a number."))?;
                 }
                 _ => {}
             }
@@ -378,14 +587,18 @@ impl PatRef {
         Ok(())
     }
 
-    /// `show map|acl`'s description of the file.
+    /// `show map|acl`'s description of the reference.
     pub fn describe(&self) -> String {
+        if let Some(d) = &self.inline {
+            let n = self.snapshot().entries.len();
+            return format!("{} () {d}. curr_ver=0 next_ver=0 entry_cnt={n}", self.uid());
+        }
         let users = self.users();
         let by: Vec<String> = users.iter().map(|u| format!("by {}", u.at)).collect();
         let n = self.snapshot().entries.len() * users.len().max(1);
         format!(
             "{} ({}) pattern loaded from file '{}' used {}. curr_ver=0 next_ver=0 entry_cnt={n}",
-            self.uid,
+            self.uid(),
             self.file,
             self.file,
             by.join(", ")

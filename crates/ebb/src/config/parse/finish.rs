@@ -521,8 +521,11 @@ impl Parser<'_> {
                 disabled_ids,
                 cli_fe_at,
                 local_peer,
+                pat_refs: crate::sample::patref::end(),
             })
         } else {
+            // (This parse's pattern references go with it.)
+            drop(crate::sample::patref::end());
             // Report in file order, then line order, as a reader expects.
             let order: Vec<Arc<str>> = {
                 let mut v: Vec<Arc<str>> = Vec::new();

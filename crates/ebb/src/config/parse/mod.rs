@@ -350,6 +350,7 @@ impl<'e> Parser<'e> {
     pub(crate) fn new(env: EnvLookup<'e>) -> Self {
         crate::environ::reset();
         super::ring::reset();
+        crate::sample::patref::begin();
         Parser {
             env,
             errors: Vec::new(),
@@ -411,6 +412,11 @@ impl<'e> Parser<'e> {
             let raw = words.iter().any(|w| crate::rawword::has_raw(w));
             let errors = self.errors.len();
             crate::sample::take_raw_claims();
+            let proxy = match self.section {
+                Section::Proxy(i) => Some(i),
+                _ => None,
+            };
+            crate::sample::patref::at_line(&file, line, proxy);
             self.line(&words, loc.clone());
             // Bytes that are not UTF-8 must have gone where the sample
             // engine reads them as bytes.

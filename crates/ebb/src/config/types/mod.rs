@@ -87,6 +87,10 @@ pub struct Config {
     /// declared before it: it takes the next proxy id there (id 0 for
     /// itself), which shifts the ids of the proxies after it by one.
     pub cli_fe_at: Option<usize>,
+    /// The pattern references this configuration made (its pattern files,
+    /// its ACL lines' patterns), numbered: the CLI's once it is live
+    /// (`crate::sample::patref::install`).
+    pub pat_refs: Vec<crate::sample::patref::PatFile>,
 }
 
 impl Config {

@@ -103,6 +103,12 @@ pub struct AclTest {
     pub patterns: Vec<Pattern>,
     /// `-f FILE`: the patterns of these files too.
     pub files: Vec<crate::sample::patref::PatFile>,
+    /// The patterns' text as HAProxy keeps it (`gt 2` is `3:`).
+    pub keys: Vec<String>,
+    /// The reference of the patterns written on the line (HAProxy's, which
+    /// `show acl` lists and `add acl #ID` changes); once the CLI changed
+    /// it, its entries are the patterns.
+    pub inline: Option<crate::sample::patref::PatFile>,
     pub loc: Loc,
 }
 
