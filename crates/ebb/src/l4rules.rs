@@ -636,15 +636,6 @@ pub fn compile(
                 ),
             ));
         }
-        if let Some(loc) = &p.options.indep_streams {
-            return Err(err(
-                loc,
-                format!(
-                    "proxy '{}' is in 'mode http': 'option independent-streams' is supported in 'mode tcp' only by ebb (an option set in 'defaults' applies here too)",
-                    p.name
-                ),
-            ));
-        }
         return Ok(rt);
     }
     // What a tcp-mode section may not hold.

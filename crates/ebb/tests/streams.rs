@@ -296,35 +296,22 @@ fn read_timeouts_half_close_and_independent_streams_as_haproxy() {
     assert_eq!(got, theirs, "ebb beside haproxy 2.6");
 }
 
-/// The option is taken in `mode tcp` only: in `mode http` (also from
-/// `defaults`) and in a tcp frontend whose streams may become HTTP it is
-/// refused at its line (haproxy takes both).
+/// The option is taken in every mode: `mode http` (also from
+/// `defaults`) and a tcp frontend whose streams may become HTTP, as
+/// haproxy takes both (before the twenty-fourth session ebb refused them).
 #[test]
-fn independent_streams_outside_tcp_is_refused_at_its_line() {
-    let d = scratch("streams-refused");
+fn independent_streams_is_taken_in_every_mode() {
+    let d = scratch("streams-modes");
     let head = "defaults\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n";
-    assert_refused(
-        &d,
-        "http.cfg",
-        &format!("{head}    mode http\n    option independent-streams\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\n"),
-        "http.cfg:6: proxy 'l' is in 'mode http': 'option independent-streams' is supported in 'mode tcp' only",
-        false,
-    );
-    assert_refused(
-        &d,
-        "upg.cfg",
-        &format!("{head}frontend f\n    mode tcp\n    bind 127.0.0.1:0\n    option independent-streams\n    default_backend b\nbackend b\n    mode http\n    server s 127.0.0.1:1\n"),
-        "upg.cfg:8: frontend 'f': 'option independent-streams' is supported in 'mode tcp' only by ebb, and this frontend's streams may become HTTP",
-        false,
-    );
-    // In `mode tcp`, with `no option` undoing a `defaults` one in http.
-    std::fs::write(
-        d.join("ok.cfg"),
-        format!("{head}    option independent-streams\nlisten t\n    mode tcp\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\nlisten h\n    mode http\n    no option independent-streams\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\n"),
-    )
-    .unwrap();
-    let (rc, _, err) = run_ebb(&["-c", "-f", "ok.cfg"], &d);
-    assert_eq!(rc, 0, "{err}");
+    for (name, text) in [
+        ("http.cfg", format!("{head}    mode http\n    option independent-streams\nlisten l\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\n")),
+        ("upg.cfg", format!("{head}frontend f\n    mode tcp\n    bind 127.0.0.1:0\n    option independent-streams\n    default_backend b\nbackend b\n    mode http\n    server s 127.0.0.1:1\n")),
+        ("ok.cfg", format!("{head}    option independent-streams\nlisten t\n    mode tcp\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\nlisten h\n    mode http\n    no option independent-streams\n    bind 127.0.0.1:0\n    server s 127.0.0.1:1\n")),
+    ] {
+        std::fs::write(d.join(name), text).unwrap();
+        let (rc, _, err) = run_ebb(&["-c", "-f", name], &d);
+        assert_eq!(rc, 0, "{name}: {err}");
+    }
 }
 
 /// While the other direction flows on after a read timeout, `show sess`
@@ -373,9 +360,12 @@ fn a_slow_upload_refreshes_the_server_timeout_in_http() {
         }
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
     });
-    let cfg = |sock: &std::path::Path, bind: &str| {
-        format!("global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 1s\nlisten l\n    bind {bind}\n    server s {srv}\n", sock.display())
+    let cfg_with = |opt: &'static str| {
+        move |sock: &std::path::Path, bind: &str| {
+            format!("global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 1s\nlisten l\n    bind {bind}\n{opt}    server s {srv}\n", sock.display())
+        }
     };
+    let cfg = cfg_with("");
     let upload = |a: SocketAddr| {
         let mut c = TcpStream::connect(a).unwrap();
         c.write_all(b"POST / HTTP/1.1\r\nHost: t\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -395,5 +385,97 @@ fn a_slow_upload_refreshes_the_server_timeout_in_http() {
     assert_eq!(upload(e.addr()), "HTTP/1.1 200");
     if let Some((_h, a)) = haproxy_beside("streams-upload", cfg) {
         assert_eq!(upload(a), "HTTP/1.1 200", "haproxy");
+    }
+    // With `option independent-streams` only what the server sends
+    // refreshes `timeout server`: the same upload gets 504 (at 1 s), as
+    // from haproxy.
+    let cfg = cfg_with("    option independent-streams\n");
+    let upload_cut = |a: SocketAddr| {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.write_all(b"POST / HTTP/1.1\r\nHost: t\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        let start = Instant::now();
+        while start.elapsed() < SENDING {
+            if c.write_all(b"a\r\n0123456789\r\n").is_err() {
+                break;
+            }
+            std::thread::sleep(PACE);
+        }
+        c.set_read_timeout(Some(LONG)).unwrap();
+        let mut v = [0u8; 12];
+        c.read_exact(&mut v).map_or_else(
+            |e| e.to_string(),
+            |_| String::from_utf8_lossy(&v).into_owned(),
+        )
+    };
+    let (e, _) = ebb_with_admin("streams-upload-i", cfg);
+    assert_eq!(upload_cut(e.addr()), "HTTP/1.1 504");
+    if let Some((_h, a)) = haproxy_beside("streams-upload-i", cfg) {
+        assert_eq!(upload_cut(a), "HTTP/1.1 504", "haproxy");
+    }
+}
+
+/// In an HTTP tunnel (a WebSocket) the backend's `option
+/// independent-streams` lets only the server's bytes keep the tunnel up:
+/// a client talking to a silent server is cut at `timeout tunnel`, as by
+/// haproxy; without the option the tunnel lives while either side talks.
+#[test]
+fn independent_streams_in_an_http_tunnel_as_haproxy() {
+    let srv = serve_each(|mut s| {
+        let mut got = Vec::new();
+        let mut b = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read_retry(&mut b) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n");
+        // Silent: reads until the end.
+        while let Ok(n) = s.read_retry(&mut b) {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    let cfg_with = |opt: &'static str| {
+        move |sock: &std::path::Path, bind: &str| {
+            format!("global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 1s\n    timeout server 1s\n    timeout tunnel 1s\nlisten l\n    bind {bind}\n{opt}    server s {srv}\n", sock.display())
+        }
+    };
+    // Whether the tunnel was cut while the client talked for SENDING.
+    let cut = |a: SocketAddr| {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+        c.set_read_timeout(Some(LONG)).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(c.read(&mut b).unwrap(), 1, "the 101");
+            head.push(b[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 101"));
+        c.set_nonblocking(true).unwrap();
+        let start = Instant::now();
+        while start.elapsed() < SENDING {
+            if c.write_all(b"y").is_err() {
+                return true;
+            }
+            match c.read(&mut b) {
+                Ok(0) => return true,
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return true,
+                _ => {}
+            }
+            std::thread::sleep(PACE);
+        }
+        false
+    };
+    for (opt, want) in [("", false), ("    option independent-streams\n", true)] {
+        let cfg = cfg_with(opt);
+        let (e, _) = ebb_with_admin("streams-tunnel", cfg);
+        assert_eq!(cut(e.addr()), want, "ebb, {opt:?}");
+        if let Some((_h, a)) = haproxy_beside("streams-tunnel", cfg) {
+            assert_eq!(cut(a), want, "haproxy, {opt:?}");
+        }
     }
 }

@@ -231,6 +231,10 @@ pub fn compile_keeping(
                     } else {
                         0
                     },
+                    // (Its server side's: a listen's backend half reads it
+                    // here; before, a listen's option reached its client
+                    // side only.)
+                    indep_streams: p.options.indep_streams.is_some(),
                     ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {
@@ -344,9 +348,6 @@ pub fn compile_keeping(
                 {
                     return Err(e);
                 }
-            }
-            if let Some(loc) = p.options.indep_streams.as_ref().filter(|_| l4.tcp_mode) {
-                indep_streams_upgrade(cfg, p, l4.http_upg, loc)?;
             }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(
@@ -566,41 +567,4 @@ fn link_tracks(cfg: &Config, backends: &[Arc<BackendRt>]) {
     for r in roots.iter().filter(|r| r.tracked.get().is_none()) {
         crate::backend::start_trackers(r);
     }
-}
-
-/// `option independent-streams` in a tcp frontend whose streams may become
-/// HTTP (`switch-mode http`, an HTTP backend): refused, as ebb's HTTP side
-/// does not take the option.
-fn indep_streams_upgrade(
-    cfg: &Config,
-    p: &crate::config::Proxy,
-    http_upg: bool,
-    loc: &Loc,
-) -> Result<(), ConfigError> {
-    use crate::config::ProxyMode;
-    let http = |name: &str| {
-        cfg.backends()
-            .chain(&cfg.stopped)
-            .any(|b| b.name == name && b.mode == ProxyMode::Http)
-    };
-    let any_http = || cfg.backends().any(|b| b.mode == ProxyMode::Http);
-    let upgrades = http_upg
-        || p.use_backends.iter().any(|u| {
-            if u.dynamic.is_some() {
-                any_http()
-            } else {
-                http(&u.backend)
-            }
-        })
-        || p.default_backend.as_ref().is_some_and(|d| http(&d.value));
-    if upgrades {
-        return Err(err(
-            loc,
-            format!(
-                "frontend '{}': 'option independent-streams' is supported in 'mode tcp' only by ebb, and this frontend's streams may become HTTP ('switch-mode http' or a 'mode http' backend)",
-                p.name
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -1089,11 +1089,18 @@ impl Stream {
         // 2. Server-side output to the server (and TLS records pending).
         let sent = sd.send();
         moved |= sent;
-        if sent && !tunnel && up.resp_left.is_none() && up.state == UpState::Connected {
+        if sent
+            && !tunnel
+            && up.resp_left.is_none()
+            && up.state == UpState::Connected
+            && !up.be.l4.indep_streams
+        {
             // What is written to the server refreshes its read timeout
             // (HAProxy 2.6 without `option independent-streams`): a slow
             // upload is not cut by `timeout server` while the answer is
-            // awaited, as long as its bytes flow.
+            // awaited, as long as its bytes flow. With the option (the
+            // backend's), only what the server sends does: an upload
+            // longer than `timeout server` gets 504, as with HAProxy.
             let at = ticks::add(ctx.now(), up.timeouts.server);
             up.deadline = up.resp_wait.map_or(at, |w| ticks::first(at, w));
         }
@@ -1114,13 +1121,19 @@ impl Stream {
         sd.watch_blocked(ctx);
 
         if tunnel {
+            let mut from_server = false;
             if sd.istart < sd.iend && c.pending_out() < bufsize {
                 c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.iend]);
                 up.bytes_out += (sd.iend - sd.istart) as u64;
                 sd.istart = sd.iend;
                 moved = true;
+                from_server = true;
             }
-            if moved {
+            // Any movement keeps the tunnel up; with the backend's `option
+            // independent-streams` only the server's bytes do (HAProxy
+            // 2.6: a server silent for `timeout tunnel` ends the tunnel
+            // while its client talks; a silent client does not).
+            if moved && (from_server || !up.be.l4.indep_streams) {
                 let t = up.timeouts.tunnel;
                 up.deadline = ticks::add(ctx.now(), t);
             }
