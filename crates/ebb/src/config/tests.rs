@@ -672,7 +672,7 @@ fn unterminated_quote_is_a_line_error() {
 #[test]
 fn frontend_basics() {
     let c = ok("frontend web
-    bind :80 name plain nice -10
+    bind :80 name plain
     bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn http/1.1,x-test ssl-min-ver TLSv1.3
     bind [::1]:80 v6only
     mode http
@@ -693,8 +693,13 @@ backend app
     assert_eq!(f.loc.line, 1);
     assert_eq!(f.binds.len(), 3);
     assert_eq!(f.binds[0].name.as_deref(), Some("plain"));
-    assert_eq!((f.binds[0].nice, f.binds[0].v6only), (-10, None));
-    assert_eq!((f.binds[2].nice, f.binds[2].v6only), (0, Some(true)));
+    assert_eq!((f.binds[0].v6only, f.binds[2].v6only), (None, Some(true)));
+    // `nice` on a bind line: refused (no per-connection priority).
+    err1(
+        "frontend f\n    bind :80 nice -10\n",
+        "t.cfg:2:",
+        "bind option 'nice' is not supported yet",
+    );
     assert_eq!(f.binds[0].loc.line, 2);
     assert!(f.binds[0].ssl.is_none());
     let ssl = f.binds[1].ssl.as_ref().unwrap();
@@ -3073,7 +3078,7 @@ defaults
     timeout server 1s
     timeout connect 1s
 frontend main
-    bind :18080 name http nice -10
+    bind :18080 name http
     bind :::18081 v6only
     bind [::1]:18082
     bind ::1:18083

@@ -117,7 +117,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut unix_owner = (None, None);
     let mut backlog = None;
     let mut name = None;
-    let mut nice = 0;
     let mut v6only = None;
     let mut ssl = false;
     let mut strict_sni = false;
@@ -182,7 +181,17 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
-            "nice" => nice = parse_nice(v?)?,
+            // HAProxy's priority of the listener's connections in its
+            // scheduler: ebb's connections run as tasklets, which have
+            // classes, not a nice (as `set-nice`, refused too). It was
+            // parsed and not used before the twenty-fourth session.
+            "nice" => {
+                parse_nice(v?)?;
+                return Err(
+                    "bind option 'nice' is not supported yet (ebb's connections have no scheduling priority of their own)"
+                        .to_string(),
+                );
+            }
             "crt" => b.crts.push(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
             "crt-list" => {
                 let p = with_base(ctx, ctx.tls.crt_base.as_ref(), v?);
@@ -201,7 +210,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, crt-list, key, verify, ca-file, ca-verify-file, crl-file, ca-ignore-err, crt-ignore-err, no-ca-names, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
+                    "unknown bind option '{o}' (supported: name, v4v6, v6only, ssl, crt, crt-list, key, verify, ca-file, ca-verify-file, crl-file, ca-ignore-err, crt-ignore-err, no-ca-names, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
                 ))
             }
         }
@@ -270,7 +279,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     Ok(Bind {
         addrs,
         name,
-        nice,
         v6only,
         ssl,
         loc: ctx.loc.clone(),

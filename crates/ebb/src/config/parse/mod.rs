@@ -862,7 +862,6 @@ impl<'e> Parser<'e> {
                         px.binds.push(Bind {
                             addrs,
                             name: None,
-                            nice: 0,
                             v6only: None,
                             ssl: None,
                             loc: loc.clone(),

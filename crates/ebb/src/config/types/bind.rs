@@ -13,9 +13,6 @@ pub struct Bind {
     /// `:80` and `*:80` are `0.0.0.0:80`; `:::80` is `[::]:80`.
     pub addrs: Vec<SocketAddr>,
     pub name: Option<String>,
-    /// `nice N` (-1024..1024): the scheduling priority of this listener's
-    /// connections; negative runs sooner.
-    pub nice: i32,
     /// `v6only` (true) / `v4v6` (false); `None`: the system default.
     pub v6only: Option<bool>,
     pub ssl: Option<BindSsl>,
