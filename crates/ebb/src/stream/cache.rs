@@ -1,6 +1,6 @@
 //! An answer from a cache (`http-request cache-use`): the stored head
-//! with its `Age` (or `304 Not Modified`), the `http-response` rules,
-//! the backend's compression, then the body.
+//! with its `Age` (or `304 Not Modified`), the `http-response` and
+//! `http-after-response` rules, the backend's compression, then the body.
 
 use std::sync::Arc;
 
@@ -13,8 +13,12 @@ use crate::mux::h1::client::dst_of;
 impl Stream {
     /// Writes an answer from a cache: the stored head (or `304 Not
     /// Modified` for a conditional request it satisfies) with its `Age`,
-    /// through the backend's and the frontend's `http-response` rules as
-    /// a server's answer would go, then the body (none for HEAD or 304).
+    /// through the backend's and the frontend's `http-response` and
+    /// `http-after-response` rules as a server's answer would go, then
+    /// the body (none for HEAD or 304). A compressed hit's head is edited
+    /// after the rules, which see it as stored (HAProxy 2.6 decides on
+    /// the compression before its response rules and edits the head in
+    /// its compression filter, after them).
     pub(super) fn answer_cached(
         &mut self,
         c: &mut H1,
@@ -53,12 +57,7 @@ impl Stream {
             out.extend_from_slice(&e.reason);
         }
         out.extend_from_slice(b"\r\n");
-        let mut etag = None;
         for (n, v) in &e.fields {
-            if comp.is_some() && n.eq_ignore_ascii_case(b"etag") {
-                etag = Some(&v[..]);
-                continue;
-            }
             out.extend_from_slice(n);
             out.extend_from_slice(b": ");
             out.extend_from_slice(v);
@@ -67,11 +66,8 @@ impl Stream {
         out.extend_from_slice(b"Age: ");
         crate::http1::push_decimal(out, crate::httpcache::age_of(e));
         out.extend_from_slice(b"\r\n");
-        if let Some((k, _)) = &comp {
-            let v = crate::compress::Verdict::Compress(*k);
-            crate::compress::write_h1_fields(out, v, etag);
-            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-        } else if !hit.not_modified || e.had_length {
+        // (A compressed hit's framing is written after the rules.)
+        if comp.is_none() && (!hit.not_modified || e.had_length) {
             // (A 304 says the stored answer's length too when the server
             // gave one, as HAProxy's cache replays its head: RFC 9110
             // §8.6 allows it.)
@@ -114,8 +110,15 @@ impl Stream {
             self.finish_request(c, ctx, st, Some(bi), 0);
             return;
         }
-        let logged = logged.0;
-        if let Some((_, mut z)) = comp {
+        let logged = self.after_response(c, Some(bi), logged.0);
+        let cut = comp
+            .as_ref()
+            .is_some_and(|(k, _)| !add_coding_fields(&mut c.wbuf, self.resp_start, *k));
+        if cut {
+            // (Not reached: the client then sees a cut answer rather
+            // than a wrong one.)
+            c.closing = true;
+        } else if let Some((_, mut z)) = comp {
             let at = c.wbuf.len();
             if z.write(&e.body, crate::compress::Then::End, &mut c.wbuf)
                 .is_ok()
@@ -134,8 +137,49 @@ impl Stream {
             c.closing = true;
         }
         self.local_server = Some("<CACHE>");
-        self.finish_request(c, ctx, logged, Some(bi), 0);
+        self.finish_after_rules(c, ctx, logged, Some(bi), 0);
     }
+}
+
+/// Adds a compressed answer's fields to the head ebb wrote at
+/// `out[start..]` (it ends there, with its blank line) once the response
+/// rules ran on it, as HAProxy 2.6's compression filter edits the head
+/// after them: the ETag they left goes out weak (its line taken out and
+/// written again with `Content-Encoding` and `Vary`), and the body is
+/// chunked. False (not reached: ebb wrote the head) when the head is
+/// not as expected.
+fn add_coding_fields(out: &mut Vec<u8>, start: usize, k: crate::compress::Coding) -> bool {
+    if start > out.len() || !out[start..].ends_with(b"\r\n\r\n") {
+        return false;
+    }
+    // Each line after the status line is `name: value` CRLF: ebb wrote
+    // them all (the rules write theirs so too).
+    let Some(nl) = out[start..].iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    let mut at = start + nl + 1;
+    let mut etag = None;
+    for line in out[at..].split_inclusive(|&b| b == b'\n') {
+        let line_at = at;
+        at += line.len();
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if line[..colon].eq_ignore_ascii_case(b"etag") {
+            etag = Some((line_at..at, line[colon + 1..].trim_ascii().to_vec()));
+            break;
+        }
+    }
+    let mut fields = Vec::new();
+    let v = crate::compress::Verdict::Compress(k);
+    crate::compress::write_h1_fields(&mut fields, v, etag.as_ref().map(|(_, v)| &v[..]));
+    fields.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    let end = out.len() - 2;
+    out.splice(end..end, fields);
+    if let Some((r, _)) = etag {
+        out.drain(r);
+    }
+    true
 }
 
 /// The coding a cache hit is sent with under its backend's compression

@@ -44,6 +44,20 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        self.finish_after_rules(c, ctx, status, backend, body);
+    }
+
+    /// [`Stream::finish_request`] once the caller ran the
+    /// `http-after-response` rules (a compressed cache hit: its head is
+    /// edited after them).
+    pub(super) fn finish_after_rules(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        status: u16,
+        backend: Option<usize>,
+        body: u64,
+    ) {
         self.note_late_rule(c);
         if status == 101 {
             // An answer of ebb's made a 101 by a rule: no tunnel follows
