@@ -1045,15 +1045,9 @@ fn seen(h: &str, body: &[u8], status: u16, text: &[u8]) -> String {
     )
 }
 
-/// A cache hit goes through the backend's compression as a server's
-/// answer does (HAProxy 2.6's compression filter comes after its cache
-/// filter): a hit for a client accepting gzip is compressed, with the
-/// weak ETag and Vary; a hit for one that does not is sent as stored,
-/// with the server's ETag (which the stored head keeps, so a conditional
-/// request gets its 304). Side by side with haproxy 2.6. Before, ebb sent
-/// every hit uncompressed and stored no ETag for an answer it compressed.
-#[test]
-fn cache_hits_are_compressed_as_haproxy_compresses_them() {
+/// A server answering `/c` with 3000 bytes of text, cacheable, with a
+/// strong ETag; the text.
+fn cached_origin() -> (Vec<u8>, Scripted) {
     let body = text(3000);
     let mut m = HashMap::new();
     m.insert(
@@ -1063,17 +1057,60 @@ fn cache_hits_are_compressed_as_haproxy_compresses_them() {
             &body,
         ),
     );
-    let o = Scripted::start(m);
-    let cfg = |bind: &str| {
-        format!(
-            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
-             cache c1\n    total-max-size 4\n    max-age 60\n\
-             frontend fe\n    bind {bind}\n    default_backend be\n\
-             backend be\n    filter cache c1\n    filter compression\n    compression algo gzip\n\
-             \x20   http-request cache-use c1\n    http-response cache-store c1\n    server s1 {}\n",
-            o.addr
-        )
-    };
+    (body, Scripted::start(m))
+}
+
+/// A backend with a cache and gzip compression in front of `origin`,
+/// `rules` (whole lines) before its server line.
+fn cache_comp_cfg(bind: &str, origin: SocketAddr, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         cache c1\n    total-max-size 4\n    max-age 60\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    filter cache c1\n    filter compression\n    compression algo gzip\n\
+         \x20   http-request cache-use c1\n    http-response cache-store c1\n{rules}    server s1 {origin}\n"
+    )
+}
+
+/// What `run` sees of haproxy 2.6 started with `cfg` (given its bind
+/// address) on a free port; `None` when haproxy is not installed.
+fn beside_haproxy(
+    name: &str,
+    cfg: &dyn Fn(&str) -> String,
+    run: &dyn Fn(String) -> Vec<String>,
+) -> Option<Vec<String>> {
+    if !have("haproxy") {
+        return None;
+    }
+    let d = scratch(name);
+    let port = free_port();
+    std::fs::write(d.join("h.cfg"), cfg(&format!("127.0.0.1:{port}"))).unwrap();
+    let mut h = std::process::Command::new("haproxy")
+        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("haproxy listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let got = run(format!("http://127.0.0.1:{port}"));
+    let _ = h.kill();
+    let _ = h.wait();
+    Some(got)
+}
+
+/// A cache hit goes through the backend's compression as a server's
+/// answer does (HAProxy 2.6's compression filter comes after its cache
+/// filter): a hit for a client accepting gzip is compressed, with the
+/// weak ETag and Vary; a hit for one that does not is sent as stored,
+/// with the server's ETag (which the stored head keeps, so a conditional
+/// request gets its 304). Side by side with haproxy 2.6. Before, ebb sent
+/// every hit uncompressed and stored no ETag for an answer it compressed.
+#[test]
+fn cache_hits_are_compressed_as_haproxy_compresses_them() {
+    let (body, o) = cached_origin();
+    let cfg = |bind: &str| cache_comp_cfg(bind, o.addr, "");
     let run = |base: String| -> Vec<String> {
         let url = format!("{base}/c");
         let gz = ["-H", "Accept-Encoding: gzip"];
@@ -1102,23 +1139,73 @@ fn cache_hits_are_compressed_as_haproxy_compresses_them() {
         "304 ce= etag=\"v1\" vary= length age=true body=empty",
     ];
     assert_eq!(got, want);
-    if !have("haproxy") {
-        return;
+    if let Some(hgot) = beside_haproxy("cachecomp-h", &cfg, &run) {
+        assert_eq!(got, hgot, "ebb and haproxy 2.6");
     }
-    let d = scratch("cachecomp-h");
-    let port = free_port();
-    std::fs::write(d.join("h.cfg"), cfg(&format!("127.0.0.1:{port}"))).unwrap();
-    let mut h = std::process::Command::new("haproxy")
-        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("haproxy listening", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    let hgot = run(format!("http://127.0.0.1:{port}"));
-    let _ = h.kill();
-    let _ = h.wait();
-    assert_eq!(got, hgot, "ebb and haproxy 2.6");
+}
+
+/// The `http-response` rules see a cache hit's head as stored: HAProxy
+/// 2.6's compression filter edits the head (`Content-Encoding`, the weak
+/// ETag, `Vary`) after the response rules, on a hit as on a server's
+/// answer. Rules copy what they see into `X-` fields, and on hits (they
+/// carry `Age`) replace the ETag: the compressed hit's ETag is the weak
+/// form of the one the rules left. The `http-after-response` rules run
+/// before the compression too (HAProxy's http_process_res_common).
+/// Side by side with haproxy 2.6. Before, ebb compressed the hit's head
+/// first: its rules saw `gzip`, `W/"v1"` and `Accept-Encoding`, and the
+/// client got the rules' ETag strong.
+#[test]
+fn response_rules_see_a_cache_hit_before_its_compression() {
+    let (body, o) = cached_origin();
+    let rules = "    http-response set-header X-CE \"%[res.hdr(content-encoding)]\"\n\
+         \x20   http-response set-header X-ETag \"%[res.hdr(etag)]\"\n\
+         \x20   http-response set-header X-Vary \"%[res.hdr(vary)]\"\n\
+         \x20   http-response set-header ETag '\"hit\"' if { res.hdr(age) -m found }\n\
+         \x20   http-after-response set-header X-After \"%[res.hdr(content-encoding)],%[res.hdr(etag)]\"\n";
+    let cfg = |bind: &str| cache_comp_cfg(bind, o.addr, rules);
+    let run = |base: String| -> Vec<String> {
+        let url = format!("{base}/c");
+        let mut out = Vec::new();
+        for args in [
+            &["-H", "Accept-Encoding: gzip"][..],
+            &["-H", "Accept-Encoding: gzip"][..],
+            &[][..],
+        ] {
+            let mut a: Vec<&str> = args.to_vec();
+            a.push(&url);
+            let (st, h, b) = curl(&a);
+            let field = |n: &str| {
+                h.lines()
+                    .find_map(|l| l.strip_prefix(n).map(|v| v.trim().to_string()))
+                    .unwrap_or_default()
+            };
+            out.push(format!(
+                "{} rules saw ce={} etag={} vary={} after {}",
+                seen(&h, &b, st, &body),
+                field("x-ce:"),
+                field("x-etag:"),
+                field("x-vary:"),
+                field("x-after:"),
+            ));
+        }
+        out
+    };
+    let e = Ebb::start(&cfg("BIND"));
+    let got = run(format!("http://{}", e.addr()));
+    drop(e);
+    let want = [
+        // The miss: the server's head, compressed after the rules.
+        "200 ce=gzip etag=w/\"v1\" vary=accept-encoding chunked age=false body=text \
+         rules saw ce= etag=\"v1\" vary= after ,\"v1\"",
+        // The hits: the stored head, compressed after the rules (which
+        // set the ETag that is then weakened).
+        "200 ce=gzip etag=w/\"hit\" vary=accept-encoding chunked age=true body=text \
+         rules saw ce= etag=\"v1\" vary= after ,\"hit\"",
+        "200 ce= etag=\"hit\" vary= length age=true body=text \
+         rules saw ce= etag=\"v1\" vary= after ,\"hit\"",
+    ];
+    assert_eq!(got, want);
+    if let Some(hgot) = beside_haproxy("cacherules-h", &cfg, &run) {
+        assert_eq!(got, hgot, "ebb and haproxy 2.6");
+    }
 }
