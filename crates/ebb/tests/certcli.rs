@@ -1247,20 +1247,39 @@ fn show_ocsp_responses_as_haproxy() {
     // the one served.
     assert_ne!(ours[21], ours[1]);
     assert_eq!(ours[21], ours[22]);
-    if let Some(h) = h {
-        same_as_haproxy(&steps, &ours, &h);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
     }
-    // Where ebb differs: a response that carries certificates is served
-    // but its details are not printed (haproxy prints the certificates
-    // as `openssl x509 -text`).
-    let a = cli_payload(
-        &sock,
-        &format!("set ssl cert {site}.ocsp"),
-        &b64(&d.join("with-certs.der").display().to_string()),
+    // A response that carries its signer's certificate: printed after it
+    // as OpenSSL's `X509_print` and PEM, as haproxy does.
+    let steps2: Vec<(String, Option<String>)> = vec![
+        (
+            format!("set ssl cert {site}.ocsp"),
+            Some(b64(&d.join("with-certs.der").display().to_string())),
+        ),
+        (format!("show ssl cert *{site}.ocsp"), None),
+        (format!("abort ssl cert {site}"), None),
+    ];
+    let ours2 = run_steps(&sock, &steps2);
+    assert!(ours2[0].starts_with("Transaction created"), "{}", ours2[0]);
+    assert!(
+        ours2[1].contains("\nCertificate:\n    Data:\n        Version: 3 (0x2)\n"),
+        "{}",
+        ours2[1]
     );
-    assert!(a.starts_with("Transaction created"), "{a}");
-    let a = cli_cmd(&sock, &format!("show ssl cert *{site}.ocsp"));
-    assert!(a.starts_with("ebb does not print the certificates"), "{a}");
+    assert!(
+        ours2[1].contains("X509v3 Basic Constraints: critical\n                CA:TRUE\n"),
+        "{}",
+        ours2[1]
+    );
+    assert!(
+        ours2[1].ends_with("-----END CERTIFICATE-----\n\n"),
+        "{}",
+        ours2[1]
+    );
+    if let Some(h) = &h {
+        same_as_haproxy(&steps2, &ours2, h);
+    }
     drop(e);
 }
 
