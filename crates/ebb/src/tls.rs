@@ -731,6 +731,25 @@ pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
             }
         }
     }
+    // Peers over TLS: the `bind ... ssl` line, each `ssl` peer's options.
+    for s in cfg.peers.iter().filter(|s| !s.disabled) {
+        if let Some(ssl) = &s.bind_ssl {
+            let loc = s.bind.as_ref().map_or(&s.loc, |b| &b.loc);
+            if let Err(e) = TlsAcceptor::new(ssl, loc) {
+                errs.push(e);
+            }
+        }
+        for p in &s.peers {
+            if let Some(o) = &p.tls {
+                if let Err(message) = client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls) {
+                    errs.push(ConfigError {
+                        loc: p.loc.clone(),
+                        message,
+                    });
+                }
+            }
+        }
+    }
     errs
 }
 

@@ -393,6 +393,39 @@ fn ebb_and_haproxy_share_a_table_over_tls() {
     drop(e);
 }
 
+/// A peers section's TLS files are loaded by `-c` as at start: a missing
+/// `bind ... ssl crt` or `server ... ssl crt` file is refused with its
+/// line, by haproxy too.
+#[test]
+fn peers_tls_files_are_checked() {
+    let dir = scratch("peers-tls-check");
+    let pem = dir.join("peer.pem");
+    self_signed_pem(&pem, "peer.test");
+    let head = format!("global\n    localpeer me\n{DEFAULTS}peers mesh\n");
+    let pem = pem.display();
+    assert_refused(
+        &dir,
+        "bind.cfg",
+        &format!(
+            "{head}    bind 127.0.0.1:{} ssl crt /nowhere.pem\n    server me\n",
+            free_port()
+        ),
+        "bind.cfg:9: ",
+        true,
+    );
+    assert_refused(
+        &dir,
+        "server.cfg",
+        &format!(
+            "{head}    bind 127.0.0.1:{} ssl crt {pem}\n    server me\n    server other 127.0.0.1:{} ssl verify none crt /nowhere.pem\n",
+            free_port(),
+            free_port()
+        ),
+        "server.cfg:11: ",
+        true,
+    );
+}
+
 #[test]
 fn a_restarted_peer_learns_the_table_again() {
     let Pair {

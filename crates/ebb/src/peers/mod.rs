@@ -79,8 +79,8 @@ pub struct PeersRt {
     /// Each remote peer: its name, address and TLS options (`ssl`).
     pub remotes: Vec<(String, SocketAddr, Option<ServerOptions>)>,
     pub tables: Vec<Arc<Table>>,
-    /// The `bind` line's TLS settings (`bind ... ssl crt FILE`) and the
-    /// section's place, for its errors.
+    /// The `bind` line's TLS settings (`bind ... ssl crt FILE`) and its
+    /// place, for its errors.
     pub bind_ssl: Option<BindSsl>,
     pub loc: Loc,
     /// The local peer's TLS options: a reload's processes talk so.
@@ -111,7 +111,7 @@ pub fn build(cfg: &Config, tables: &Tables) -> Vec<PeersRt> {
                 .filter_map(|p| p.addr.map(|a| (p.name.clone(), a, p.tls.clone())))
                 .collect(),
             bind_ssl: s.bind_ssl.clone(),
-            loc: s.loc.clone(),
+            loc: s.bind.as_ref().map_or(&s.loc, |b| &b.loc).clone(),
             local_tls: s.peer(&cfg.local_peer).and_then(|p| p.tls.clone()),
             tables: tables
                 .iter()
