@@ -255,12 +255,7 @@ pub struct TlsAcceptor {
 
 /// Whether a policy verifies client certificates with the file at `path`.
 fn verifies_with(ssl: &BindSsl, path: &str) -> bool {
-    let c = &ssl.client;
-    c.verify != ClientVerify::None
-        && [&c.ca_file, &c.ca_verify_file, &c.crl_file]
-            .into_iter()
-            .flatten()
-            .any(|p| p.display().to_string() == path)
+    trust_files(ssl).iter().any(|p| p == path)
 }
 
 impl Shared {
@@ -269,19 +264,111 @@ impl Shared {
     /// optional|required` only).
     fn attach(self: &Arc<Self>) {
         let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+        cur.resolver.set_owner(Arc::downgrade(self));
         for ssl in std::iter::once(&cur.ssl).chain(&cur.overlays) {
-            let c = &ssl.client;
-            if c.verify == ClientVerify::None {
-                continue;
-            }
-            for p in [&c.ca_file, &c.ca_verify_file, &c.crl_file]
-                .into_iter()
-                .flatten()
-            {
+            for p in trust_files(ssl) {
                 let me: std::sync::Weak<dyn cafile::TrustUser> =
                     Arc::downgrade(self) as std::sync::Weak<Shared>;
-                cafile::attach(&p.display().to_string(), me);
+                cafile::attach(&p, me);
             }
+        }
+    }
+}
+
+/// The CA and CRL files a policy verifies client certificates with.
+fn trust_files(ssl: &BindSsl) -> Vec<String> {
+    let c = &ssl.client;
+    if c.verify == ClientVerify::None {
+        return Vec::new();
+    }
+    [&c.ca_file, &c.ca_verify_file, &c.crl_file]
+        .into_iter()
+        .flatten()
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+impl Shared {
+    /// A `crt-list` line's `[options]` added on the CLI over the bind
+    /// line's settings, and their text.
+    fn line_overlay(&self, opts: &str) -> Result<(BindSsl, String), String> {
+        let ssl = {
+            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+            cur.ssl.clone()
+        };
+        certload::line_overlay(opts, &ssl, true)
+    }
+
+    /// New policies and the configuration holding them, from the stored
+    /// CA and CRL files, for new handshakes.
+    fn rebuild_policies(&self, cur: &mut Current, overlays: Vec<BindSsl>) -> Result<(), String> {
+        let policies = make_policies(
+            &cur.ssl,
+            &overlays,
+            &cur.resolver,
+            &self.sessions,
+            &self.ticketer,
+            true,
+        )?;
+        let config = Arc::clone(&policies[0].config);
+        let gate = Arc::new(Gate {
+            resolver: Arc::clone(&cur.resolver),
+            policies,
+        });
+        register_gate(&config, gate);
+        cur.config = config;
+        cur.overlays = overlays;
+        Ok(())
+    }
+
+    /// The policy of a line added on the CLI with options (`o`: the bind
+    /// line's settings with them): an existing one with the same
+    /// settings, else a new one.
+    fn policy_for(self: &Arc<Self>, o: BindSsl) -> Result<usize, String> {
+        let idx = {
+            let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = cur.overlays.iter().position(|x| *x == o) {
+                return Ok(i + 1);
+            }
+            let mut overlays = cur.overlays.clone();
+            overlays.push(o);
+            self.rebuild_policies(&mut cur, overlays)?;
+            cur.overlays.len()
+        };
+        self.attach();
+        Ok(idx)
+    }
+
+    /// Turns the policies no certificate uses (`used`: the policy of each
+    /// certificate) into copies of the bind line's (indexes are kept), and
+    /// lets go of the CA and CRL files only they verified with (a `del ssl
+    /// crt-list` of a line added with options).
+    fn prune(self: &Arc<Self>, used: &[usize]) {
+        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let mut overlays = cur.overlays.clone();
+        let mut dropped = Vec::new();
+        for (i, o) in overlays.iter_mut().enumerate() {
+            if !used.contains(&(i + 1)) && *o != cur.ssl {
+                dropped.extend(trust_files(o));
+                *o = cur.ssl.clone();
+            }
+        }
+        if dropped.is_empty() && overlays == cur.overlays {
+            return;
+        }
+        if self.rebuild_policies(&mut cur, overlays).is_err() {
+            // (The policies in place stay; they verify with files the
+            // store still holds.)
+            return;
+        }
+        let kept: Vec<String> = std::iter::once(&cur.ssl)
+            .chain(&cur.overlays)
+            .flat_map(trust_files)
+            .collect();
+        let me: std::sync::Weak<dyn cafile::TrustUser> =
+            Arc::downgrade(self) as std::sync::Weak<Shared>;
+        for f in dropped.iter().filter(|f| !kept.contains(f)) {
+            cafile::detach(f, &me);
         }
     }
 }
@@ -291,45 +378,19 @@ impl cafile::TrustUser for Shared {
     /// holding them) from the stored files, the certificates and their
     /// resolver kept: handshakes under way and connections keep theirs.
     fn refresh(&self, path: &str) -> Result<usize, String> {
-        let (ssl, overlays, resolver) = {
-            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
-            (
-                cur.ssl.clone(),
-                cur.overlays.clone(),
-                Arc::clone(&cur.resolver),
-            )
-        };
-        let uses: Vec<bool> = std::iter::once(&ssl)
-            .chain(&overlays)
+        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let uses: Vec<bool> = std::iter::once(&cur.ssl)
+            .chain(&cur.overlays)
             .map(|s| verifies_with(s, path))
             .collect();
         if !uses.contains(&true) {
             return Ok(0);
         }
-        let policies = make_policies(
-            &ssl,
-            &overlays,
-            &resolver,
-            &self.sessions,
-            &self.ticketer,
-            true,
-        )?;
-        let config = Arc::clone(&policies[0].config);
-        let gate = Arc::new(Gate {
-            resolver: Arc::clone(&resolver),
-            policies,
-        });
-        register_gate(&config, gate);
-        {
-            let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
-            // (A reload meanwhile built its own from the files.)
-            if Arc::ptr_eq(&cur.resolver, &resolver) {
-                cur.config = config;
-            }
-        }
+        let overlays = cur.overlays.clone();
+        self.rebuild_policies(&mut cur, overlays)?;
         // A dot per certificate of a policy that uses the file, as
         // HAProxy rebuilds each certificate's instance.
-        let r = resolver.get();
+        let r = cur.resolver.get();
         Ok(r.policy
             .iter()
             .filter(|p| uses.get(**p).copied().unwrap_or(false))
@@ -637,9 +698,25 @@ fn make_policy(
     })
 }
 
+/// `ssl-load-extra-del-ext`: the files beside a certificate `NAME.crt`
+/// are `NAME.key`, `NAME.ocsp`, and `set ssl cert NAME.key` changes
+/// `NAME.crt`.
+static EXTRA_DEL_EXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets `ssl-load-extra-del-ext` for the certificates loaded from now on
+/// and the CLI's `set ssl cert`.
+pub fn set_extra_del_ext(on: bool) {
+    EXTRA_DEL_EXT.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn extra_del_ext() -> bool {
+    EXTRA_DEL_EXT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Loads every `bind ... ssl` line's certificates, keys and lists (what
 /// start-up does) for `ebb -c`: the errors, with the lines they come from.
 pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
+    set_extra_del_ext(cfg.global.ssl_load_extra_del_ext);
     let mut errs = Vec::new();
     for fe in cfg.frontends() {
         for b in &fe.binds {
@@ -650,6 +727,25 @@ pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
                 };
                 if let Err(e) = TlsAcceptor::new(&ssl, &b.loc) {
                     errs.push(e);
+                }
+            }
+        }
+    }
+    // Peers over TLS: the `bind ... ssl` line, each `ssl` peer's options.
+    for s in cfg.peers.iter().filter(|s| !s.disabled) {
+        if let Some(ssl) = &s.bind_ssl {
+            let loc = s.bind.as_ref().map_or(&s.loc, |b| &b.loc);
+            if let Err(e) = TlsAcceptor::new(ssl, loc) {
+                errs.push(e);
+            }
+        }
+        for p in &s.peers {
+            if let Some(o) = &p.tls {
+                if let Err(message) = client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls) {
+                    errs.push(ConfigError {
+                        loc: p.loc.clone(),
+                        message,
+                    });
                 }
             }
         }

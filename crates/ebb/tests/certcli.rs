@@ -381,11 +381,12 @@ fn same_as_haproxy(steps: &[(String, Option<String>)], ours: &[String], h: &Hap)
     let theirs = run_steps(&h.sock, steps);
     for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
         // haproxy's HTTP client loads the system's CAs (`@system-ca`);
-        // ebb has none.
+        // ebb has none. haproxy 2.6 writes a NUL byte after an `alpn` list.
         let t: String = t
             .split_inclusive('\n')
             .filter(|l| !l.starts_with("@system-ca "))
-            .collect();
+            .collect::<String>()
+            .replace('\0', "");
         assert_eq!(*o, t, "step {i}: {cmd}");
     }
 }
@@ -718,23 +719,198 @@ fn add_and_del_crt_list_entries_as_haproxy() {
         ours[19],
         format!("Entry '{new}' deleted in crtlist '{list}'!\n\n")
     );
-    // Where ebb differs from haproxy 2.6 on purpose: no `[options]` on a
-    // line added on the CLI (haproxy takes them).
-    let a = cli_payload(
-        &sock,
-        &format!("add ssl crt-list {list}"),
-        &format!("{new} [alpn h2] f.test"),
-    );
-    assert_eq!(
-        a,
-        "Can't edit the crt-list: ebb does not take SSL options ('[...]') on a line added on the CLI\n\n"
-    );
     let bind = || format!("127.0.0.1:{}", free_port());
     if let Some(h) = haproxy_with("certcli-addlist-h", &rest(&bind(), &bind(), &bind())) {
         let theirs = run(&h.sock, &mut |_| {});
         for (i, ((cmd, _), (o, t))) in steps.iter().zip(ours.iter().zip(&theirs)).enumerate() {
             assert_eq!(o, t, "step {i}: {cmd}");
         }
+    }
+    drop(e);
+}
+
+/// Whether a new TLS connection to `port` for the name `sni` showing the
+/// client certificate `who` (`DIR/who.crt`, `DIR/who.key`) gets an answer.
+fn passes_for(d: &Path, port: u16, sni: &str, who: &str) -> bool {
+    let cert = d.join(format!("{who}.crt"));
+    let key = d.join(format!("{who}.key"));
+    let url = format!("https://{sni}:{port}/");
+    let resolve = format!("{sni}:{port}:127.0.0.1");
+    let args = [
+        "-k",
+        "--resolve",
+        &resolve,
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        &url,
+    ];
+    curl(&args).0
+}
+
+/// `add ssl crt-list` with `[options]` in the payload: the line's
+/// `ca-file` (a file made on the CLI: no disk is read) verifies the client
+/// certificates of the handshakes that get its certificate, the others
+/// keep the bind line's; `show ssl crt-list` prints the options as
+/// haproxy 2.6 does; a file the store does not hold is refused; once the
+/// line is deleted its CA file is no longer in use. Beside haproxy: the
+/// same answers and the same verification.
+#[test]
+fn a_line_added_with_options_verifies_with_its_own_files() {
+    let Some((pki, d)) = setup("certcli-addopts") else {
+        return;
+    };
+    let pki2 = Pki::named("Ebb Test CA2");
+    let (c, k) = pki2.leaf(&["c2.test"], 0x602);
+    std::fs::write(d.join("c2.crt"), c).unwrap();
+    std::fs::write(d.join("c2.key"), k).unwrap();
+    std::fs::write(d.join("ca.pem"), pki.ca.pem()).unwrap();
+    let p = d.display();
+    std::fs::write(d.join("list.txt"), format!("{p}/default.pem\n")).unwrap();
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind} ssl crt-list {p}/list.txt verify required ca-file {p}/ca.pem\n\
+             \x20   http-request return status 200 content-type text/plain string ok\n"
+        )
+    };
+    let (e, sock) = ebb_with_admin("certcli-addopts-s", |sock, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{}",
+            sock.display(),
+            rest(bind)
+        )
+    });
+    let hport = free_port();
+    let h = haproxy_with("certcli-addopts-h", &rest(&format!("127.0.0.1:{hport}")));
+    let ports: Vec<u16> = std::iter::once(e.addr().port())
+        .chain(h.as_ref().map(|_| hport))
+        .collect();
+    let check = |sni: &str, want: bool, when: &str| {
+        for port in &ports {
+            assert_eq!(
+                passes_for(&d, *port, sni, "c2"),
+                want,
+                "c2 for {sni} on port {port} {when}"
+            );
+        }
+    };
+    check("c.test", false, "at start");
+    let (cn, kn) = pki.leaf(&["c.test"], 0x3003);
+    let (new, list, ca2) = (
+        format!("{p}/new.pem"),
+        format!("{p}/list.txt"),
+        format!("{p}/ca2.pem"),
+    );
+    let steps1: Vec<(String, Option<String>)> = vec![
+        (format!("new ssl ca-file {ca2}"), None),
+        (format!("set ssl ca-file {ca2}"), Some(pki2.ca.pem())),
+        (format!("commit ssl ca-file {ca2}"), None),
+        (format!("new ssl cert {new}"), None),
+        (format!("set ssl cert {new}"), Some(format!("{cn}{kn}"))),
+        (format!("commit ssl cert {new}"), None),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new} [ca-file {p}/nowhere.pem] c.test")),
+        ),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!("{new} [crl-file {p}/nowhere.pem] c.test")),
+        ),
+        (
+            format!("add ssl crt-list {list}"),
+            Some(format!(
+                "{new} [ssl-max-ver TLSv1.3 ca-file {ca2} alpn h2,http/1.1 verify required] c.test"
+            )),
+        ),
+        (format!("show ssl crt-list -n {list}"), None),
+        (format!("show ssl ca-file {ca2}"), None),
+        (format!("del ssl ca-file {ca2}"), None),
+    ];
+    let ours = run_steps(&sock, &steps1);
+    assert_eq!(
+        ours[6],
+        format!("Can't edit the crt-list: 'ca-file' : unable to load {p}/nowhere.pem\n\n")
+    );
+    assert_eq!(
+        ours[9],
+        format!("# {list}\n{p}/default.pem:1\n{new}:2 [alpn h2,http/1.1 verify required ca-file {ca2} ssl-max-ver TLSv1.3] c.test\n\n")
+    );
+    assert!(ours[10].contains("Status: Used\n"), "{}", ours[10]);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps1, &ours, h);
+    }
+    check("c.test", true, "with the line's CA file");
+    check("default.test", false, "on the bind line's CA file");
+    let steps2: Vec<(String, Option<String>)> = vec![
+        (format!("del ssl crt-list {list} {new}"), None),
+        (format!("show ssl ca-file {ca2}"), None),
+        (format!("del ssl ca-file {ca2}"), None),
+    ];
+    let ours = run_steps(&sock, &steps2);
+    assert_eq!(ours[2], format!("CA file '{ca2}' deleted!\n\n"));
+    if let Some(h) = &h {
+        same_as_haproxy(&steps2, &ours, h);
+    }
+    check("c.test", false, "once the line is deleted");
+    drop(e);
+}
+
+/// `ssl-load-extra-del-ext`: the key of `site.crt` is `site.key` (not
+/// `site.crt.key`), and `set ssl cert site.key` changes `site.crt`'s key,
+/// as in haproxy 2.6; without the keyword that key is not found.
+#[test]
+fn extra_files_without_the_crt_extension() {
+    let Some((pki, d)) = setup("certcli-delext") else {
+        return;
+    };
+    let (c, k) = pki.leaf(&["a.test"], 0x1001);
+    std::fs::write(d.join("site.crt"), c).unwrap();
+    std::fs::write(d.join("site.key"), k).unwrap();
+    let p = d.display();
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n\
+             frontend fe\n    bind {bind} ssl crt {p}/site.crt\n\
+             \x20   http-request return status 200 content-type text/plain string ok\n"
+        )
+    };
+    let cfg = d.join("without.cfg");
+    std::fs::write(&cfg, rest("127.0.0.1:1")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["-c", "-f", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "no key without the keyword");
+    let (e, sock) = ebb_with_admin("certcli-delext-s", |sock, bind| {
+        format!(
+            "global\n    ssl-load-extra-del-ext\n    stats socket {} level admin\n{}",
+            sock.display(),
+            rest(bind)
+        )
+    });
+    let port = e.addr().port();
+    assert_eq!(served_serial(port, "a.test"), "1001");
+    let (c2, k2) = pki.leaf(&["a.test"], 0x2002);
+    let steps: Vec<(String, Option<String>)> = vec![
+        (format!("set ssl cert {p}/site.crt"), Some(c2)),
+        (format!("set ssl cert {p}/site.key"), Some(k2)),
+        (format!("commit ssl cert {p}/site.crt"), None),
+    ];
+    let ours = run_steps(&sock, &steps);
+    assert_eq!(
+        ours[1],
+        format!("Transaction updated for certificate {p}/site.crt!\n\n")
+    );
+    assert_eq!(ours[2], format!("Committing {p}/site.crt.\nSuccess!\n\n"));
+    assert_eq!(served_serial(port, "a.test"), "2002");
+    let hcfg = format!(
+        "global\n    ssl-load-extra-del-ext\n{}",
+        rest(&format!("127.0.0.1:{}", free_port()))
+    );
+    if let Some(h) = haproxy_with("certcli-delext-h", &hcfg) {
+        same_as_haproxy(&steps, &ours, &h);
     }
     drop(e);
 }
@@ -1071,20 +1247,39 @@ fn show_ocsp_responses_as_haproxy() {
     // the one served.
     assert_ne!(ours[21], ours[1]);
     assert_eq!(ours[21], ours[22]);
-    if let Some(h) = h {
-        same_as_haproxy(&steps, &ours, &h);
+    if let Some(h) = &h {
+        same_as_haproxy(&steps, &ours, h);
     }
-    // Where ebb differs: a response that carries certificates is served
-    // but its details are not printed (haproxy prints the certificates
-    // as `openssl x509 -text`).
-    let a = cli_payload(
-        &sock,
-        &format!("set ssl cert {site}.ocsp"),
-        &b64(&d.join("with-certs.der").display().to_string()),
+    // A response that carries its signer's certificate: printed after it
+    // as OpenSSL's `X509_print` and PEM, as haproxy does.
+    let steps2: Vec<(String, Option<String>)> = vec![
+        (
+            format!("set ssl cert {site}.ocsp"),
+            Some(b64(&d.join("with-certs.der").display().to_string())),
+        ),
+        (format!("show ssl cert *{site}.ocsp"), None),
+        (format!("abort ssl cert {site}"), None),
+    ];
+    let ours2 = run_steps(&sock, &steps2);
+    assert!(ours2[0].starts_with("Transaction created"), "{}", ours2[0]);
+    assert!(
+        ours2[1].contains("\nCertificate:\n    Data:\n        Version: 3 (0x2)\n"),
+        "{}",
+        ours2[1]
     );
-    assert!(a.starts_with("Transaction created"), "{a}");
-    let a = cli_cmd(&sock, &format!("show ssl cert *{site}.ocsp"));
-    assert!(a.starts_with("ebb does not print the certificates"), "{a}");
+    assert!(
+        ours2[1].contains("X509v3 Basic Constraints: critical\n                CA:TRUE\n"),
+        "{}",
+        ours2[1]
+    );
+    assert!(
+        ours2[1].ends_with("-----END CERTIFICATE-----\n\n"),
+        "{}",
+        ours2[1]
+    );
+    if let Some(h) = &h {
+        same_as_haproxy(&steps2, &ours2, h);
+    }
     drop(e);
 }
 
@@ -1115,18 +1310,8 @@ fn crl_of(pki: &Pki, serials: &[u64]) -> String {
 /// Whether a new TLS connection to `port` showing the client certificate
 /// `who` (`DIR/who.crt`, `DIR/who.key`) gets an answer.
 fn passes(d: &Path, port: u16, who: &str) -> bool {
-    let cert = d.join(format!("{who}.crt"));
-    let key = d.join(format!("{who}.key"));
-    let url = format!("https://127.0.0.1:{port}/");
-    let args = [
-        "-k",
-        "--cert",
-        cert.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-        &url,
-    ];
-    curl(&args).0
+    // (No SNI for an address.)
+    passes_for(d, port, "127.0.0.1", who)
 }
 
 /// `set ssl ca-file` / `commit ssl ca-file` (and the same for CRL files)

@@ -213,6 +213,25 @@ fn ebb_and_haproxy(name: &str, ebb: &str, hap: &str) -> Option<EbbHap> {
     })
 }
 
+/// Three requests on ebb (`we`) from .1, two on HAProxy (`wh`) from .2;
+/// then HAProxy learns ebb's entry and ebb learns HAProxy's (`se`, `sh`:
+/// their admin sockets).
+fn cross_both_ways(we: SocketAddr, wh: SocketAddr, se: &Path, sh: &Path) {
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", we), 200);
+    }
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    for _ in 0..2 {
+        assert_eq!(get_from("127.0.0.2", wh), 200);
+    }
+    wait_for("haproxy shows ebb's entry", || {
+        value(&cli_cmd(sh, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
+    });
+    wait_for("ebb shows haproxy's entry", || {
+        value(&cli_cmd(se, "show table web"), "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+}
+
 #[test]
 fn ebb_and_haproxy_share_a_table_both_ways() {
     let Some(EbbHap {
@@ -229,21 +248,7 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
         return;
     };
     let we = e.addrs[0];
-    // Three requests on ebb from .1, two on HAProxy from .2.
-    for _ in 0..3 {
-        assert_eq!(get_from("127.0.0.1", we), 200);
-    }
-    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
-    for _ in 0..2 {
-        assert_eq!(get_from("127.0.0.2", wh), 200);
-    }
-    // HAProxy learns ebb's entry, ebb learns HAProxy's.
-    wait_for("haproxy shows ebb's entry", || {
-        value(&cli_cmd(&sh, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
-    });
-    wait_for("ebb shows haproxy's entry", || {
-        value(&cli_cmd(&se, "show table web"), "127.0.0.2", "http_req_cnt") == Some(2)
-    });
+    cross_both_ways(we, wh, &se, &sh);
     // Every counter crossed as it was (rates move with time; conn_cur
     // stays local). The byte counts are added as each session ends, after
     // the request count, and cross in an update of their own: the tables
@@ -329,6 +334,96 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
             && value(&t, "127.0.0.2", "http_req_cnt") == Some(2)
     });
     drop(e);
+}
+
+/// [`config`] with the peers over TLS: `server` lines (the local one
+/// without address), `default-server ssl verify none crt PEM`, and the
+/// local peer's `bind ... ssl crt PEM`.
+fn config_tls(sock: &Path, me: &str, peers: &[(&str, u16)], http: u16, pem: &Path) -> String {
+    let pem = pem.display();
+    let mut lines = format!("    default-server ssl verify none crt {pem}\n");
+    for (n, p) in peers {
+        if *n == me {
+            lines.push_str(&format!(
+                "    bind 127.0.0.1:{p} ssl crt {pem}\n    server {n}\n"
+            ));
+        } else {
+            lines.push_str(&format!("    server {n} 127.0.0.1:{p}\n"));
+        }
+    }
+    config(sock, &[], http).replacen("peers mesh\n", &format!("peers mesh\n{lines}"), 1)
+}
+
+/// Peers over TLS (`bind ... ssl`, `server ... ssl`): ebb and HAProxy 2.6
+/// share a table both ways, and ebb's peer port speaks TLS only (a plain
+/// hello gets no status line).
+#[test]
+fn ebb_and_haproxy_share_a_table_over_tls() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-tls");
+    let pem = dir.join("peer.pem");
+    self_signed_pem(&pem, "peer.test");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &config_tls(&se, "ebb1", &peers, he, &pem));
+    let _h = start_haproxy(
+        &dir,
+        "hap1",
+        &config_tls(&sh, "hap1", &peers, hh, &pem),
+        &sh,
+    );
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    cross_both_ways(e.addrs[0], wh, &se, &sh);
+    // A plain-text hello on ebb's peer port: a TLS alert or a close, no
+    // status line.
+    let mut s = TcpStream::connect(("127.0.0.1", pe)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"HAProxyS 2.1\nebb1\nhap1 1 1\n").unwrap();
+    let mut b = [0u8; 64];
+    let n = s.read(&mut b).unwrap_or(0);
+    assert!(
+        !b[..n].first().is_some_and(u8::is_ascii_digit),
+        "a status line on the TLS port: {:?}",
+        String::from_utf8_lossy(&b[..n])
+    );
+    drop(e);
+}
+
+/// A peers section's TLS files are loaded by `-c` as at start: a missing
+/// `bind ... ssl crt` or `server ... ssl crt` file is refused with its
+/// line, by haproxy too.
+#[test]
+fn peers_tls_files_are_checked() {
+    let dir = scratch("peers-tls-check");
+    let pem = dir.join("peer.pem");
+    self_signed_pem(&pem, "peer.test");
+    let head = format!("global\n    localpeer me\n{DEFAULTS}peers mesh\n");
+    let pem = pem.display();
+    assert_refused(
+        &dir,
+        "bind.cfg",
+        &format!(
+            "{head}    bind 127.0.0.1:{} ssl crt /nowhere.pem\n    server me\n",
+            free_port()
+        ),
+        "bind.cfg:9: ",
+        true,
+    );
+    assert_refused(
+        &dir,
+        "server.cfg",
+        &format!(
+            "{head}    bind 127.0.0.1:{} ssl crt {pem}\n    server me\n    server other 127.0.0.1:{} ssl verify none crt /nowhere.pem\n",
+            free_port(),
+            free_port()
+        ),
+        "server.cfg:11: ",
+        true,
+    );
 }
 
 #[test]

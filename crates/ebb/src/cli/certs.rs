@@ -184,7 +184,7 @@ fn dn(der: &CertificateDer<'_>, issuer: bool) -> String {
 }
 
 /// A date as OpenSSL's ASN1_TIME_print: `Sep 13 21:20:24 2019 GMT`.
-fn asn1_date(ts: i64) -> String {
+pub(super) fn asn1_date(ts: i64) -> String {
     let (y, m, d) = crate::calendar::civil_from_days(ts.div_euclid(86_400));
     let secs = ts.rem_euclid(86_400);
     let month = crate::calendar::month_abbr(m);

@@ -32,6 +32,7 @@ mod servers;
 mod sessions;
 pub mod socket;
 pub(crate) mod usage;
+mod x509print;
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

@@ -385,9 +385,9 @@ fn extensions(s: &mut String, title: &str, wrapped: Option<&[u8]>, indent: usize
 
 /// What HAProxy 2.6 prints of an OCSP response (`ssl_ocsp_response_print`,
 /// OpenSSL's `OCSP_RESPONSE_print` with every empty line given a space);
-/// `None`: not a response ebb can read. Responses that carry
-/// certificates are refused (HAProxy prints them as `openssl x509 -text`
-/// would, which ebb does not).
+/// `None`: not a response ebb can read. The certificates it carries are
+/// printed as OpenSSL's `X509_print` and PEM (see [`super::x509print`]),
+/// or the response is refused when one has a part ebb does not print.
 fn print(der: &[u8]) -> Result<Option<String>, String> {
     let Some(text) = print_raw(der)? else {
         return Ok(None);
@@ -420,10 +420,23 @@ fn print_raw(der: &[u8]) -> Result<Option<String>, String> {
     let Some(b) = basic(der) else {
         return Ok(None);
     };
-    if b.certs.is_some_and(|c| !c.is_empty()) {
-        return Err("ebb does not print the certificates an OCSP response carries: this response has some.\n".into());
+    if body(&mut s, &b).is_none() {
+        return Ok(None);
     }
-    Ok(body(&mut s, &b).map(|_| s))
+    // The certificates it carries (a SEQUENCE of them in `[0]`).
+    if let Some(mut certs) = b.certs.and_then(|mut c| next_if(&mut c, 0x30)) {
+        while !certs.is_empty() {
+            let before = certs;
+            let Some((0x30, _)) = next(&mut certs) else {
+                return Ok(None);
+            };
+            let der = &before[..before.len() - certs.len()];
+            super::x509print::print(&mut s, der).map_err(|why| {
+                format!("ebb does not print this response's certificate as OpenSSL would: {why}.\n")
+            })?;
+        }
+    }
+    Ok(Some(s))
 }
 
 fn body(s: &mut String, b: &Basic<'_>) -> Option<()> {
@@ -493,17 +506,7 @@ fn body(s: &mut String, b: &Basic<'_>) -> Option<()> {
         super::certs::sig_name(&alg_oid(b.sig_alg)?)
     );
     s.push_str("    Signature Value:");
-    let sig = b.sig.get(1..)?;
-    for (i, x) in sig.iter().enumerate() {
-        if i % 18 == 0 {
-            s.push_str("\n        ");
-        }
-        let _ = write!(s, "{x:02x}");
-        if i + 1 != sig.len() {
-            s.push(':');
-        }
-    }
-    s.push('\n');
+    super::x509print::signature_dump(s, b.sig.get(1..)?);
     Some(())
 }
 

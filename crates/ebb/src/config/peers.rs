@@ -19,9 +19,11 @@
 //! the other side, not a proxy's table called `T`.
 //!
 //! The local peer is the one named as `-L`, else `localpeer`, else the
-//! host name. Transport parameters on `peer`/`server`/`bind` (ssl...),
-//! `default-bind`, `default-server` and `log` lines are refused with
-//! `file:line`.
+//! host name. `server`/`peer` and `default-server` lines take the TLS
+//! options of a proxy's `server` line (`ssl`, `crt`, `verify`, `ca-file`...),
+//! the `bind` line those of a proxy's `bind` line (`ssl crt FILE`...):
+//! peers then talk over TLS. Other parameters, `default-bind` and `log`
+//! lines are refused with `file:line`.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -36,6 +38,9 @@ pub struct PeerDef {
     /// local peer listening on the `bind` line).
     pub addr: Option<SocketAddr>,
     pub loc: Loc,
+    /// `ssl` (with the `default-server` line's options): the TLS options
+    /// of connections to it.
+    pub tls: Option<super::ServerOptions>,
 }
 
 /// Where the local peer listens: an address to bind, or a socket the
@@ -61,6 +66,11 @@ pub struct PeersSection {
     pub(crate) old_style: Option<Loc>,
     /// `table` lines: tables shared with this section's peers.
     pub tables: Vec<Spanned<crate::table::TableDef>>,
+    /// `bind ... ssl`: the local peer's TLS settings.
+    pub bind_ssl: Option<super::BindSsl>,
+    /// `default-server`: the options the `server` and `peer` lines after
+    /// it start from.
+    pub(crate) defaults: super::ServerOptions,
 }
 
 impl PeersSection {
@@ -73,6 +83,8 @@ impl PeersSection {
             bind: None,
             old_style: None,
             tables: Vec::new(),
+            bind_ssl: None,
+            defaults: super::ServerOptions::default(),
         }
     }
 
@@ -127,6 +139,76 @@ fn addr(s: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// The `server` options a peer line takes: its TLS ones (the others
+/// concern proxies' servers; HAProxy ignores most of them on a peer).
+/// `Some(true)`: one that takes a value.
+fn peer_tls_word(w: &str) -> Option<bool> {
+    match w {
+        "ssl" | "no-ssl" | "no-sslv3" | "no-tlsv10" | "no-tlsv11" | "no-tlsv12" | "no-tlsv13"
+        | "force-tlsv12" | "force-tlsv13" | "no-tls-tickets" => Some(false),
+        "crt" | "verify" | "ca-file" | "crl-file" | "ciphers" | "ciphersuites" | "verifyhost"
+        | "ssl-min-ver" | "ssl-max-ver" => Some(true),
+        _ => None,
+    }
+}
+
+/// Where the options of a `server`/`peer`/`default-server` line start
+/// (after its name and address), checked to be TLS options ebb applies to
+/// peers.
+pub(crate) fn peer_opts_start(w: &[String]) -> Result<usize, String> {
+    let kw = w[0].as_str();
+    let start = match kw {
+        "default-server" => 1,
+        // The address is optional on a `server` line (the local peer).
+        _ => match w.get(2) {
+            Some(a) if peer_tls_word(a).is_none() => 3,
+            _ => 2,
+        },
+    };
+    let mut i = start;
+    while let Some(o) = w.get(i) {
+        match peer_tls_word(o) {
+            Some(v) => i += 1 + usize::from(v),
+            None => {
+                return Err(format!(
+                    "'{kw}' parameter '{o}' is not supported by ebb in a peers section (supported: ssl and its TLS options: crt, verify, ca-file, crl-file, ciphers, ciphersuites, verifyhost, ssl-min-ver, ssl-max-ver, no-tls-tickets...)"
+                ))
+            }
+        }
+    }
+    Ok(start)
+}
+
+/// Where the options of a peers section's `bind` line start, checked to
+/// be TLS options (`ssl`, `crt`, `crt-list`, `key` and the TLS bind
+/// options).
+pub(crate) fn bind_opts_check(w: &[String]) -> Result<(), String> {
+    let mut i = 2;
+    while let Some(o) = w.get(i) {
+        let mut scratch = super::BindSsl::default();
+        let next = w.get(i + 1).map(String::as_str);
+        i += match o.as_str() {
+            "ssl" | "strict-sni" => 1,
+            "crt" | "crt-list" | "key" => 2,
+            _ => match super::tls_bind_option(
+                o,
+                next,
+                super::TlsOptionsOf::BindLine,
+                &mut scratch,
+                &|p: &str| std::path::PathBuf::from(p),
+            )? {
+                Some(n) => 1 + n,
+                None => {
+                    return Err(format!(
+                        "'bind' parameter '{o}' is not supported by ebb in a peers section (supported: ssl and its TLS options)"
+                    ))
+                }
+            },
+        };
+    }
+    Ok(())
+}
+
 /// One line of a `peers` section.
 pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<(), String> {
     let kw = w[0].as_str();
@@ -157,7 +239,7 @@ pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<
             };
             if let Some(x) = w.get(3) {
                 return Err(format!(
-                    "'{kw}' parameter '{x}' is not supported by ebb (peers use plain TCP)"
+                    "'{kw}' parameter '{x}' is not supported by ebb in a peers section"
                 ));
             }
             if kw == "peer" {
@@ -173,6 +255,7 @@ pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<
                 name: name.clone(),
                 addr: a,
                 loc: loc.clone(),
+                tls: None,
             });
             Ok(())
         }
@@ -243,7 +326,7 @@ pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<
             });
             Ok(())
         }
-        "default-bind" | "default-server" | "log" | "shards" => {
+        "default-bind" | "log" | "shards" => {
             Err(format!("'{kw}' in a peers section is not supported by ebb"))
         }
         _ => Err(format!("unknown keyword '{kw}' in peers section")),

@@ -3618,9 +3618,37 @@ fn peers_sections() {
         "needs an address",
     );
     err1(
-        &format!("{g}peers p\n    peer x 127.0.0.1:1 ssl\n"),
+        &format!("{g}peers p\n    peer x 127.0.0.1:1 check\n"),
         "t.cfg:4: ",
-        "'ssl' is not supported",
+        "'peer' parameter 'check' is not supported by ebb in a peers section",
+    );
+    err1(
+        &format!("{g}peers p\n    default-server ssl weight 2\n"),
+        "t.cfg:4: ",
+        "'default-server' parameter 'weight' is not supported",
+    );
+    err1(
+        &format!("{g}peers p\n    bind 127.0.0.1:1 ssl crt /x.pem accept-proxy\n"),
+        "t.cfg:4: ",
+        "'bind' parameter 'accept-proxy' is not supported",
+    );
+    // TLS: `default-server` options for the `server` lines after it, the
+    // local peer's `bind ... ssl`.
+    let c = ok(&format!(
+        "{g}peers p\n    server other 127.0.0.1:1001\n    default-server ssl verify none crt /x.pem\n    bind 127.0.0.1:1000 ssl crt /y.pem\n    server me\n    server third 127.0.0.1:1002 no-ssl\n    server fourth 127.0.0.1:1003 ca-file /ca.pem verify required\n"
+    ));
+    let s = &c.peers[0];
+    assert!(s.peers[0].tls.is_none(), "before default-server");
+    let me = s.peers[1].tls.as_ref().unwrap();
+    assert_eq!(me.verify, Some(Verify::None));
+    assert_eq!(me.tls.crt, Some(PathBuf::from("/x.pem")));
+    assert!(s.peers[2].tls.is_none(), "no-ssl");
+    let fourth = s.peers[3].tls.as_ref().unwrap();
+    assert_eq!(fourth.verify, Some(Verify::Required));
+    assert_eq!(fourth.ca_file, Some(PathBuf::from("/ca.pem")));
+    assert_eq!(
+        s.bind_ssl.as_ref().unwrap().crts,
+        vec![PathBuf::from("/y.pem")]
     );
     // `table` lines: `p/t` locally, `/t` on the wire (HAProxy 2.6).
     let c = ok(&format!(

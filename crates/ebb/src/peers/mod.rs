@@ -51,8 +51,7 @@ use std::sync::Arc;
 
 use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskFn, TaskId, TaskletFn, TaskletId};
 
-use crate::config::Config;
-use crate::config::PeerListen;
+use crate::config::{BindSsl, Config, Loc, PeerListen, ServerOptions};
 use crate::table::{Table, Tables};
 use proto::*;
 
@@ -77,8 +76,15 @@ pub struct PeersRt {
     pub name: String,
     pub local: String,
     pub listen: PeerListen,
-    pub remotes: Vec<(String, SocketAddr)>,
+    /// Each remote peer: its name, address and TLS options (`ssl`).
+    pub remotes: Vec<(String, SocketAddr, Option<ServerOptions>)>,
     pub tables: Vec<Arc<Table>>,
+    /// The `bind` line's TLS settings (`bind ... ssl crt FILE`) and its
+    /// place, for its errors.
+    pub bind_ssl: Option<BindSsl>,
+    pub loc: Loc,
+    /// The local peer's TLS options: a reload's processes talk so.
+    pub local_tls: Option<ServerOptions>,
 }
 
 /// The sections to run for a compiled configuration: those not disabled
@@ -102,8 +108,11 @@ pub fn build(cfg: &Config, tables: &Tables) -> Vec<PeersRt> {
                 .peers
                 .iter()
                 .filter(|p| p.name != cfg.local_peer)
-                .filter_map(|p| p.addr.map(|a| (p.name.clone(), a)))
+                .filter_map(|p| p.addr.map(|a| (p.name.clone(), a, p.tls.clone())))
                 .collect(),
+            bind_ssl: s.bind_ssl.clone(),
+            loc: s.bind.as_ref().map_or(&s.loc, |b| &b.loc).clone(),
+            local_tls: s.peer(&cfg.local_peer).and_then(|p| p.tls.clone()),
             tables: tables
                 .iter()
                 .filter(|t| t.def().peers.as_deref() == Some(s.name.as_str()))
@@ -119,6 +128,7 @@ pub fn build(cfg: &Config, tables: &Tables) -> Vec<PeersRt> {
 pub struct Bound {
     rt: PeersRt,
     sock: socket2::Socket,
+    tls: PeersTls,
     /// The address the listener is bound to (the local peer's, which the
     /// other process of a reload reaches).
     addr: SocketAddr,
@@ -158,9 +168,55 @@ pub fn bind(rts: Vec<PeersRt>) -> Result<Vec<Bound>, String> {
             .ok()
             .and_then(|a| a.as_socket())
             .ok_or_else(|| format!("peers '{}': the listener has no IP address", rt.name))?;
-        out.push(Bound { rt, sock: s, addr });
+        let tls = PeersTls::new(&rt)?;
+        out.push(Bound {
+            rt,
+            sock: s,
+            tls,
+            addr,
+        });
     }
     Ok(out)
+}
+
+/// A section's TLS configurations, loaded before the start (a file that
+/// does not load stops it).
+struct PeersTls {
+    /// The `bind ... ssl` line's (the acceptor keeps what the CLI's
+    /// certificate commands reach).
+    server: Option<(Arc<rustls::ServerConfig>, Arc<crate::tls::TlsAcceptor>)>,
+    /// Each remote peer's with `ssl`, in `remotes` order.
+    remotes: Vec<Option<Arc<rustls::ClientConfig>>>,
+    local: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl PeersTls {
+    fn new(rt: &PeersRt) -> Result<PeersTls, String> {
+        let server = match &rt.bind_ssl {
+            Some(ssl) => {
+                let a = crate::tls::TlsAcceptor::new(ssl, &rt.loc).map_err(|e| e.to_string())?;
+                Some((a.config(), Arc::new(a)))
+            }
+            None => None,
+        };
+        let client = |name: &str, o: &Option<ServerOptions>| -> Result<_, String> {
+            o.as_ref()
+                .map(|o| {
+                    crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)
+                        .map_err(|e| format!("peers '{}': peer '{name}': {e}", rt.name))
+                })
+                .transpose()
+        };
+        Ok(PeersTls {
+            server,
+            remotes: rt
+                .remotes
+                .iter()
+                .map(|(n, _, o)| client(n, o))
+                .collect::<Result<_, _>>()?,
+            local: client(&rt.local, &rt.local_tls)?,
+        })
+    }
 }
 
 impl Bound {
@@ -198,6 +254,8 @@ struct Section {
     /// The listener still accepts (a stopping process teaches the new one
     /// once its own listener is closed, so the connection reaches it).
     listening: bool,
+    /// `bind ... ssl`: accepted connections speak TLS.
+    server_tls: Option<(Arc<rustls::ServerConfig>, Arc<crate::tls::TlsAcceptor>)>,
 }
 
 /// A peer's state beyond its connection.
@@ -205,8 +263,11 @@ struct PeerState {
     name: String,
     addr: SocketAddr,
     task: Option<TaskId>,
-    /// A connection accepted for it, with the bytes read past the hello.
-    incoming: Option<(TcpStream, Vec<u8>)>,
+    /// A connection accepted for it (not watched), with the bytes read
+    /// past the hello in its buffer.
+    incoming: Option<Io>,
+    /// Its `ssl` options: connections to it speak TLS.
+    tls: Option<Arc<rustls::ClientConfig>>,
     /// Per local table: the last update it acknowledged.
     acked: Vec<u64>,
     /// It said it was not up to date itself: not asked again.
@@ -270,11 +331,13 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
         let mut peers: Vec<PeerState> =
             b.rt.remotes
                 .iter()
-                .map(|(n, a)| PeerState {
+                .zip(b.tls.remotes)
+                .map(|((n, a, _), tls)| PeerState {
                     name: n.clone(),
                     addr: *a,
                     task: None,
                     incoming: None,
+                    tls,
                     acked: vec![0; ntables],
                     not_up2date: false,
                     established: false,
@@ -288,6 +351,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
             addr: b.addr,
             task: None,
             incoming: None,
+            tls: b.tls.local,
             acked: vec![0; ntables],
             not_up2date: false,
             established: false,
@@ -333,6 +397,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
             log: Arc::clone(&log),
             rng: seed,
             listening: true,
+            server_tls: b.tls.server,
         }));
         let st = ctx.new_task_obj(
             "peers_sync",
@@ -453,10 +518,17 @@ impl TaskletFn for Acceptor {
                     }
                     let _ = st.set_nodelay(true);
                     let fd = st.as_raw_fd();
+                    let mut io = Io::new(st, fd);
+                    if let Some((cfg, _)) = &self.sec.borrow().server_tls {
+                        match rustls::ServerConnection::new(Arc::clone(cfg)) {
+                            Ok(c) => io.set_tls(c.into()),
+                            Err(_) => continue,
+                        }
+                    }
                     let t = ctx.new_task_obj(
                         "peer_hello",
                         Hello {
-                            conn: Some(Io::new(st, fd)),
+                            conn: Some(io),
                             sec: Rc::clone(&self.sec),
                         },
                     );
@@ -483,6 +555,8 @@ struct Io {
     /// The last read stopped at the buffer's bound: more may wait in the
     /// socket (edge-triggered: no new event tells).
     full: bool,
+    /// TLS (`ssl` peers): `inbuf` and `out` hold the plain text.
+    tls: Option<rustls::Connection>,
 }
 
 impl Io {
@@ -495,6 +569,69 @@ impl Io {
             out: Vec::new(),
             eof: false,
             full: false,
+            tls: None,
+        }
+    }
+
+    /// Speaks TLS from now on (before anything was sent or read).
+    fn set_tls(&mut self, mut c: rustls::Connection) {
+        // What the peer task queues is bounded as the plain socket's.
+        c.set_buffer_limit(Some(OUT_MAX));
+        self.tls = Some(c);
+    }
+
+    /// Sends the TLS records waiting. False on a write error.
+    fn push_tls(&mut self) -> bool {
+        match &mut self.tls {
+            Some(tls) => push_records(tls, &mut self.sock),
+            None => true,
+        }
+    }
+
+    /// [`Io::fill`] over TLS: reads records, answers the handshake, and
+    /// keeps the plain text.
+    fn fill_tls(&mut self) -> bool {
+        let mut tmp = [0u8; 16384];
+        self.full = false;
+        let Some(tls) = &mut self.tls else {
+            return true;
+        };
+        loop {
+            loop {
+                if self.inbuf.len() >= MAX_MSG * 4 {
+                    self.full = true;
+                    return self.push_tls();
+                }
+                match tls.reader().read(&mut tmp) {
+                    Ok(0) => {
+                        self.eof = true;
+                        return self.push_tls();
+                    }
+                    Ok(n) => self.inbuf.extend_from_slice(&tmp[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // Closed without close_notify.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        self.eof = true;
+                        return self.push_tls();
+                    }
+                    Err(_) => return false,
+                }
+            }
+            if self.eof {
+                return self.push_tls();
+            }
+            match tls.read_tls(&mut self.sock) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.push_tls(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+            if tls.process_new_packets().is_err() {
+                // (The alert rustls queued goes out.)
+                let _ = self.push_tls();
+                return false;
+            }
         }
     }
 
@@ -519,6 +656,9 @@ impl Io {
     /// Reads what is there (at most `MAX_MSG` * 4 buffered). False on a
     /// read error.
     fn fill(&mut self) -> bool {
+        if self.tls.is_some() {
+            return self.fill_tls();
+        }
         let mut tmp = [0u8; 16384];
         self.full = false;
         while self.inbuf.len() < MAX_MSG * 4 {
@@ -539,6 +679,22 @@ impl Io {
 
     /// Writes what is queued. False on a write error.
     fn flush(&mut self) -> bool {
+        if let Some(tls) = &mut self.tls {
+            loop {
+                // As much as the TLS buffer takes, then out to the socket.
+                let n = match tls.writer().write(&self.out) {
+                    Ok(n) => n,
+                    Err(_) => return false,
+                };
+                self.out.drain(..n);
+                if !push_records(tls, &mut self.sock) {
+                    return false;
+                }
+                if self.out.is_empty() || n == 0 || tls.wants_write() {
+                    return true;
+                }
+            }
+        }
         let mut done = 0;
         while done < self.out.len() {
             match self.sock.write(&self.out[done..]) {
@@ -562,9 +718,28 @@ impl Io {
 
     fn close(&mut self, ctx: &mut Ctx) {
         let _ = self.flush();
+        if let Some(tls) = &mut self.tls {
+            tls.send_close_notify();
+            let _ = self.push_tls();
+        }
         self.unwatch(ctx);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
+}
+
+/// Sends the TLS records `tls` has waiting on `sock`, until the socket is
+/// full. False on a write error.
+fn push_records(tls: &mut rustls::Connection, sock: &mut TcpStream) -> bool {
+    while tls.wants_write() {
+        match tls.write_tls(sock) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// The accepting side's handshake.
@@ -628,8 +803,7 @@ impl TaskFn for Hello {
                     None => return Status::Done,
                 };
                 io.unwatch(ctx);
-                let rest = std::mem::take(&mut io.inbuf);
-                s.peers[i].incoming = Some((io.sock, rest));
+                s.peers[i].incoming = Some(io);
                 if let Some(t) = s.peers[i].task {
                     ctx.wakeup(t, Reasons::MSG);
                 }
@@ -825,14 +999,24 @@ impl PeerTask {
             Ok(s.into())
         })();
         let Ok(s) = s else { return };
+        let tls = self.sec.borrow().peers[self.idx].tls.clone();
+        let fd = s.as_raw_fd();
+        let mut io = Io::new(s, fd);
+        if let Some(cfg) = tls {
+            // No SNI: an address, as HAProxy's peers send none.
+            let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            match rustls::ClientConnection::new(cfg, name) {
+                Ok(c) => io.set_tls(c.into()),
+                Err(_) => return,
+            }
+        }
         {
             let sec = self.sec.borrow();
             let st = &sec.peers[self.idx].stats;
             show::PeerStats::bump(&st.new_conn);
             st.status.set("CONN");
         }
-        let fd = s.as_raw_fd();
-        let mut c = self.new_conn(Io::new(s, fd), Phase::Connecting, now);
+        let mut c = self.new_conn(io, Phase::Connecting, now);
         if c.io.watch(ctx, me).is_err() {
             c.io.close(ctx);
             return;
@@ -1232,7 +1416,7 @@ impl PeerTask {
         // A connection accepted for this peer replaces ours (HAProxy's
         // rule; ours then retries after a random delay).
         let incoming = self.sec.borrow_mut().peers[self.idx].incoming.take();
-        if let Some((sock, rest)) = incoming {
+        if let Some(mut io) = incoming {
             {
                 let s = self.sec.borrow();
                 show::PeerStats::bump(&s.peers[self.idx].stats.new_conn);
@@ -1250,9 +1434,6 @@ impl PeerTask {
                 self.drop_conn(ctx, d, None);
                 self.retry_at = ticks::add(now, d);
             }
-            let fd = sock.as_raw_fd();
-            let mut io = Io::new(sock, fd);
-            io.inbuf = rest;
             io.out
                 .extend_from_slice(format!("{ST_SUCCESS}\n").as_bytes());
             let c = self.new_conn(io, Phase::Established, now);

@@ -124,6 +124,7 @@ pub fn compile_keeping(
 ) -> Result<Compiled, Vec<ConfigError>> {
     crate::sample::auth::install(&cfg.userlists);
     crate::config::set_server_verify_default(&cfg.global);
+    crate::tls::set_extra_del_ext(cfg.global.ssl_load_extra_del_ext);
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;

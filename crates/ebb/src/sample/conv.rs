@@ -1310,7 +1310,7 @@ fn port_colon(b: &[u8]) -> Option<usize> {
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-pub(super) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
     for ch in inp.chunks(3) {
         let n = (ch[0] as u32) << 16
             | (*ch.get(1).unwrap_or(&0) as u32) << 8

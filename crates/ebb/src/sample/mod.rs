@@ -22,6 +22,7 @@
 
 pub mod auth;
 mod conv;
+pub(crate) use conv::base64_encode;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;

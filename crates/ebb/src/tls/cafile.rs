@@ -152,6 +152,15 @@ pub(crate) fn attach(path: &str, user: Weak<dyn TrustUser>) {
     }
 }
 
+/// Notes that `user` no longer verifies with the file at `path`.
+pub(crate) fn detach(path: &str, user: &Weak<dyn TrustUser>) {
+    let mut f = files();
+    if let Some(e) = f.files.get_mut(path) {
+        e.users
+            .retain(|u| u.strong_count() > 0 && !Weak::ptr_eq(u, user));
+    }
+}
+
 /// OpenSSL's canonical encoding of a certificate's subject (`x509_name_canon`):
 /// each RDN's SET with its text values trimmed, inner runs of blanks made
 /// one space, ASCII lower-cased, as UTF8String; the sequence's own header

@@ -31,7 +31,8 @@ pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// Reads the chain and key of one certificate: the key from the PEM file
-/// itself, else from `<crt>.key` beside it (HAProxy's extra file), else
+/// itself, else from `<crt>.key` beside it (HAProxy's extra file; `NAME.key`
+/// for `NAME.crt` under `ssl-load-extra-del-ext`), else
 /// from the line's `key FILE`. A `<crt>.ocsp` file beside it (a DER OCSP
 /// response) is stapled. Errors are the "why" of `cannot load certificate
 /// X: why`.
@@ -44,8 +45,13 @@ fn read_ckch(crt: &Path, key: Option<&Path>) -> Result<ckch::Ckch, String> {
     if chain.is_empty() {
         return Err("no certificate (no BEGIN CERTIFICATE block) in it".into());
     }
+    // `ssl-load-extra-del-ext`: `NAME.crt` has `NAME.key` beside it.
+    let stem = match crt.to_str().and_then(|s| s.strip_suffix(".crt")) {
+        Some(s) if super::extra_del_ext() => Path::new(s),
+        _ => crt,
+    };
     let sibling = |ext: &str| {
-        let mut p = crt.as_os_str().to_owned();
+        let mut p = stem.as_os_str().to_owned();
         p.push(ext);
         std::path::PathBuf::from(p)
     };
@@ -345,18 +351,13 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-        let mut rest = rest.trim_start();
+        let (crt, opts, rest) = split_crt_list_line(line).map_err(|e| format!("{}: {e}", at()))?;
         let mut overlay = None;
         let mut opts_text = String::new();
-        if let Some(r) = rest.strip_prefix('[') {
-            let Some((opts, after)) = r.split_once(']') else {
-                return Err(format!("{}: '[' without ']'", at()));
-            };
-            rest = after;
-            let (b, words) = crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?;
+        if let Some(opts) = opts {
+            let (b, text) = line_overlay(opts, ssl, false).map_err(|e| format!("{}: {e}", at()))?;
             overlay = Some(b);
-            opts_text = crt_list_options_text(&words);
+            opts_text = text;
         }
         let mut names = Vec::new();
         let mut excluded = Vec::new();
@@ -403,10 +404,55 @@ fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
         &list.display().to_string(),
         entries,
         text.lines().count(),
-        &ssl.crt_base,
+        ssl,
         false,
     );
     Ok(out)
+}
+
+/// A `crt-list` line (not empty, not a comment): the certificate, what
+/// its `[options]` hold if it has some, and the SNI filters after them.
+pub(crate) fn split_crt_list_line(line: &str) -> Result<(&str, Option<&str>, &str), String> {
+    let line = line.trim();
+    let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim_start();
+    match rest.strip_prefix('[') {
+        Some(r) => {
+            let Some((opts, after)) = r.split_once(']') else {
+                return Err("'[' without ']'".into());
+            };
+            Ok((crt, Some(opts), after))
+        }
+        None => Ok((crt, None, rest)),
+    }
+}
+
+/// A `crt-list` line's `[options]` over the bind line's settings `ssl`,
+/// and the options as `show ssl crt-list` prints them. `from_cli`: a line
+/// added on the CLI, whose `ca-file`, `ca-verify-file` and `crl-file`
+/// must be files the store holds already (HAProxy reads no disk then).
+pub(crate) fn line_overlay(
+    opts: &str,
+    ssl: &BindSsl,
+    from_cli: bool,
+) -> Result<(BindSsl, String), String> {
+    let (b, words) = crt_list_options(opts, ssl)?;
+    if from_cli {
+        use super::cafile::{contents, Kind};
+        for (kw, v) in &words {
+            let kind = match kw.as_str() {
+                "ca-file" | "ca-verify-file" => Kind::Ca,
+                "crl-file" => Kind::Crl,
+                _ => continue,
+            };
+            if let Some(path) = v {
+                if contents(path, kind).is_none() {
+                    return Err(format!("'{kw}' : unable to load {path}"));
+                }
+            }
+        }
+    }
+    Ok((b, crt_list_options_text(&words)))
 }
 
 /// The words of a `crt-list` line's `[options]` with their values.
@@ -517,7 +563,7 @@ pub(super) fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                     })
                     .collect();
                 let name = if name.is_empty() { "/" } else { name };
-                ckch::record_list(name, entries, 0, &ssl.crt_base, true);
+                ckch::record_list(name, entries, 0, ssl, true);
                 list = Some((name.to_string(), 0));
             }
             for path in files {

@@ -177,6 +177,9 @@ struct List {
     lines: usize,
     /// The bind line's `crt-base`, for a relative path added on the CLI.
     crt_base: std::path::PathBuf,
+    /// The bind line's `ca-base`, for the files of options added on the
+    /// CLI when no bind line uses the list.
+    ca_base: std::path::PathBuf,
     /// A `crt DIR`: one entry per file, no options or filters.
     dir: bool,
     /// The bind lines that use it.
@@ -196,7 +199,7 @@ pub(crate) fn record_list(
     path: &str,
     entries: Vec<ListEntry>,
     lines: usize,
-    crt_base: &std::path::Path,
+    ssl: &crate::config::BindSsl,
     dir: bool,
 ) {
     let mut l = lists();
@@ -206,7 +209,8 @@ pub(crate) fn record_list(
         List {
             entries,
             lines,
-            crt_base: crt_base.to_path_buf(),
+            crt_base: ssl.crt_base.clone(),
+            ca_base: ssl.ca_base.clone(),
             dir,
             users,
         },
@@ -222,8 +226,9 @@ pub(crate) fn attach_list(path: &str, user: Weak<SniSwap>) {
 }
 
 /// `add ssl crt-list LIST CERT`, or with a one-line payload `CERT
-/// [filters]`: the certificate (in the store) served by every bind line
-/// that uses the list, after its other certificates.
+/// [[options]] [filters]`: the certificate (in the store) served by every
+/// bind line that uses the list, after its other certificates, with the
+/// line's options over each bind line's settings.
 pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<String, String> {
     if list.is_empty() || (payload.is_none() && cert.is_empty()) {
         return Err("'add ssl crtlist' expects a filename and a certificate name\n".into());
@@ -234,26 +239,23 @@ pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<Stri
     let Some(l) = lists.get_mut(list) else {
         return Err(fail(format!("crt-list '{list}' does not exist!")));
     };
-    let (cert, filters) = match payload {
+    let (cert, opts, filters) = match payload {
         Some(p) => {
             let p = p.trim_end_matches('\n');
             if p.contains('\n') {
                 return Err(fail("only one line of payload is supported!".into()));
             }
-            if p.contains('[') || p.contains(']') {
-                return Err(fail(
-                    "ebb does not take SSL options ('[...]') on a line added on the CLI".into(),
-                ));
-            }
-            let mut w = p.split_whitespace();
-            let Some(c) = w.next() else {
+            if p.trim().is_empty() {
                 return Err(fail(
                     "'add ssl crtlist' should contain the certificate name in the payload".into(),
                 ));
-            };
-            (c.to_string(), w.map(str::to_string).collect::<Vec<_>>())
+            }
+            let (c, opts, rest) =
+                super::certload::split_crt_list_line(p).map_err(|e| fail(format!("CLI:1: {e}")))?;
+            let filters = rest.split_whitespace().map(str::to_string).collect();
+            (c.to_string(), opts, filters)
         }
-        None => (cert.to_string(), Vec::new()),
+        None => (cert.to_string(), None, Vec::new()),
     };
     if l.dir && cert.rsplit_once('/').is_none_or(|(d, _)| d != list) {
         return Err(fail(format!(
@@ -265,6 +267,28 @@ pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<Stri
     } else {
         l.crt_base.join(&cert).display().to_string()
     };
+    l.users.retain(|u| u.strong_count() > 0);
+    let users: Vec<Arc<SniSwap>> = l.users.iter().filter_map(Weak::upgrade).collect();
+    // The options over each bind line's settings, read before anything
+    // changes; the text `show ssl crt-list` prints.
+    let mut overlays = Vec::with_capacity(users.len());
+    let mut opts_text = String::new();
+    if let Some(o) = opts {
+        let base = crate::config::BindSsl {
+            ca_base: l.ca_base.clone(),
+            ..Default::default()
+        };
+        let checked = users.first().map_or_else(
+            || super::certload::line_overlay(o, &base, true).map(|(_, t)| t),
+            |r| r.line_overlay(o).map(|(_, t)| t),
+        );
+        opts_text = checked.map_err(&fail)?;
+        for r in &users {
+            overlays.push(Some(r.line_overlay(o).map_err(&fail)?.0));
+        }
+    } else {
+        overlays.resize(users.len(), None);
+    }
     let mut s = store();
     let Some(e) = s.files.get_mut(&cert) else {
         return Err(fail(format!("certificate '{cert}' does not exist!")));
@@ -275,7 +299,7 @@ pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<Stri
     if l.dir && l.entries.iter().any(|x| x.crt == cert) {
         return Err(fail("file already exists in this directory!".into()));
     }
-    if l.dir && !filters.is_empty() {
+    if l.dir && (!filters.is_empty() || opts.is_some()) {
         return Err(fail(
             "this is a directory, SSL configuration and filters are not allowed".into(),
         ));
@@ -286,25 +310,25 @@ pub fn add_to_list(list: &str, cert: &str, payload: Option<&str>) -> Result<Stri
         Err(why) => return Err(format!("{out}\n{why}\nFailed!\n")),
     };
     let line = l.lines + 1;
-    l.users.retain(|u| u.strong_count() > 0);
-    for u in &l.users {
-        if let Some(r) = u.upgrade() {
-            r.add(
-                &cert,
-                &filters,
-                &loaded.key,
-                &loaded.names,
-                (list.to_string(), line),
-            );
-            e.users.push(User::Bind(Weak::clone(u)));
-            out.push('.');
+    for (r, overlay) in users.iter().zip(overlays) {
+        if let Err(why) = r.add(
+            &cert,
+            &filters,
+            &loaded.key,
+            &loaded.names,
+            (list.to_string(), line),
+            overlay,
+        ) {
+            return Err(format!("{out}\n{why}\nFailed!\n"));
         }
+        e.users.push(User::Bind(Arc::downgrade(r)));
+        out.push('.');
     }
     l.lines = line;
     l.entries.push(ListEntry {
         crt: cert,
         line,
-        opts: String::new(),
+        opts: opts_text,
         filters,
     });
     out.push_str("\nSuccess!\n");
@@ -383,6 +407,8 @@ pub fn del_from_list(list: &str, cert: &str) -> Result<String, String> {
     }
     for r in &users {
         r.remove(list, line, cert);
+        // Options no line uses any more, and the files they verified with.
+        r.release();
     }
     l.entries.remove(at);
     Ok(format!("Entry '{cert}' deleted in crtlist '{list}'!\n"))
@@ -564,26 +590,33 @@ pub fn set(name: &str, payload: &str) -> Result<String, String> {
     }
     let fail = |e: String| format!("{e}Can't update {name}!\n");
     let (base, part) = split_part(name);
+    // `ssl-load-extra-del-ext`: `NAME.key` (...) is about `NAME.crt`.
+    let crt = (super::extra_del_ext() && part != Part::Pem).then(|| format!("{base}.crt"));
+    let crt = crt.as_deref();
     let mut s = store();
     // The file the change is about and what it holds now.
-    let (path, part, mut ckch) =
-        match &s.tx {
-            Some((p, c)) if p == base => (p.clone(), part, c.clone()),
-            Some((p, c)) if p == name => (p.clone(), Part::Pem, c.clone()),
-            Some((p, _)) => {
-                return Err(fail(format!(
-                    "The ongoing transaction is about '{p}' but you are trying to set '{base}'\n"
-                )))
-            }
-            None => match (s.files.get(base), s.files.get(name)) {
-                (Some(e), _) => (base.to_string(), part, e.ckch.clone()),
-                (None, Some(e)) => (name.to_string(), Part::Pem, e.ckch.clone()),
-                (None, None) => return Err(fail(
+    let (path, part, mut ckch) = match &s.tx {
+        Some((p, c)) if p == base => (p.clone(), part, c.clone()),
+        Some((p, c)) if Some(p.as_str()) == crt => (p.clone(), part, c.clone()),
+        Some((p, c)) if p == name => (p.clone(), Part::Pem, c.clone()),
+        Some((p, _)) => {
+            return Err(fail(format!(
+                "The ongoing transaction is about '{p}' but you are trying to set '{base}'\n"
+            )))
+        }
+        None => {
+            let by_crt = crt.and_then(|c| s.files.get(c).map(|e| (c.to_string(), e.ckch.clone())));
+            match (s.files.get(base), by_crt, s.files.get(name)) {
+                (Some(e), _, _) => (base.to_string(), part, e.ckch.clone()),
+                (None, Some((c, k)), _) => (c, part, k),
+                (None, None, Some(e)) => (name.to_string(), Part::Pem, e.ckch.clone()),
+                (None, None, None) => return Err(fail(
                     "Can't replace a certificate which is not referenced by the configuration!\n"
                         .into(),
                 )),
-            },
-        };
+            }
+        }
+    };
     let target = if part == Part::Pem {
         path.as_str()
     } else {

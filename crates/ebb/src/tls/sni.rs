@@ -223,6 +223,9 @@ pub(crate) struct SniSwap {
     suites: Vec<rustls::SupportedCipherSuite>,
     /// The bind line's `file:line`, for the CLI's messages.
     bind: String,
+    /// What the bind line's listeners share (its TLS policies), for the
+    /// options of a `crt-list` line added on the CLI.
+    owner: std::sync::OnceLock<std::sync::Weak<super::Shared>>,
 }
 
 /// The resolver of a bind line's certificates.
@@ -254,6 +257,37 @@ impl SniSwap {
             strict,
             suites,
             bind,
+            owner: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Links the resolver to what its bind line's listeners share.
+    pub(super) fn set_owner(&self, owner: std::sync::Weak<super::Shared>) {
+        let _ = self.owner.set(owner);
+    }
+
+    fn owner(&self) -> Result<Arc<super::Shared>, String> {
+        self.owner
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| format!("the bind line at {} is gone", self.bind))
+    }
+
+    /// A `crt-list` line's `[options]` over this bind line's settings, and
+    /// their text (see [`super::certload::line_overlay`]).
+    pub(crate) fn line_overlay(
+        &self,
+        opts: &str,
+    ) -> Result<(crate::config::BindSsl, String), String> {
+        self.owner()?.line_overlay(opts)
+    }
+
+    /// After a line was deleted: the options no certificate uses any more
+    /// are dropped, with the CA and CRL files only they verified with.
+    pub(crate) fn release(&self) {
+        let used: Vec<usize> = self.srcs().iter().map(|s| s.policy).collect();
+        if let Ok(o) = self.owner() {
+            o.prune(&used);
         }
     }
 
@@ -278,7 +312,8 @@ impl SniSwap {
 
     /// Serves a certificate added to a `crt-list` it uses (`add ssl
     /// crt-list`), after the others: a name already served keeps its
-    /// certificate. Lines added on the CLI have the bind line's policy.
+    /// certificate. `overlay`: the line's options over the bind line's
+    /// settings (else the bind line's policy).
     pub(crate) fn add(
         &self,
         path: &str,
@@ -286,7 +321,12 @@ impl SniSwap {
         key: &Arc<CertifiedKey>,
         own: &[String],
         list: (String, usize),
-    ) {
+        overlay: Option<crate::config::BindSsl>,
+    ) -> Result<(), String> {
+        let policy = match overlay {
+            None => 0,
+            Some(o) => self.owner()?.policy_for(o)?,
+        };
         let mut names = Vec::new();
         let mut excluded = Vec::new();
         for f in filters {
@@ -303,9 +343,10 @@ impl SniSwap {
             key: Arc::clone(key),
             own: own.to_vec(),
             list: Some(list),
-            policy: 0,
+            policy,
         });
         self.rebuild(&srcs);
+        Ok(())
     }
 
     /// Whether the line `line` of `list` (certificate `path`) gives the

@@ -54,6 +54,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-base",
     "daemon",
     "quiet",
+    "ssl-load-extra-del-ext",
     "maxsslconn",
     "set-dumpable",
     "external-check",
@@ -430,6 +431,12 @@ impl Parser<'_> {
                 }
                 g.quiet = true;
                 QUIET_SEEN.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            "ssl-load-extra-del-ext" => {
+                if w.len() > 1 {
+                    return Err("'ssl-load-extra-del-ext' takes no argument".to_string());
+                }
+                g.ssl_load_extra_del_ext = true;
             }
             "ssl-server-verify" => {
                 g.ssl_server_verify = Some(match one(w)?.as_str() {

@@ -610,10 +610,24 @@ impl<'e> Parser<'e> {
                 Some(r) => super::resolvers::resolvers_kw(r, words, &loc),
                 None => Ok(()),
             },
-            Section::Peers(i) => match self.peers.get_mut(i) {
-                Some(s) => super::peers::peers_kw(s, words, &loc),
-                None => Ok(()),
-            },
+            Section::Peers(i) => {
+                let ctx = Ctx {
+                    loc: &loc,
+                    default_path: &self.default_path,
+                    tls: &self.tls,
+                    caps: BE,
+                    defaults: false,
+                    anon_defaults: false,
+                    section_name: "peers",
+                    http_errors: &self.http_errors,
+                    named_defaults: false,
+                    experimental: self.experimental,
+                };
+                match self.peers.get_mut(i) {
+                    Some(s) => peers_line(s, words, &ctx),
+                    None => Ok(()),
+                }
+            }
             Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
             Section::Userlist(i) => match self.userlists.get_mut(i) {
                 Some(u) => userlist_kw(u, words),
@@ -960,4 +974,38 @@ fn arg<'a>(w: &'a [String], i: usize, kw: &str) -> Result<&'a str, String> {
     w.get(i)
         .map(String::as_str)
         .ok_or_else(|| format!("'{kw}' expects an argument"))
+}
+
+/// A line of a `peers` section: the TLS options of its `server`, `peer`,
+/// `default-server` and `bind` lines read with the proxies' parsers, the
+/// rest by [`super::peers::peers_kw`].
+fn peers_line(s: &mut super::PeersSection, w: &[String], ctx: &Ctx<'_>) -> Result<(), String> {
+    use super::peers::{bind_opts_check, peer_opts_start, peers_kw};
+    match w.first().map(String::as_str) {
+        Some("default-server") => {
+            peer_opts_start(w)?;
+            let mut o = s.defaults.clone();
+            server::parse_server_opts(&w[1..], &mut o, ctx)?;
+            s.defaults = o;
+            Ok(())
+        }
+        Some("server" | "peer") => {
+            let start = peer_opts_start(w)?;
+            let mut o = s.defaults.clone();
+            server::parse_server_opts(&w[start.min(w.len())..], &mut o, ctx)?;
+            peers_kw(s, &w[..start.min(w.len())], ctx.loc)?;
+            if let Some(p) = s.peers.last_mut() {
+                p.tls = o.ssl.then_some(o);
+            }
+            Ok(())
+        }
+        Some("bind") if w.len() > 2 => {
+            bind_opts_check(w)?;
+            let b = bind::parse_bind(&w[1..], ctx)?;
+            peers_kw(s, &w[..2], ctx.loc)?;
+            s.bind_ssl = b.ssl;
+            Ok(())
+        }
+        _ => peers_kw(s, w, ctx.loc),
+    }
 }

@@ -152,6 +152,9 @@ pub struct Global {
     /// `ssl-server-verify none|required`: the verification of servers
     /// whose line has no `verify` (HAProxy's default: required).
     pub ssl_server_verify: Option<Verify>,
+    /// `ssl-load-extra-del-ext`: the files beside a certificate `NAME.crt`
+    /// are `NAME.key` and `NAME.ocsp` (else `NAME.crt.key`...).
+    pub ssl_load_extra_del_ext: bool,
     /// `spread-checks N` (0..50): each check's next date moves by a random
     /// amount of up to N % of its interval, either way.
     pub spread_checks: Option<u32>,
@@ -225,6 +228,7 @@ impl Default for Global {
             master_worker: false,
             no_exit_on_failure: false,
             ssl_server_verify: None,
+            ssl_load_extra_del_ext: false,
             spread_checks: None,
             max_spread_checks: None,
         }
