@@ -22,6 +22,7 @@
 
 pub mod auth;
 mod conv;
+mod crypto;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;
