@@ -33,7 +33,12 @@ prog=${1:-$root/target/debug/ebb}
 [ -d "$dir" ] || { echo "$0: $dir: not a directory" >&2; exit 2; }
 [ -x "$vtest" ] || { echo "$0: $vtest: not executable" >&2; exit 2; }
 command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ] || { echo "$0: $prog: not executable" >&2; exit 2; }
-case $prog in /*) ;; *) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog") ;; esac
+# A bare name is looked up in PATH (`haproxy`), a relative path made absolute.
+case $prog in
+/*) ;;
+*/*) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog") ;;
+*) prog=$(command -v "$prog") ;;
+esac
 if [ $# -gt 0 ]; then
     list=$(printf '%s\n' "$@")
 else

@@ -2496,3 +2496,304 @@ fn compression_fetches() {
     let want = vec![pair("1 <gzip>"), pair("1 <raw-deflate>"), pair("0 <>")];
     ebb_and_haproxy("hap-comp", |b| comp_config(b, srv), comp_seen, &want);
 }
+
+/// base64url without padding (a JWT's parts).
+fn b64url(d: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut o = String::new();
+    for ch in d.chunks(3) {
+        let n = ch
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..=ch.len() {
+            o.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+        }
+    }
+    o
+}
+
+const CRYPTO_RULES: &str =
+    "    http-request set-var(txn.key) str(my_super_secret_long_key),base64\n\
+    http-request set-var(txn.h) req.hdr(raw),sha1\n\
+    http-after-response set-header x-md5 \"%[str(abc),digest(md5),hex]\"\n\
+    http-after-response set-header x-s256 \"%[str(abc),digest(SHA256),hex]\"\n\
+    http-after-response set-header x-rsa1 \"%[str(abc),digest(rsa-sha1),hex]\"\n\
+    http-after-response set-header x-oid224 \"%[str(abc),digest(2.16.840.1.101.3.4.2.4),hex]\"\n\
+    http-after-response set-header x-s512-256 \"%[str(abc),digest(sha512-256),hex]\"\n\
+    http-after-response set-header x-hm5 \"%[str(abc),hmac(md5,a2V5),hex]\"\n\
+    http-after-response set-header x-hm384 \"%[str(abc),hmac(sha384,txn.key),hex]\"\n\
+    http-after-response set-header x-eq \"%[str(1),sha1,secure_memcmp(txn.h)]\"\n\
+    http-after-response set-header x-ne \"%[str(2),sha1,secure_memcmp(txn.h)]\"\n\
+    http-after-response set-header x-len \"%[str(1),secure_memcmp(txn.h)]\"\n\
+    http-after-response set-header x-unset \"<%[str(1),secure_memcmp(txn.none)]>\"\n";
+
+fn crypto_seen(addr: SocketAddr) -> Vec<Option<String>> {
+    let head = raw_head(
+        addr,
+        "GET / HTTP/1.1\r\nHost: t\r\nRaw: 1\r\nConnection: close\r\n\r\n",
+    );
+    [
+        "x-md5",
+        "x-s256",
+        "x-rsa1",
+        "x-oid224",
+        "x-s512-256",
+        "x-hm5",
+        "x-hm384",
+        "x-eq",
+        "x-ne",
+        "x-len",
+        "x-unset",
+    ]
+    .iter()
+    .map(|n| raw_field(&head, n).map(|v| String::from_utf8_lossy(&v).into_owned()))
+    .collect()
+}
+
+/// `digest` under OpenSSL's names, `hmac` with a base64 key and with a
+/// variable holding one, `secure_memcmp` (HAProxy's reg-tests
+/// converter/digest, converter/hmac, converter/secure_memcmp), each
+/// beside haproxy.
+#[test]
+fn crypto_converters() {
+    let want: Vec<Option<String>> = [
+        "900150983CD24FB0D6963F7D28E17F72",
+        "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+        "A9993E364706816ABA3E25717850C26C9CD0D89D",
+        "23097D223405D8228642A477BDA255B32AADBCE4BDA0B3F7E36C9DA7",
+        "53048E2681941EF99B2E29B76B4C7DABE4C2D0C634FC6D46E0E2F13107E7AF23",
+        "D2FE98063F876B03193AFB49B4979591",
+        "3FF535D89E50F59E716F1DB795B7BEC3AC2A5F6F8356810DBA80373C4CC322A2E9829A70684095ECB25032A32763F63B",
+        "1",
+        "0",
+        "0",
+        "<>",
+    ]
+    .map(|v| Some(v.to_string()))
+    .to_vec();
+    let cfg = |b: &str| answering(b, CRYPTO_RULES);
+    ebb_and_haproxy("hap-crypto", cfg, crypto_seen, &want);
+}
+
+/// Converter arguments refused at start, by haproxy too (`hmac`'s key
+/// must be base64 or a variable; PS algorithms are not managed in 2.6),
+/// and by ebb alone: a digest OpenSSL knows but ebb does not compute, and
+/// an unreadable key file for a literal RS or ES algorithm (HAProxy
+/// accepts it and answers -5 at run time).
+#[test]
+fn crypto_converters_refused_at_start() {
+    let dir = scratch("crypto-refused");
+    for (conv, what, hap) in [
+        ("digest(bogus)", "valid OpenSSL message digest name", true),
+        (
+            "digest(sha3-256)",
+            "valid OpenSSL message digest name",
+            false,
+        ),
+        ("hmac(sha1,abc)", "base64", true),
+        ("hmac(nope,a2V5)", "valid OpenSSL message digest name", true),
+        (
+            "secure_memcmp(nope)",
+            "failed to register variable name",
+            true,
+        ),
+        ("jwt_verify(XS256,k)", "unknown JWT algorithm", true),
+        ("jwt_verify(PS256,k)", "RSASSA-PSS", true),
+        (
+            "jwt_verify(RS256,/nonexistent.pem)",
+            "/nonexistent.pem",
+            false,
+        ),
+        (
+            "jwt_payload_query('$.a',str)",
+            "only supports \"int\"",
+            true,
+        ),
+    ] {
+        let cfg = answering(
+            "127.0.0.1:1",
+            &format!("    http-request set-var(txn.x) str(a),{conv}\n"),
+        );
+        assert_refused(&dir, "e.cfg", &cfg, what, hap);
+        let (_, _, err) = run_ebb(&["-c", "-f", "e.cfg"], &dir);
+        assert!(err.contains("e.cfg:"), "{conv}: file:line in {err}");
+    }
+}
+
+/// A P-256 key pair: its public key's PEM (SubjectPublicKeyInfo) and the
+/// ring signer.
+fn p256_signer() -> (String, ring::signature::EcdsaKeyPair) {
+    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let signer = ring::signature::EcdsaKeyPair::from_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &kp.serialize_der(),
+        &ring::rand::SystemRandom::new(),
+    )
+    .unwrap();
+    (kp.public_key_pem(), signer)
+}
+
+/// A JWT with `header` and `claims`, signed by `sign` over its first two
+/// parts.
+fn jwt(header: &str, claims: &str, sign: impl Fn(&[u8]) -> Vec<u8>) -> String {
+    let signed = format!(
+        "{}.{}",
+        b64url(header.as_bytes()),
+        b64url(claims.as_bytes())
+    );
+    let sig = sign(signed.as_bytes());
+    format!("{signed}.{}", b64url(&sig))
+}
+
+fn jwt_rules(pem: &Path) -> String {
+    format!(
+        "    http-request set-var(txn.bearer) http_auth_bearer\n\
+    http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('$.alg')\n\
+    http-request set-var(txn.name) var(txn.bearer),jwt_payload_query('$.name')\n\
+    http-request set-var(txn.iat) var(txn.bearer),jwt_payload_query('$.iat',int),add(1)\n\
+    http-request set-var(txn.custom) http_auth_bearer(x-tok)\n\
+    http-after-response set-header x-alg \"%[var(txn.alg)]\"\n\
+    http-after-response set-header x-name \"%[var(txn.name)]\"\n\
+    http-after-response set-header x-iat \"%[var(txn.iat)]\"\n\
+    http-after-response set-header x-hdr \"<%[var(txn.bearer),jwt_header_query,length]>\"\n\
+    http-after-response set-header x-hs \"%[var(txn.bearer),jwt_verify(txn.alg,\\\"hmac key hs256\\\")]\"\n\
+    http-after-response set-header x-es \"%[var(txn.bearer),jwt_verify(ES256,\\\"{}\\\")]\"\n\
+    http-after-response set-header x-custom \"<%[var(txn.custom)]>\"\n",
+        pem.display()
+    )
+}
+
+fn jwt_seen(addr: SocketAddr, token: &str) -> Vec<Option<String>> {
+    let head = raw_head(
+        addr,
+        &format!(
+            "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer  {token}\r\nX-Tok: bearer x\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    [
+        "x-alg", "x-name", "x-iat", "x-hdr", "x-hs", "x-es", "x-custom",
+    ]
+    .iter()
+    .map(|n| raw_field(&head, n).map(|v| String::from_utf8_lossy(&v).into_owned()))
+    .collect()
+}
+
+/// `http_auth_bearer`, `jwt_header_query`, `jwt_payload_query` and
+/// `jwt_verify` on HS256 and ES256 tokens (the ES signature as RFC 7518
+/// has it, R and S side by side), good and bad, beside haproxy; a query
+/// without a path gives no sample (HAProxy 2.6 decodes the part, then
+/// answers nothing).
+#[test]
+fn jwt_converters() {
+    let dir = scratch("jwt");
+    let pem = dir.join("es256.pem");
+    let (pub_pem, signer) = p256_signer();
+    std::fs::write(&pem, pub_pem).unwrap();
+    let claims = r#"{"sub":"1","name":"John Doe","iat":1516239022}"#;
+    let hs = jwt(r#"{"alg":"HS256","typ":"JWT"}"#, claims, |m| {
+        ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"hmac key hs256"),
+            m,
+        )
+        .as_ref()
+        .to_vec()
+    });
+    let es = jwt(r#"{"alg":"ES256"}"#, claims, |m| {
+        signer
+            .sign(&ring::rand::SystemRandom::new(), m)
+            .unwrap()
+            .as_ref()
+            .to_vec()
+    });
+    // The HS256 token's signature with its last character changed.
+    let mut bad = hs.clone();
+    let last = if bad.ends_with('A') { "B" } else { "A" };
+    bad.replace_range(bad.len() - 1.., last);
+    // Per token: alg, name, iat + 1, header query without a path, the
+    // HS check (an ES token's names an unloaded key: -5), the ES check.
+    // The third has a bad signature; the fourth two parts only.
+    let want: Vec<Vec<Option<String>>> = [
+        ["HS256", "1", "0"],
+        ["ES256", "-5", "1"],
+        ["HS256", "0", "0"],
+        ["HS256", "-3", "-3"],
+    ]
+    .iter()
+    .map(|[alg, hs, es]| {
+        [*alg, "John Doe", "1516239023", "<>", hs, es, "<x>"]
+            .map(|v| Some(v.to_string()))
+            .to_vec()
+    })
+    .collect();
+    let two = hs.rsplit_once('.').unwrap().0.to_string();
+    let tokens = [hs, es, bad, two];
+    let run = |addr: SocketAddr| -> Vec<Vec<Option<String>>> {
+        tokens.iter().map(|t| jwt_seen(addr, t)).collect()
+    };
+    ebb_and_haproxy("hap-jwt", |b| answering(b, &jwt_rules(&pem)), run, &want);
+}
+
+/// A TLS record with a ClientHello offering the ALPN protocols `names`.
+fn alpn_hello(names: &[&str]) -> Vec<u8> {
+    let list: Vec<u8> = names
+        .iter()
+        .flat_map(|n| std::iter::once(n.len() as u8).chain(n.bytes()))
+        .collect();
+    let be16 = |n: usize| (n as u16).to_be_bytes();
+    let mut body = [&[3u8, 3][..], &[9; 32], &[0, 0, 2, 0x13, 0x01, 1, 0]].concat();
+    let ext = [
+        &[0u8, 16][..],
+        &be16(list.len() + 2),
+        &be16(list.len()),
+        &list,
+    ]
+    .concat();
+    body.extend_from_slice(&be16(ext.len()));
+    body.extend_from_slice(&ext);
+    let hs = [&[1u8, 0][..], &be16(body.len()), &body].concat();
+    [&[0x16u8, 3, 1][..], &be16(hs.len()), &hs].concat()
+}
+
+/// Sends `parts` on a new connection and reads to the end: what the
+/// server behind answered ("OK"), or nothing when a rule rejected it.
+fn alpn_seen(addr: SocketAddr, parts: &[&[u8]]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    for p in parts {
+        s.write_all(p).unwrap();
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `req.ssl_alpn` in a tcp-request content ACL (HAProxy's reg-test
+/// checks/tcp-check-ssl): any of the ClientHello's protocols matches,
+/// a hello cut in two is waited for, beside haproxy.
+#[test]
+fn req_ssl_alpn_matches_each_protocol() {
+    let origin = common::origin::serve_each(|mut s| {
+        let _ = s.write_all(b"OK");
+    });
+    let cfg = move |bind: &str| {
+        format!(
+            "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content accept if {{ req.ssl_alpn http/1.1 }}\n    tcp-request content reject\n\
+    default_backend b\nbackend b\n    server s {origin}\n"
+        )
+    };
+    let both = alpn_hello(&["h2", "http/1.1"]);
+    let h2 = alpn_hello(&["h2"]);
+    let run = |addr: SocketAddr| -> Vec<String> {
+        vec![
+            alpn_seen(addr, &[&both]),
+            alpn_seen(addr, &[&h2]),
+            alpn_seen(addr, &[&both[..20], &both[20..]]),
+            alpn_seen(addr, &[b"GET / HTTP/1.0\r\n\r\n"]),
+        ]
+    };
+    let want: Vec<String> = ["OK", "", "OK", ""].iter().map(|s| s.to_string()).collect();
+    ebb_and_haproxy("hap-alpn", cfg, run, &want);
+}

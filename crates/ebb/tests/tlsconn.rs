@@ -818,3 +818,51 @@ fn a_client_close_behind_records_without_data_is_seen() {
         }
     }
 }
+
+/// A tcp-mode TLS frontend without a backend completes the client's
+/// handshake before it ends the session (`PR`), as HAProxy 2.6 starts the
+/// stream once the handshake is done; ebb used to end it at once when the
+/// ClientHello had not arrived with the connection, sending a
+/// close_notify instead of its ServerHello (reg-test checks/tcp-check-ssl
+/// failed one time in two, its checks' TLS server being such a frontend).
+/// The ClientHello is sent once the accept is logged.
+#[test]
+fn a_tls_frontend_without_backend_completes_the_handshake() {
+    let d = scratch("tlsconn-nobackend");
+    let c = certs(&d);
+    let cfg = |bind: &str, log: SocketAddr| {
+        format!(
+            "global\n    log {log} local0\ndefaults\n    mode tcp\n    log global\n    timeout client 10s\n\
+             frontend fe\n    bind {bind} ssl crt {}\n",
+            c.both.display()
+        )
+    };
+    let tls = client_trusting(&c.ca);
+    // (HAProxy logs the accept once the handshake is done: it is not
+    // waited for there.)
+    let check = |wait: bool| {
+        let tls = &tls;
+        move |proxy: SocketAddr, log: &Syslog, _: &Path| {
+            for _ in 0..3 {
+                let s = TcpStream::connect(proxy).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let me = s.local_addr().unwrap().to_string();
+                if wait {
+                    log.find("the accept's log line", |l| {
+                        l.contains(&format!("Connect from {me} "))
+                    });
+                }
+                let name = rustls::pki_types::ServerName::try_from("origin.test").unwrap();
+                let conn = rustls::ClientConnection::new(Arc::clone(tls), name).unwrap();
+                let mut t = rustls::StreamOwned::new(conn, s);
+                while t.conn.is_handshaking() {
+                    if let Err(e) = t.conn.complete_io(&mut t.sock) {
+                        panic!("handshake: {e}");
+                    }
+                }
+            }
+        }
+    };
+    on_proxy("ebb", "tlsconn-nobackend", &cfg, &check(true));
+    on_proxy("haproxy", "tlsconn-nobackend", &cfg, &check(false));
+}

@@ -72,6 +72,42 @@ pub(super) fn basic(authz: &[u8]) -> Option<Vec<u8>> {
     raw.contains(&b':').then_some(raw)
 }
 
+/// The token of Bearer credentials, from `value` (the first value of
+/// the header read), as HAProxy 2.6's `http_auth_bearer` finds it.
+/// In `Authorization` (`named` false): the scheme up to the first space
+/// (none, or a value starting with one: no sample), the spaces after it
+/// skipped; a scheme that starts `Basic` (case-insensitive, as its
+/// `strncasecmp` on the scheme's length compares) is not Bearer, one that
+/// starts `Bearer` is, even with an empty token. In a header the
+/// configuration names: the scheme is `Bearer` exactly (any case) and
+/// the token not empty, else (and without the header) the empty string.
+pub(super) fn bearer(value: Option<&[u8]>, named: bool) -> Option<&[u8]> {
+    let starts =
+        |word: &[u8], s: &[u8]| s.len() <= word.len() && word[..s.len()].eq_ignore_ascii_case(s);
+    let skip = |v: &[u8], from: usize| -> usize {
+        from + v[from..].iter().take_while(|&&c| c == b' ').count()
+    };
+    if named {
+        let Some(v) = value else { return Some(b"") };
+        let (typ, rest) = match v.iter().position(|&c| c == b' ') {
+            Some(p) => (&v[..p], &v[skip(v, p)..]),
+            None => (v, &v[v.len()..]),
+        };
+        return Some(if typ.eq_ignore_ascii_case(b"Bearer") && !rest.is_empty() {
+            rest
+        } else {
+            b""
+        });
+    }
+    let v = value?;
+    let p = v.iter().position(|&c| c == b' ').filter(|&p| p > 0)?;
+    let scheme = &v[..p];
+    if starts(b"Basic", scheme) || !starts(b"Bearer", scheme) {
+        return None;
+    }
+    Some(&v[skip(v, p)..])
+}
+
 /// The user of list `list` whose Basic credentials `authz` (an
 /// `Authorization` value) are valid.
 pub(super) fn check(list: &str, authz: &[u8]) -> Option<(Arc<Userlist>, usize)> {

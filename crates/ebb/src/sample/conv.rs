@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use regex::bytes::Regex;
 
+use super::crypto;
+use super::crypto::JwtAlg;
 use super::hash;
 use super::map::Map;
 use super::{cast, Ctx, Scratch, Type, Val};
@@ -104,6 +106,19 @@ pub(super) enum Conv {
     Digest(&'static ring::digest::Algorithm),
     /// `sha2(224)`: ring has no SHA-224 (the `sha2` crate's).
     Sha224,
+    /// `digest(ALG)`: any digest [`crypto::Md`] knows.
+    MsgDigest(crypto::Md),
+    /// `hmac(ALG,KEY)`: the key, decoded from base64 at start, or a
+    /// variable holding it in base64.
+    Hmac(crypto::Md, StrArg),
+    /// `secure_memcmp(VAR)`.
+    SecureMemcmp(super::VarRef),
+    /// `jwt_header_query([PATH[,int]])` (part 0) and `jwt_payload_query`
+    /// (part 1): a `json_query` on the part decoded (no sample without
+    /// PATH, as in HAProxy 2.6).
+    JwtQuery(usize, Option<(super::jsonq::Path, bool)>),
+    /// `jwt_verify(ALG,KEY)`.
+    JwtVerify(StrArg, crypto::JwtKey),
     /// `concat([start],[var],[end])`.
     Concat {
         start: Vec<u8>,
@@ -121,6 +136,23 @@ pub(super) enum Conv {
     /// `mqtt_is_valid`, `mqtt_field_value(TYPE,FIELD)`.
     MqttIsValid,
     MqttFieldValue(u8, super::mqtt::Field),
+}
+
+/// A converter's string argument that may name a variable instead
+/// (HAProxy's `vars_check_arg`: a valid variable name is one).
+#[derive(Clone, Debug)]
+pub(super) enum StrArg {
+    Lit(Vec<u8>),
+    Var(super::VarRef),
+}
+
+impl StrArg {
+    fn parse(a: &str) -> StrArg {
+        match super::VarRef::parse(a) {
+            Ok(r) => StrArg::Var(r),
+            Err(_) => StrArg::Lit(a.as_bytes().to_vec()),
+        }
+    }
 }
 
 /// The argument of an arithmetic converter: an integer, or a variable
@@ -612,6 +644,107 @@ impl Conv {
                     }
                 }))
             }
+            "digest" => {
+                count(name, args, 1, 1)?;
+                Ok(Conv::MsgDigest(md_arg(name, &args[0])?))
+            }
+            "hmac" => {
+                count(name, args, 2, 2)?;
+                let md = md_arg(name, &args[0])?;
+                let key = match StrArg::parse(&args[1]) {
+                    StrArg::Lit(k) => {
+                        let mut d = Vec::new();
+                        if base64_decode(&k, &mut d).is_none() {
+                            return Err(format!(
+                                "converter 'hmac': failed to parse key : argument needs to be base64 encoded, and can either be a string or a variable (got '{}')",
+                                args[1]
+                            ));
+                        }
+                        StrArg::Lit(d)
+                    }
+                    v => v,
+                };
+                Ok(Conv::Hmac(md, key))
+            }
+            "secure_memcmp" => {
+                count(name, args, 1, 1)?;
+                if args[0].is_empty() {
+                    return Err("converter 'secure_memcmp': missing variable name".into());
+                }
+                let r = super::VarRef::parse(&args[0]).map_err(|e| {
+                    format!(
+                        "converter 'secure_memcmp': failed to register variable name '{}': {e}",
+                        args[0]
+                    )
+                })?;
+                Ok(Conv::SecureMemcmp(r))
+            }
+            "jwt_header_query" | "jwt_payload_query" => {
+                count(name, args, 0, 2)?;
+                let int = match args.get(1).map(String::as_str) {
+                    None | Some("") => false,
+                    Some("int") => true,
+                    Some(_) => {
+                        return Err(format!(
+                            "converter '{name}': output_type only supports \"int\" as argument"
+                        ))
+                    }
+                };
+                let q = match args.first() {
+                    None => None,
+                    Some(p) => Some((
+                        super::jsonq::Path::parse(p)
+                            .map_err(|e| format!("converter '{name}': {e}"))?,
+                        int,
+                    )),
+                };
+                Ok(Conv::JwtQuery(usize::from(name == "jwt_payload_query"), q))
+            }
+            "jwt_verify" => {
+                count(name, args, 2, 2)?;
+                let alg = StrArg::parse(&args[0]);
+                // A literal algorithm HAProxy 2.6 checks at start.
+                let lit_alg =
+                    match &alg {
+                        StrArg::Lit(a) => match JwtAlg::parse(a) {
+                            None => {
+                                return Err(format!(
+                                    "converter 'jwt_verify': unknown JWT algorithm: {}",
+                                    args[0]
+                                ))
+                            }
+                            Some(JwtAlg::Ps) => return Err(
+                                "converter 'jwt_verify': RSASSA-PSS JWS signing not managed yet"
+                                    .into(),
+                            ),
+                            a => a,
+                        },
+                        StrArg::Var(_) => None,
+                    };
+                let key = match StrArg::parse(&args[1]) {
+                    StrArg::Var(r) => crypto::JwtKey::Var(r),
+                    StrArg::Lit(k) => match lit_alg {
+                        // A secret, not a file.
+                        Some(JwtAlg::Hs(_) | JwtAlg::None) => crypto::JwtKey::Lit(k, None),
+                        // A key file: refused when it cannot be read.
+                        Some(_) => crypto::JwtKey::Lit(
+                            k,
+                            Some(
+                                crypto::load_key(&args[1])
+                                    .map_err(|e| format!("converter 'jwt_verify': {e}"))?,
+                            ),
+                        ),
+                        // A key file or a secret, as the run-time
+                        // algorithm says: a file not loaded is an unknown
+                        // key then (-5), as in HAProxy.
+                        None => {
+                            let loaded = crypto::load_key(&args[1]).ok();
+                            crypto::JwtKey::Lit(k, loaded)
+                        }
+                    },
+                };
+                Ok(Conv::JwtVerify(alg, key))
+            }
             _ => Err(format!("unknown converter '{name}'")),
         }
     }
@@ -628,6 +761,11 @@ impl Conv {
             | Conv::Ub64Enc
             | Conv::Digest(_)
             | Conv::Sha224
+            | Conv::MsgDigest(_)
+            | Conv::Hmac(..)
+            | Conv::SecureMemcmp(_)
+            | Conv::JwtQuery(..)
+            | Conv::JwtVerify(..)
             | Conv::FixIsValid
             | Conv::FixTagValue(_)
             | Conv::MqttIsValid
@@ -655,8 +793,12 @@ impl Conv {
             | Conv::Ub64Dec
             | Conv::Digest(_)
             | Conv::Sha224
+            | Conv::MsgDigest(_)
+            | Conv::Hmac(..)
             | Conv::FixTagValue(_) => Type::Bin,
-            Conv::FixIsValid | Conv::MqttIsValid | Conv::IntTest(_) => Type::Bool,
+            Conv::FixIsValid | Conv::MqttIsValid | Conv::IntTest(_) | Conv::SecureMemcmp(_) => {
+                Type::Bool
+            }
             Conv::Length
             | Conv::PortOnly
             | Conv::Hex2i
@@ -666,6 +808,8 @@ impl Conv {
             | Conv::Hash { .. }
             | Conv::Xxh(..)
             | Conv::StrCmp(_)
+            | Conv::JwtVerify(..)
+            | Conv::JwtQuery(_, Some((_, true)))
             | Conv::JsonQuery(_, true) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
@@ -763,24 +907,7 @@ impl Conv {
                 }
                 swap(s, Val::Str)
             }
-            Conv::JsonQuery(path, int) => {
-                use super::jsonq::{num_g, num_int, query, Found};
-                match query(&s.cur, path)? {
-                    Found::Bool(b) => Some(Val::Bool(b)),
-                    Found::Num(n) if *int => Some(Val::Int(num_int(&n)?)),
-                    Found::Num(n) => {
-                        let g = num_g(&n)?;
-                        s.cur.clear();
-                        s.cur.extend_from_slice(g.as_bytes());
-                        Some(Val::Str)
-                    }
-                    Found::Str(v) => {
-                        s.cur.clear();
-                        s.cur.extend_from_slice(&v);
-                        Some(Val::Str)
-                    }
-                }
-            }
+            Conv::JsonQuery(path, int) => json_query(path, *int, s),
             Conv::Json(mode) => {
                 s.tmp.clear();
                 let mut p = 0;
@@ -1089,25 +1216,8 @@ impl Conv {
                 swap(s, Val::Str)
             }
             Conv::Ub64Dec => {
-                // Back to standard base64 with its padding.
                 s.tmp.clear();
-                for &c in &s.cur {
-                    s.tmp.push(match c {
-                        b'-' => b'+',
-                        // HAProxy 2.6's table reads `=` as 63, as `_`.
-                        b'_' | b'=' => b'/',
-                        b'+' | b'/' => return None,
-                        c => c,
-                    });
-                }
-                match s.tmp.len() % 4 {
-                    0 => {}
-                    1 => return None,
-                    n => s.tmp.extend(std::iter::repeat_n(b'=', 4 - n)),
-                }
-                std::mem::swap(&mut s.cur, &mut s.tmp);
-                s.tmp.clear();
-                base64_decode(&s.cur, &mut s.tmp)?;
+                ub64_decode(&s.cur, &mut s.tmp)?;
                 swap(s, Val::Bin)
             }
             Conv::Digest(alg) => {
@@ -1122,6 +1232,68 @@ impl Conv {
                 s.cur.clear();
                 s.cur.extend_from_slice(&d);
                 Some(Val::Bin)
+            }
+            Conv::MsgDigest(md) => {
+                s.tmp.clear();
+                md.digest(&[&s.cur], &mut s.tmp);
+                swap(s, Val::Bin)
+            }
+            Conv::Hmac(md, key) => {
+                let mut k = Vec::new();
+                let key = match key {
+                    StrArg::Lit(k) => k,
+                    StrArg::Var(r) => {
+                        let mut x = Scratch::default();
+                        if !var_as(ctx, r, Type::Str, &mut x) {
+                            return None;
+                        }
+                        base64_decode(&x.cur, &mut k)?;
+                        &k
+                    }
+                };
+                s.tmp.clear();
+                md.hmac(key, &s.cur, &mut s.tmp);
+                swap(s, Val::Bin)
+            }
+            Conv::SecureMemcmp(r) => {
+                let mut x = Scratch::default();
+                if !var_as(ctx, r, Type::Bin, &mut x) {
+                    return None;
+                }
+                Some(Val::Bool(crypto::same_bytes(&s.cur, &x.cur)))
+            }
+            Conv::JwtQuery(part, q) => {
+                // Without a path HAProxy 2.6 decodes the part and gives
+                // no sample (its `sample_conv_jwt_member_query` returns
+                // 0 there; 2.6.12 still does).
+                let (path, int) = q.as_ref()?;
+                s.tmp.clear();
+                crypto::jwt_member(&s.cur, *part, &mut s.tmp)?;
+                std::mem::swap(&mut s.cur, &mut s.tmp);
+                json_query(path, *int, s)
+            }
+            Conv::JwtVerify(alg, key) => {
+                let mut a = Scratch::default();
+                let alg = match alg {
+                    StrArg::Lit(a) => a,
+                    StrArg::Var(r) => {
+                        if !var_as(ctx, r, Type::Str, &mut a) {
+                            return None;
+                        }
+                        &a.cur
+                    }
+                };
+                let mut k = Scratch::default();
+                let (key, loaded) = match key {
+                    crypto::JwtKey::Lit(k, l) => (k, l.as_ref()),
+                    crypto::JwtKey::Var(r) => {
+                        if !var_as(ctx, r, Type::Str, &mut k) {
+                            return None;
+                        }
+                        (&k.cur, None)
+                    }
+                };
+                Some(Val::Int(crypto::jwt_verify(&s.cur, alg, key, loaded)))
             }
             Conv::Concat { start, var, end } => {
                 s.cur.extend_from_slice(start);
@@ -1165,9 +1337,44 @@ impl Conv {
     }
 }
 
+/// `json_query`'s answer for the JSON in `s.cur`.
+fn json_query(path: &super::jsonq::Path, int: bool, s: &mut Scratch) -> Option<Val> {
+    use super::jsonq::{num_g, num_int, query, Found};
+    match query(&s.cur, path)? {
+        Found::Bool(b) => Some(Val::Bool(b)),
+        Found::Num(n) if int => Some(Val::Int(num_int(&n)?)),
+        Found::Num(n) => {
+            let g = num_g(&n)?;
+            s.cur.clear();
+            s.cur.extend_from_slice(g.as_bytes());
+            Some(Val::Str)
+        }
+        Found::Str(v) => {
+            s.cur.clear();
+            s.cur.extend_from_slice(&v);
+            Some(Val::Str)
+        }
+    }
+}
+
+/// The digest a converter's argument names (OpenSSL's names).
+fn md_arg(name: &str, a: &str) -> Result<crypto::Md, String> {
+    crypto::Md::by_name(a).ok_or_else(|| {
+        format!(
+            "converter '{name}': algorithm must be a valid OpenSSL message digest name ('{a}': ebb computes md5, sha1, sha224, sha256, sha384, sha512, sha512-224 and sha512-256, under OpenSSL's names)"
+        )
+    })
+}
+
 /// The value of variable `r` as a string in `out.cur`; false when it is
 /// not set (or cannot be a string).
 fn var_str(ctx: &Ctx<'_>, r: &super::VarRef, out: &mut Scratch) -> bool {
+    var_as(ctx, r, Type::Str, out)
+}
+
+/// The value of variable `r` cast to `ty` in `out.cur`; false when it is
+/// not set (or cannot be cast).
+fn var_as(ctx: &Ctx<'_>, r: &super::VarRef, ty: Type, out: &mut Scratch) -> bool {
     let Some(store) = ctx.vars else {
         return false;
     };
@@ -1175,7 +1382,7 @@ fn var_str(ctx: &Ctx<'_>, r: &super::VarRef, out: &mut Scratch) -> bool {
         .try_borrow_mut()
         .ok()
         .and_then(|mut st| st.get(r, out));
-    match got.and_then(|x| cast(x, Type::Str, out)) {
+    match got.and_then(|x| cast(x, ty, out)) {
         Some(_) => true,
         None => {
             out.cur.clear();
@@ -1358,6 +1565,29 @@ pub(crate) fn websocket_key() -> [u8; 24] {
     let mut key = [0u8; 24];
     key.copy_from_slice(&v[..24]);
     key
+}
+
+/// base64url without padding (HAProxy 2.6's `base64urldec`, what
+/// `ub64dec` and the JWT converters read), appended to `out`; `None` on
+/// bad input.
+pub(super) fn ub64_decode(inp: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    // Back to standard base64 with its padding.
+    let mut std64 = Vec::with_capacity(inp.len() + 2);
+    for &c in inp {
+        std64.push(match c {
+            b'-' => b'+',
+            // HAProxy 2.6's table reads `=` as 63, as `_`.
+            b'_' | b'=' => b'/',
+            b'+' | b'/' => return None,
+            c => c,
+        });
+    }
+    match std64.len() % 4 {
+        0 => {}
+        1 => return None,
+        n => std64.extend(std::iter::repeat_n(b'=', 4 - n)),
+    }
+    base64_decode(&std64, out)
 }
 
 /// Strict base64 (padding required, as HAProxy's b64dec); `None` on bad

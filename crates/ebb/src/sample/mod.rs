@@ -23,6 +23,7 @@
 pub mod auth;
 mod conv;
 pub(crate) use conv::base64_encode;
+mod crypto;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;

@@ -663,6 +663,15 @@ fn tcp_payload_fetches() {
         render("%[req.ssl_sni]", &hello, Some("a.example")),
         "a.example"
     );
+    // The ALPN names of a whole ClientHello: the first one.
+    let alpn_hello = [
+        &b"\x16\x03\x01\x00\x3e\x01\x00\x00\x3a\x03\x03"[..],
+        &[0; 32],
+        b"\x00\x00\x02\x13\x01\x01\x00\x00\x0f\x00\x10\x00\x0b\x00\x09\x02h2\x03h2c\x01x",
+    ]
+    .concat();
+    assert_eq!(render("%[req.ssl_alpn]", &alpn_hello, None), "h2");
+    assert_eq!(render("%[req.ssl_alpn]", &hello, None), "");
     assert_eq!(render("%[req.payload(1,2),hex]", &hello, None), "0301");
     assert_eq!(render("%[req.payload(7,0),hex]", &hello, None), "003C");
     assert_eq!(
@@ -1183,4 +1192,37 @@ fn find_byte_finds_the_first() {
             }
         }
     }
+}
+
+#[test]
+fn http_auth_bearer_reads_the_token() {
+    let got = |hdrs: &str, fmt: &str| {
+        let req = format!("GET / HTTP/1.1\r\nHost: a\r\n{hdrs}\r\n");
+        let l = LogFormat::parse(fmt, RQ).unwrap_or_else(|e| panic!("{fmt}: {e}"));
+        with_ctx(&req, None, |c| {
+            let mut o = Vec::new();
+            l.render(c, &mut o);
+            String::from_utf8_lossy(&o).into_owned()
+        })
+    };
+    let dflt = "<%[http_auth_bearer]>";
+    assert_eq!(got("Authorization: Bearer  tok\r\n", dflt), "<tok>");
+    assert_eq!(got("Authorization: bearer a.b.c\r\n", dflt), "<a.b.c>");
+    // HAProxy 2.6 compares the scheme on its own length.
+    assert_eq!(got("Authorization: Bea tok\r\n", dflt), "<tok>");
+    // No sample (an empty string's length would be 0).
+    let len = "<%[http_auth_bearer,length]>";
+    assert_eq!(got("Authorization: Bearer \r\n", len), "<>");
+    assert_eq!(got("Authorization: Basic dTpw\r\n", len), "<>");
+    assert_eq!(got("Authorization: Bearerx tok\r\n", len), "<>");
+    assert_eq!(got("Authorization:  tok\r\n", len), "<>");
+    assert_eq!(got("", len), "<>");
+    let named = "<%[http_auth_bearer(x-tok)]>";
+    assert_eq!(got("X-Tok: BEARER abc\r\n", named), "<abc>");
+    // An empty string otherwise, even without the header.
+    let named = "<%[http_auth_bearer(x-tok),length]>";
+    assert_eq!(got("X-Tok: Bea abc\r\n", named), "<0>");
+    assert_eq!(got("X-Tok: Bearer\r\n", named), "<0>");
+    assert_eq!(got("", named), "<0>");
+    assert!(err("%[http_auth_bearer]", Scope::Response).contains("not available"));
 }

@@ -313,6 +313,12 @@ impl Session {
     }
 
     /// Ends the session with a termination code.
+    /// The client's TLS handshake is under way and may still complete.
+    fn cli_handshaking(&self) -> bool {
+        let p = self.pipe.borrow();
+        !p.cli.err && !p.cli.eof && p.cli.tr.as_ref().is_some_and(|t| t.is_handshaking())
+    }
+
     fn end_with(&mut self, code: &[u8; 2]) {
         if self.term == *b"--" {
             self.term = *code;
@@ -330,6 +336,11 @@ impl Session {
                 return;
             }
             match self.st {
+                // HAProxy starts a TLS frontend's stream once the
+                // handshake is done: its rules, and the end of a frontend
+                // without a backend (PR), wait for it (a client that
+                // fails, closes or stalls it ends as before).
+                St::Inspect if self.cli_handshaking() => return,
                 St::Inspect => match self.inspect(ctx) {
                     None => return,
                     Some(Err(v)) => {

@@ -107,6 +107,18 @@ impl Fetch {
                 crate::sample::auth::basic(r.head.header(r.buf, "authorization")?)?;
                 Some(Val::Bool(auth_user(ctx, l).is_some()))
             }
+            Fetch::HttpAuthBearer(hdr) => {
+                let mut first = None;
+                let name = hdr.as_deref().unwrap_or("authorization");
+                if !values(ctx, false, name, false, &mut |v| {
+                    first = Some(v.to_vec());
+                    true
+                }) {
+                    return None;
+                }
+                let tok = crate::sample::auth::bearer(first.as_deref(), hdr.is_some())?;
+                put(s, tok)
+            }
             Fetch::HttpAuthGroup(l) => {
                 let (list, i) = auth_user(ctx, l)?;
                 put(s, list.users[i].name.as_bytes())
@@ -556,6 +568,18 @@ impl Fetch {
                 }
                 put(s, p.sni?.as_bytes())
             }
+            Fetch::ReqSslAlpn => {
+                let p = ctx.payload.filter(|p| !p.response)?;
+                match super::msg::hello_alpn(p.bytes) {
+                    Ok(names) => put(s, names.first()?),
+                    Err(short) => {
+                        if short {
+                            p.unsure();
+                        }
+                        None
+                    }
+                }
+            }
             Fetch::ReqSslHelloType => {
                 // A handshake record (22) of TLS or SSLv3 (major 3): the
                 // type of its first message (HAProxy's check). Fewer bytes
@@ -615,6 +639,25 @@ impl Fetch {
         f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
     ) -> Option<bool> {
         match self {
+            // In an ACL: each protocol name in turn.
+            Fetch::ReqSslAlpn => {
+                let Some(p) = ctx.payload.filter(|p| !p.response) else {
+                    return Some(false);
+                };
+                match super::msg::hello_alpn(p.bytes) {
+                    Ok(names) => Some(names.iter().any(|n| {
+                        s.cur.clear();
+                        s.cur.extend_from_slice(n);
+                        f(Val::Str, s)
+                    })),
+                    Err(short) => {
+                        if short {
+                            p.unsure();
+                        }
+                        Some(false)
+                    }
+                }
+            }
             // In an ACL: each group of the authenticated user.
             Fetch::HttpAuthGroup(l) => {
                 let Some((list, i)) = auth_user(ctx, l) else {

@@ -180,6 +180,9 @@ pub(super) enum Fetch {
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
     ReqSslSni,
+    /// `req.ssl_alpn`: the ALPN protocol names of the ClientHello in
+    /// those bytes (the first one; an ACL tries each).
+    ReqSslAlpn,
     /// `req.rdp_cookie([NAME])` (`cnt`: `req.rdp_cookie_cnt`, 1 when
     /// found, 0 when not): the RDP cookie (`Cookie: NAME=VALUE` CRLF
     /// after the 11 bytes of the TPKT and X.224 headers) of a TCP-mode
@@ -223,6 +226,9 @@ pub(super) enum Fetch {
     /// groups are what the patterns match).
     HttpAuth(String),
     HttpAuthGroup(String),
+    /// `http_auth_bearer([HDR])`: the token of the request's Bearer
+    /// credentials (in `Authorization`, or in header HDR).
+    HttpAuthBearer(Option<String>),
     /// `cur_server_timeout`, `cur_tunnel_timeout`: the exchange's
     /// (`set-timeout`), else its backend's.
     CurTimeout {
@@ -311,6 +317,7 @@ impl Fetch {
             | Fetch::Stk(_) => Layer::L4,
             Fetch::ReqLen
             | Fetch::ReqSslSni
+            | Fetch::ReqSslAlpn
             | Fetch::ReqSslHelloType
             | Fetch::RdpCookie { .. }
             | Fetch::ReqPayload(..)
@@ -337,6 +344,7 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ReqBodyParam(..)
             | Fetch::HttpAuth(_)
+            | Fetch::HttpAuthBearer(_)
             | Fetch::HttpAuthGroup(_) => Some(false),
             Fetch::Hdr { res, .. }
             | Fetch::HdrCnt { res, .. }
@@ -358,6 +366,7 @@ impl Fetch {
             | Fetch::ResBodySize => Some(true),
             Fetch::ReqLen
             | Fetch::ReqSslSni
+            | Fetch::ReqSslAlpn
             | Fetch::ReqSslHelloType
             | Fetch::RdpCookie { .. }
             | Fetch::ReqPayload(..) => Some(false),

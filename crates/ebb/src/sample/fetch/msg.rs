@@ -358,3 +358,158 @@ pub(super) fn rdp_cookie<'b>(data: &'b [u8], name: Option<&str>) -> Result<Optio
     }
     Ok(Some(&rest[..end]))
 }
+
+/// The ALPN protocol names of the TLS ClientHello at the start of `b`,
+/// read as HAProxy 2.6's `smp_fetch_ssl_hello_alpn` reads them: a
+/// handshake record of SSLv3 or later long enough to hold extensions, a
+/// whole ClientHello of TLS 1.0 or later, its session id, cipher suites
+/// and compression methods skipped, then the extension 16's names from
+/// the start of its list (its own length unread), each up to the first
+/// that overruns the extension. `Err(true)`: too few bytes yet (more may
+/// make one); `Err(false)`: no ClientHello, or no ALPN in it.
+pub(super) fn hello_alpn(b: &[u8]) -> Result<Vec<&[u8]>, bool> {
+    let at = |i: usize| -> Result<usize, bool> { b.get(i).map(|&c| usize::from(c)).ok_or(true) };
+    if at(0)? != 0x16 {
+        return Err(false);
+    }
+    if at(2).is_err() {
+        return Err(true);
+    }
+    if at(1)? < 3 {
+        return Err(false);
+    }
+    let rec = at(3)? << 8 | at(4)?;
+    if rec < 1 + 3 + 2 + 32 + 1 + 2 + 2 + 1 + 1 + 2 + 2 {
+        return Err(false);
+    }
+    if at(5)? != 0x01 {
+        return Err(false);
+    }
+    let hs = at(6)? << 16 | at(7)? << 8 | at(8)?;
+    if hs < 2 + 32 + 1 + 2 + 2 + 1 + 1 + 2 + 2 {
+        return Err(false);
+    }
+    // The whole message (HAProxy waits for its length counted from the
+    // message's own header; ebb for the header and the message both).
+    let m = b.get(9..9 + hs).ok_or(true)?;
+    if m[0] < 3 || m[1] < 1 {
+        return Err(false);
+    }
+    let sid = usize::from(m[34]);
+    if sid > 32 || sid > hs - 35 {
+        return Err(false);
+    }
+    let g = |i: usize| m.get(i).map_or(0, |&c| usize::from(c));
+    let mut left = hs - 35 - sid;
+    let mut p = 35 + sid;
+    let ciphers = g(p) << 8 | g(p + 1);
+    if left < 4 || ciphers < 2 || ciphers > left {
+        return Err(false);
+    }
+    left -= 2 + ciphers;
+    p += 2 + ciphers;
+    let comp = g(p);
+    if left < 2 || comp < 1 || comp > left {
+        return Err(false);
+    }
+    left -= 1 + comp;
+    p += 1 + comp;
+    let exts = g(p) << 8 | g(p + 1);
+    if left < 2 || exts > left - 2 {
+        return Err(false);
+    }
+    let mut left = exts;
+    p += 2;
+    while left >= 4 {
+        let (ty, len) = (g(p) << 8 | g(p + 1), g(p + 2) << 8 | g(p + 3));
+        if len > left - 4 {
+            return Err(false);
+        }
+        if ty == 16 {
+            if len < 3 {
+                return Err(false);
+            }
+            let e = m.get(p..p + 4 + len).ok_or(false)?;
+            let mut names = Vec::new();
+            let mut off = 6;
+            loop {
+                let n = usize::from(e[off]);
+                if n + off - 3 > len {
+                    break;
+                }
+                names.push(&e[off + 1..off + 1 + n]);
+                if n + off - 3 == len {
+                    break;
+                }
+                off += n + 1;
+            }
+            return if names.is_empty() {
+                Err(false)
+            } else {
+                Ok(names)
+            };
+        }
+        left -= 4 + len;
+        p += 4 + len;
+    }
+    Err(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hello_alpn;
+
+    /// A TLS 1.2 record holding a ClientHello with the ALPN extension
+    /// `alpn` (its body as sent) after a server_name one.
+    fn hello(alpn: &[u8]) -> Vec<u8> {
+        let mut exts = vec![0, 0, 0, 5, 0, 3, 0, 0, 0]; // an empty-ish SNI
+        exts.extend_from_slice(&[0, 16]);
+        exts.extend_from_slice(&(alpn.len() as u16).to_be_bytes());
+        exts.extend_from_slice(alpn);
+        let mut m = vec![3, 3];
+        m.extend_from_slice(&[7; 32]); // random
+        m.push(0); // no session id
+        m.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+        m.extend_from_slice(&[1, 0]); // null compression
+        m.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+        m.extend_from_slice(&exts);
+        let mut hs = vec![1, 0];
+        hs.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        hs.extend_from_slice(&m);
+        let mut rec = vec![0x16, 3, 1];
+        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&hs);
+        rec
+    }
+
+    fn list(names: &[&str]) -> Vec<u8> {
+        let mut l = Vec::new();
+        for n in names {
+            l.push(n.len() as u8);
+            l.extend_from_slice(n.as_bytes());
+        }
+        let mut v = (l.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(&l);
+        v
+    }
+
+    #[test]
+    fn alpn_names_of_a_client_hello() {
+        let h = hello(&list(&["h2", "http/1.1"]));
+        assert_eq!(hello_alpn(&h), Ok(vec![&b"h2"[..], b"http/1.1"]));
+        let h = hello(&list(&["acme-tls/1"]));
+        assert_eq!(hello_alpn(&h), Ok(vec![&b"acme-tls/1"[..]]));
+        // Cut anywhere: more bytes could make it.
+        for n in [0, 1, 4, 8, h.len() - 1] {
+            assert_eq!(hello_alpn(&h[..n]), Err(true), "{n} bytes");
+        }
+        // Not TLS, no ALPN, a name past the extension's end.
+        assert_eq!(hello_alpn(b"GET / HTTP/1.1\r\n"), Err(false));
+        assert_eq!(hello_alpn(&hello(&[0, 0])), Err(false));
+        let mut bad = list(&["h2", "http/1.1"]);
+        bad[5] = 40; // the second name's length
+        assert_eq!(hello_alpn(&hello(&bad)), Ok(vec![&b"h2"[..]]));
+        bad[2] = 40; // the first one's
+        assert_eq!(hello_alpn(&hello(&bad)), Err(false));
+    }
+}

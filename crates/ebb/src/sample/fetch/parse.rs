@@ -460,6 +460,7 @@ impl Fetch {
             "unique-id" => none(Fetch::UniqueId),
             "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
             "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
+            "req.ssl_alpn" => req_only(none(Fetch::ReqSslAlpn)?),
             "req.rdp_cookie" | "rdp_cookie" | "req.rdp_cookie_cnt" | "rdp_cookie_cnt" => {
                 arg_count(name, args, 0, 1)?;
                 req_only(Fetch::RdpCookie {
@@ -491,6 +492,10 @@ impl Fetch {
                 } else {
                     Fetch::HttpAuthGroup(args[0].clone())
                 })
+            }
+            "http_auth_bearer" => {
+                arg_count(name, args, 0, 1)?;
+                req_only(Fetch::HttpAuthBearer(args.first().cloned()))
             }
             "res.body" => res_only(none(Fetch::ResBody)?),
             "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
