@@ -64,7 +64,6 @@ pub mod ckch;
 pub mod clientauth;
 pub mod hello;
 mod legacy;
-pub(crate) use legacy::spki_kind;
 mod sni;
 
 use certload::{cert_specs, load_cert, read_file};

@@ -349,6 +349,21 @@ pub fn select_groups(
     }
 }
 
+/// The OIDs of a public key's algorithm and, for an EC key, its curve
+/// (dotted): the TLS code's and the `jwt_verify` converter's (here, a
+/// module both may import).
+pub(crate) fn spki_kind(
+    spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>,
+) -> (String, Option<String>) {
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.as_oid().ok())
+        .map(|o| o.to_id_string());
+    (spki.algorithm.algorithm.to_id_string(), curve)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -239,7 +239,7 @@ fn read_key(path: &str) -> Result<PubKey, String> {
     let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(der.as_ref())
         .map_err(|e| format!("'{path}': bad public key: {e}"))?;
     let bits = spki.subject_public_key.data.to_vec();
-    let (alg, curve) = crate::tls::spki_kind(&spki);
+    let (alg, curve) = crate::tls_policy::spki_kind(&spki);
     match (alg.as_str(), curve.as_deref()) {
         ("1.2.840.113549.1.1.1", _) => Ok(PubKey::Rsa(bits)),
         ("1.2.840.10045.2.1", Some("1.2.840.10045.3.1.7")) => Ok(PubKey::P256(bits)),

@@ -583,20 +583,6 @@ fn weak_digest(c: &X509Certificate<'_>) -> bool {
     )
 }
 
-/// The OIDs of a public key's algorithm and, for an EC key, its curve
-/// (dotted).
-pub(crate) fn spki_kind(
-    spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>,
-) -> (String, Option<String>) {
-    let curve = spki
-        .algorithm
-        .parameters
-        .as_ref()
-        .and_then(|p| p.as_oid().ok())
-        .map(|o| o.to_id_string());
-    (spki.algorithm.algorithm.to_id_string(), curve)
-}
-
 /// Whether `tbs` is signed by `issuer`'s key with `alg`.
 fn signed_by(
     tbs: &[u8],
@@ -607,7 +593,7 @@ fn signed_by(
     use ring::signature as s;
     let spki = issuer.public_key();
     let key: &[u8] = &spki.subject_public_key.data;
-    let (key_alg, curve) = spki_kind(spki);
+    let (key_alg, curve) = crate::tls_policy::spki_kind(spki);
     let rsa = key_alg == "1.2.840.113549.1.1.1";
     let ec = key_alg == "1.2.840.10045.2.1";
     let p256 = curve.as_deref() == Some("1.2.840.10045.3.1.7");
