@@ -691,6 +691,25 @@ pub fn client_config_with(
     ca_file: Option<&Path>,
     tls: &ServerTlsPolicy,
 ) -> Result<Arc<ClientConfig>, String> {
+    client_config_slot(verify, ca_file, tls).map(|(c, _)| c)
+}
+
+/// A server's `ca-file` loads (from the store, else the file), whether
+/// it verifies or not: HAProxy's `'ca-file' : unable to load PATH`.
+pub fn server_ca_file_loads(path: &Path) -> Result<(), String> {
+    roots_from_file(path)
+        .map(|_| ())
+        .map_err(|_| format!("'ca-file' : unable to load {}.", path.display()))
+}
+
+/// [`client_config_with`], and the slot of the server's `crt` (which
+/// [`ckch::CertSlot::release`] detaches from the store when the server is
+/// deleted).
+pub fn client_config_slot(
+    verify: Verify,
+    ca_file: Option<&Path>,
+    tls: &ServerTlsPolicy,
+) -> Result<(Arc<ClientConfig>, Option<Arc<ckch::CertSlot>>), String> {
     let provider = Arc::new(with_suites(
         &provider(),
         tls.ciphers.as_deref(),
@@ -710,7 +729,13 @@ pub fn client_config_with(
     // for one, loaded as a bind line's.
     let client_cert = match &tls.crt {
         Some(p) => {
-            let key = load_cert(p, None, &provider, false)
+            // The store's certificate first (a server added on the CLI
+            // takes what a commit put there, as HAProxy's), else the file.
+            let loaded = match ckch::stored(&p.display().to_string()) {
+                Some(c) if !c.chain.is_empty() => certify(&c, &provider, false),
+                _ => load_cert(p, None, &provider, false),
+            };
+            let key = loaded
                 .map_err(|e| {
                     format!(
                         "unable to load certificate from file '{}': {e}",
@@ -789,6 +814,7 @@ pub fn client_config_with(
     };
     // With a `crt`, the sessions are the certificate's (dropped when a
     // commit changes it).
+    let slot = client_cert.clone();
     let resumption = match client_cert {
         Some(c) => rustls::client::Resumption::store(c),
         None => rustls::client::Resumption::default(),
@@ -798,7 +824,7 @@ pub fn client_config_with(
     } else {
         resumption
     };
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), slot))
 }
 
 /// CRLs as they come and as webpki parsed them (`None`: an X.509 v1 CRL,
@@ -939,6 +965,19 @@ pub(crate) fn crls_from_ders(ders: Vec<Vec<u8>>) -> Result<LoadedCrls, String> {
 
 fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     let why = |m: String| format!("cannot load CA file {}: {m}", path.display());
+    // A CA file the store holds (loaded before, or created on the CLI
+    // with `new ssl ca-file`): its certificates, as HAProxy's store first.
+    if let Some(ders) =
+        cafile::contents(&path.display().to_string(), cafile::Kind::Ca).filter(|d| !d.is_empty())
+    {
+        let mut roots = RootCertStore::empty();
+        for d in ders {
+            roots
+                .add(CertificateDer::from(d))
+                .map_err(|e| why(format!("unusable certificate: {e}")))?;
+        }
+        return Ok(roots);
+    }
     let pem = read_file(path).map_err(why)?;
     let mut roots = RootCertStore::empty();
     let mut ders = Vec::new();

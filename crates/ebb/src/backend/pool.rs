@@ -114,7 +114,8 @@ impl ServerRt {
     /// `pool-max-conn`, and only when this thread has no idle connection
     /// of the kind to that server yet (a safe one: none safe; one not
     /// safe: none at all) or when the server's connections, in use and
-    /// idle, stay within the estimate of those it needs.
+    /// idle, stay within the estimate of those it needs plus its
+    /// `pool-low-conn`.
     pub fn idle_ticket(
         self: &Arc<Self>,
         thread: usize,
@@ -129,7 +130,10 @@ impl ServerRt {
             // (HAProxy counts the connection among those in use here.)
             let used = self.used_conns.load(Ordering::Acquire) + 1;
             let idle = self.idle_conns.load(Ordering::Acquire);
-            if used + idle > used.max(self.est_need.load(Ordering::Acquire)) {
+            let room = used
+                .max(self.est_need.load(Ordering::Acquire))
+                .saturating_add(self.opts.pool_low_conn);
+            if used + idle > room {
                 return None;
             }
         }
@@ -231,6 +235,15 @@ impl ServerRt {
         }
         self.next_roll
             .store(ticks::add(now, purge_ms(self)) | 1, Ordering::Release);
+    }
+
+    /// Gives every thread its idle connections of this server to close at
+    /// its next purge pass (within a second): `set server ... ssl` changed
+    /// how new connections speak (HAProxy's `srv_cleanup_connections`).
+    pub fn close_idle(&self) {
+        for (k, n) in self.kill_thr.iter().enumerate() {
+            n.store(at(&self.idle_thr, k), Ordering::Release);
+        }
     }
 
     /// Takes up to `n` of the idle connections `thread` is to close
@@ -600,7 +613,10 @@ impl IdlePools {
                 }
             }
         }
-        if !self.shared || s.idle_count() == 0 {
+        // `pool-low-conn`: too few idle connections to take another
+        // thread's (HAProxy's rule while descriptors are plenty).
+        let idle = s.idle_count();
+        if !self.shared || idle == 0 || idle < s.opts.pool_low_conn {
             return None;
         }
         let n = self.threads.len();

@@ -123,6 +123,9 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     // is a notice, not an alert.
     let was_stopping = (s.up.load(Ordering::Relaxed) && s.nolb()) || in_force == ADMIN_DRAIN;
     let was_maint = s.in_maint();
+    // HAProxy's STOPPED before the change: a server its checks (or the
+    // server it tracks) hold DOWN.
+    let was_down = !s.up.load(Ordering::Relaxed);
     let before = s.admin.swap(state, Ordering::Relaxed);
     if state == ADMIN_MAINT {
         // Maintenance stops the server (HAProxy's STOPPED): it leaves
@@ -136,12 +139,25 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         s.ext.changed(s.usable());
         farm.note_state();
     }
-    if s.admin_state() != in_force {
-        propagate_admin(s);
+    let moved = s.admin_state() != in_force;
+    if moved {
         admin_moved(farm, s, in_force);
     }
-    // HAProxy's alert on entering maintenance and notice on leaving it.
-    if state == ADMIN_MAINT && before != ADMIN_MAINT {
+    // HAProxy's alert on entering maintenance and notice on leaving it;
+    // a server already DOWN only says so, as a notice (it leaves no
+    // server count behind: it took no traffic).
+    if state == ADMIN_MAINT && before != ADMIN_MAINT && was_down && !was_maint {
+        check::log_event_at(
+            farm,
+            Some(crate::log::LOG_NOTICE),
+            format!(
+                "{}Server {}/{} was DOWN and now enters maintenance.",
+                s.backup_word(),
+                farm.name,
+                s.name
+            ),
+        );
+    } else if state == ADMIN_MAINT && before != ADMIN_MAINT {
         let (act, bck) = farm.usable_counts();
         check::log_event_at(
             farm,
@@ -173,6 +189,11 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
                 }
             ),
         );
+    }
+    // Then its trackers, each with its line (HAProxy's order: the server
+    // its changes come from first).
+    if moved {
+        propagate_admin(s);
     }
     if state == ADMIN_READY {
         farm.kick_backend_queue();
@@ -266,10 +287,12 @@ pub fn link_track(farm: &Arc<Farm>, s: &Arc<ServerRt>, t: &Arc<ServerRt>) {
     if s.tracked.set(Arc::clone(t)).is_err() {
         return;
     }
+    // The newest tracker first, as HAProxy links them (and so passes
+    // changes on).
     t.trackers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push((Arc::downgrade(farm), Arc::downgrade(s)));
+        .insert(0, (Arc::downgrade(farm), Arc::downgrade(s)));
 }
 
 /// The administrative state in force of `s` changed from `before`: into
