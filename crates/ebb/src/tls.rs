@@ -691,13 +691,33 @@ pub fn client_config_with(
     ca_file: Option<&Path>,
     tls: &ServerTlsPolicy,
 ) -> Result<Arc<ClientConfig>, String> {
-    client_config_slot(verify, ca_file, tls).map(|(c, _)| c)
+    client_config_slot(verify, ca_file, tls, false).map(|(c, _)| c)
 }
 
-/// A server's `ca-file` loads (from the store, else the file), whether
-/// it verifies or not: HAProxy's `'ca-file' : unable to load PATH`.
+/// The CA file the store holds under `path` (loaded before, or created on
+/// the CLI with `new ssl ca-file`), for a server added at run time: HAProxy
+/// looks its store up first. `None`: not there (read the file).
+fn stored_roots(path: &Path) -> Option<Result<RootCertStore, String>> {
+    let ders = cafile::contents(&path.display().to_string(), cafile::Kind::Ca)
+        .filter(|d| !d.is_empty())?;
+    let mut roots = RootCertStore::empty();
+    for d in ders {
+        if let Err(e) = roots.add(CertificateDer::from(d)) {
+            return Some(Err(format!(
+                "cannot load CA file {}: unusable certificate: {e}",
+                path.display()
+            )));
+        }
+    }
+    Some(Ok(roots))
+}
+
+/// A `ca-file` on `add server` loads (from the store, else the file),
+/// whether the server verifies or not: HAProxy's `'ca-file' : unable to
+/// load PATH.`.
 pub fn server_ca_file_loads(path: &Path) -> Result<(), String> {
-    roots_from_file(path)
+    stored_roots(path)
+        .unwrap_or_else(|| roots_from_file(path))
         .map(|_| ())
         .map_err(|_| format!("'ca-file' : unable to load {}.", path.display()))
 }
@@ -705,10 +725,15 @@ pub fn server_ca_file_loads(path: &Path) -> Result<(), String> {
 /// [`client_config_with`], and the slot of the server's `crt` (which
 /// [`ckch::CertSlot::release`] detaches from the store when the server is
 /// deleted).
+///
+/// `from_store`: a server added at run time, whose `crt` and `ca-file`
+/// come from the certificate store first (what a commit put there); a
+/// configured server reads its files (a reload reads them again).
 pub fn client_config_slot(
     verify: Verify,
     ca_file: Option<&Path>,
     tls: &ServerTlsPolicy,
+    from_store: bool,
 ) -> Result<(Arc<ClientConfig>, Option<Arc<ckch::CertSlot>>), String> {
     let provider = Arc::new(with_suites(
         &provider(),
@@ -729,11 +754,15 @@ pub fn client_config_slot(
     // for one, loaded as a bind line's.
     let client_cert = match &tls.crt {
         Some(p) => {
-            // The store's certificate first (a server added on the CLI
-            // takes what a commit put there, as HAProxy's), else the file.
-            let loaded = match ckch::stored(&p.display().to_string()) {
-                Some(c) if !c.chain.is_empty() => certify(&c, &provider, false),
-                _ => load_cert(p, None, &provider, false),
+            // A server added on the CLI takes the store's certificate
+            // first (what a commit put there, as HAProxy's), else the file.
+            let stored = from_store
+                .then(|| ckch::stored(&p.display().to_string()))
+                .flatten()
+                .filter(|c| !c.chain.is_empty());
+            let loaded = match stored {
+                Some(c) => certify(&c, &provider, false),
+                None => load_cert(p, None, &provider, false),
             };
             let key = loaded
                 .map_err(|e| {
@@ -756,7 +785,10 @@ pub fn client_config_slot(
         Verify::None => Arc::new(NoVerify(Arc::clone(&provider))),
         Verify::Required => {
             let roots = match ca_file {
-                Some(p) => roots_from_file(p)?,
+                Some(p) => match from_store.then(|| stored_roots(p)).flatten() {
+                    Some(r) => r?,
+                    None => roots_from_file(p)?,
+                },
                 None => system_roots()?,
             };
             let crl_path = tls.crl_file.as_deref();
@@ -965,19 +997,6 @@ pub(crate) fn crls_from_ders(ders: Vec<Vec<u8>>) -> Result<LoadedCrls, String> {
 
 fn roots_from_file(path: &Path) -> Result<RootCertStore, String> {
     let why = |m: String| format!("cannot load CA file {}: {m}", path.display());
-    // A CA file the store holds (loaded before, or created on the CLI
-    // with `new ssl ca-file`): its certificates, as HAProxy's store first.
-    if let Some(ders) =
-        cafile::contents(&path.display().to_string(), cafile::Kind::Ca).filter(|d| !d.is_empty())
-    {
-        let mut roots = RootCertStore::empty();
-        for d in ders {
-            roots
-                .add(CertificateDer::from(d))
-                .map_err(|e| why(format!("unusable certificate: {e}")))?;
-        }
-        return Ok(roots);
-    }
     let pem = read_file(path).map_err(why)?;
     let mut roots = RootCertStore::empty();
     let mut ders = Vec::new();

@@ -102,7 +102,7 @@ pub fn server_tls(
         return Ok(None);
     }
     let (mut config, cert) =
-        crate::tls::client_config_slot(o.verify(), o.ca_file.as_deref(), &o.tls)
+        crate::tls::client_config_slot(o.verify(), o.ca_file.as_deref(), &o.tls, o.dynamic)
             .map_err(|e| e.to_string())?;
     if !o.alpn.is_empty() {
         let mut c = (*config).clone();
