@@ -387,3 +387,65 @@ fn a_kept_connection_serves_its_own_destination_only() {
     };
     assert_eq!(dst_run(hap, r1, r2), ours, "haproxy (left), ebb (right)");
 }
+
+fn pp_cfg(sock: &Path, bind: &str, recv: u16) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         listen sender\n    bind {bind} accept-proxy\n    http-reuse always\n\
+         \x20   server s 127.0.0.1:{recv} send-proxy\n\
+         listen receiver\n    bind 127.0.0.1:{recv} accept-proxy\n    http-request return status 200\n\
+         \x20   http-after-response set-header first %[http_first_req]\n",
+        sock.display()
+    )
+}
+
+/// Clients one after the other, each with its own PROXY header (its
+/// source port): a connection to a `send-proxy` server left idle by one
+/// is taken by the next whose header is the same, not by another
+/// (HAProxy's connection hash, with `http-reuse always`).
+fn pp_run(addr: SocketAddr) -> Vec<String> {
+    let mut seen = Vec::new();
+    for (port, n) in [(40000, 2), (50000, 1), (40000, 1), (60000, 1), (50000, 2)] {
+        let mut c = Client::connect(addr);
+        c.send(
+            format!(
+                "PROXY TCP4 127.0.0.1 {} {port} {}\r\n",
+                addr.ip(),
+                addr.port()
+            )
+            .as_bytes(),
+        );
+        let mut firsts = Vec::new();
+        for _ in 0..n {
+            c.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+            let r = c.read_resp();
+            firsts.push(format!("{}:{}", r.status, r.header("first").unwrap_or("-")));
+        }
+        seen.push(format!("{port} {}", firsts.join(" ")));
+    }
+    seen
+}
+
+#[test]
+fn a_proxy_header_connection_serves_clients_of_that_header() {
+    let recv = free_port();
+    let (e, _) = ebb_with_admin("dyn-pp", |k, b| pp_cfg(k, b, recv));
+    let ours = pp_run(e.addr());
+    assert_eq!(
+        ours,
+        [
+            "40000 200:1 200:0",
+            "50000 200:1",
+            "40000 200:0",
+            "60000 200:1",
+            "50000 200:0 200:0"
+        ],
+        "{ours:?}"
+    );
+    drop(e);
+    let Some((_h, hap)) = haproxy_beside("dyn-pp", |k, b| pp_cfg(k, b, recv)) else {
+        return;
+    };
+    assert_eq!(pp_run(hap), ours, "haproxy (left), ebb (right)");
+}

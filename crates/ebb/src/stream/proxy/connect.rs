@@ -200,7 +200,10 @@ impl Stream {
         };
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
             let quiet = |id, mark| ctx.io_mark(id) == Some(mark);
-            if let Some(t) = c.w.take_idle(&s, want, &quiet) {
+            // One kept for the same header, SNI and destination only.
+            let k = key.as_deref().unwrap_or(&[]);
+            if let Some(t) = c.w.take_idle(&s, want, k, &quiet) {
+                self.pp_sent = k.to_vec();
                 // Registered with another client's tasklet until now (on
                 // this thread's poller or another's): moved below.
                 sock = Some((t.st, false, t.reg));
@@ -294,12 +297,11 @@ impl Stream {
                     sd.used = Some(s.used_conn());
                     sd.socks = socks;
                     sd.obuf.clear();
-                    if !pp.is_empty() || sni.is_some() || client_dst.is_some() {
-                        if !tls {
-                            sd.obuf.extend_from_slice(&pp);
-                        }
-                        self.pp_sent = conn_key(&pp, sni.as_deref(), client_dst);
+                    if !pp.is_empty() && !tls {
+                        sd.obuf.extend_from_slice(&pp);
                     }
+                    // What it is kept for (empty: any request).
+                    self.pp_sent = conn_key(&pp, sni.as_deref(), client_dst);
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                     // Woken at the connect if more request body follows.
@@ -559,13 +561,13 @@ fn release_parked(c: &mut H1, ctx: &mut Ctx, p: crate::backend::pool::Parked) {
 }
 
 /// Whether another client's request may take an idle connection to `s`:
-/// not one that began with a PROXY header naming its client (HAProxy keys
-/// such connections by source), nor one of a server without a port or an
-/// address (it went to its client's destination), nor the backend's own target
-/// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
-/// server private to its client).
+/// not one to the backend's own target (`dispatch`, `option transparent`:
+/// HAProxy keeps a connection to no server private to its client). One
+/// that began with a PROXY header, sent an SNI of the exchange or went to
+/// the client's destination is taken only by a request that would do the
+/// same (the pool's key, HAProxy's connection hash).
 pub(super) fn shareable(s: &ServerRt) -> bool {
-    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target && !dynamic_sni(s)
+    !s.backend_target
 }
 
 /// Whether a TLS connection to `s` sends an SNI that depends on the
