@@ -390,10 +390,10 @@ fn a_kept_connection_serves_its_own_destination_only() {
 
 fn pp_cfg(sock: &Path, bind: &str, recv: u16) -> String {
     format!(
-        "global\n    stats socket {} level admin\n\
+        "global\n    stats socket {} level admin\n    nbthread 1\n\
          defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
          listen sender\n    bind {bind} accept-proxy\n    http-reuse always\n\
-         \x20   server s 127.0.0.1:{recv} send-proxy\n\
+         \x20   server s 127.0.0.1:{recv} send-proxy pool-low-conn 4\n\
          listen receiver\n    bind 127.0.0.1:{recv} accept-proxy\n    http-request return status 200\n\
          \x20   http-after-response set-header first %[http_first_req]\n",
         sock.display()
@@ -403,7 +403,9 @@ fn pp_cfg(sock: &Path, bind: &str, recv: u16) -> String {
 /// Clients one after the other, each with its own PROXY header (its
 /// source port): a connection to a `send-proxy` server left idle by one
 /// is taken by the next whose header is the same, not by another
-/// (HAProxy's connection hash, with `http-reuse always`).
+/// (HAProxy's connection hash, with `http-reuse always`). One thread, and
+/// `pool-low-conn` for room: the three idle connections stay whatever the
+/// estimate of those needed says when the next one is released.
 fn pp_run(addr: SocketAddr) -> Vec<String> {
     let mut seen = Vec::new();
     for (port, n) in [(40000, 2), (50000, 1), (40000, 1), (60000, 1), (50000, 2)] {
