@@ -451,3 +451,55 @@ fn a_proxy_header_connection_serves_clients_of_that_header() {
     };
     assert_eq!(pp_run(hap), ours, "haproxy (left), ebb (right)");
 }
+
+fn trackers_cfg(sock: &Path, bind: &str, log: SocketAddr, o: &Origin) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    log {log} daemon\n    server srv {a} check inter 1h\n    server t {a} track srv\n",
+        sock.display(),
+        a = o.addr,
+    )
+}
+
+/// The lines of a tracked server's maintenance and of its tracker's, in
+/// HAProxy's order and words (the tracker's "via B/S" after the event).
+fn trackers_run(sock: &Path, log: &Syslog) -> Vec<String> {
+    cli_cmd(sock, "disable server be/srv");
+    let mut seen = vec![
+        log.next("Server be/srv is going"),
+        log.next("Server be/t is going"),
+    ];
+    cli_cmd(sock, "enable server be/srv");
+    seen.push(log.next("Server be/srv is UP"));
+    seen.push(log.next("Server be/t is UP"));
+    seen
+}
+
+#[test]
+fn trackers_log_their_maintenance_as_haproxy() {
+    let o = Origin::start("o", Mode::Ok);
+    let log = Syslog::new();
+    let (_e, sock) = ebb_with_admin("dyn-trk", |k, b| trackers_cfg(k, b, log.addr(), &o));
+    let ours = trackers_run(&sock, &log);
+    assert_eq!(
+        ours,
+        [
+            "Server be/srv is going DOWN for maintenance. 1 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+            "Server be/t is going DOWN for maintenance via be/srv. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+            "Server be/srv is UP/READY (leaving forced maintenance).",
+            "Server be/t is UP/READY (leaving maintenance).",
+        ],
+        "{ours:?}"
+    );
+    let hlog = Syslog::new();
+    let Some((h, _)) = haproxy_beside("dyn-trk", |k, b| trackers_cfg(k, b, hlog.addr(), &o)) else {
+        return;
+    };
+    assert_eq!(
+        trackers_run(&h.sock, &hlog),
+        ours,
+        "haproxy (left), ebb (right)"
+    );
+}

@@ -345,6 +345,7 @@ pub fn propagate_admin(s: &ServerRt) {
         let was = t.usable();
         let before = t.admin_state();
         let was_maint = t.in_maint();
+        let was_down = !t.up.load(Ordering::Relaxed);
         t.iadmin.store(st, Ordering::Relaxed);
         if t.admin_state() == before {
             continue;
@@ -355,12 +356,28 @@ pub fn propagate_admin(s: &ServerRt) {
             f.note_state();
         }
         admin_moved(&f, &t, before);
-        if t.admin_state() == ADMIN_MAINT {
+        // HAProxy's lines (its `srv_append_status` names the tracked
+        // server after the event, without parentheses).
+        if t.admin_state() == ADMIN_MAINT && was_down && !was_maint {
+            check::log_event_at(
+                &f,
+                Some(crate::log::LOG_NOTICE),
+                format!(
+                    "{}Server {}/{} was DOWN and now enters maintenance via {}/{}.",
+                    t.backup_word(),
+                    f.name,
+                    t.name,
+                    s.backend,
+                    s.name
+                ),
+            );
+            f.redispatch_queue_of(&t);
+        } else if t.admin_state() == ADMIN_MAINT {
             let (act, bck) = f.usable_counts();
             check::log_event(
                 &f,
                 format!(
-                    "{}Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    "{}Server {}/{} is going DOWN for maintenance via {}/{}. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
                     t.backup_word(),
                     f.name,
                     t.name,
@@ -376,12 +393,10 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "{}Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
+                    "{}Server {}/{} is UP/READY (leaving maintenance).",
                     t.backup_word(),
                     f.name,
-                    t.name,
-                    s.backend,
-                    s.name
+                    t.name
                 ),
             );
             f.kick_backend_queue();
