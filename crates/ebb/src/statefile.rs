@@ -59,6 +59,9 @@ pub struct SrvState {
     pub op: u32,
     /// `srv_check_health`.
     pub health: u32,
+    /// `srv_use_ssl` (-1, 0 or 1), applied to a server whose TLS
+    /// settings were prepared (HAProxy's rule).
+    pub use_ssl: Option<i8>,
 }
 
 impl SrvState {
@@ -175,6 +178,8 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
                     .map_err(|_| perr(no, format!("srv_port '{p}' is not a port")))?,
             ),
         };
+        // HAProxy reads the field with strtol: what is no number is 0.
+        let use_ssl = Some(f[20].parse::<i8>().unwrap_or(0).clamp(-1, 1));
         let prev = tree.entry(f[1].to_string()).or_default().insert(
             f[3].to_string(),
             SrvState {
@@ -184,6 +189,7 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
                 weight,
                 op,
                 health,
+                use_ssl,
             },
         );
         if prev.is_some() {
@@ -345,7 +351,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     (true, true) => 6,
                     (true, false) => 2,
                 } | u32::from(checked && s.ext.check_busy.load(Ordering::Relaxed)),
-                ssl = u8::from(s.tls.is_some()),
+                ssl = s.use_ssl.load(Ordering::Relaxed),
                 ast = s.agent.state_bits(),
                 aaddr = s
                     .agent
@@ -396,6 +402,9 @@ pub fn apply(s: &ServerRt, st: &SrvState) {
         s.admin.store(st.admin_state(), Ordering::Relaxed);
     }
     s.weight.store(st.weight, Ordering::Relaxed);
+    if let Some(u) = st.use_ssl.filter(|_| s.tls_ctx.is_some()) {
+        s.use_ssl.store(u, Ordering::Relaxed);
+    }
 }
 
 /// Applies a saved operational state as HAProxy 2.6 does at start

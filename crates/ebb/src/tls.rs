@@ -787,6 +787,50 @@ pub fn client_config_with(
     ca_file: Option<&Path>,
     tls: &ServerTlsPolicy,
 ) -> Result<Arc<ClientConfig>, String> {
+    client_config_slot(verify, ca_file, tls, false).map(|(c, _)| c)
+}
+
+/// The CA file the store holds under `path` (loaded before, or created on
+/// the CLI with `new ssl ca-file`), for a server added at run time: HAProxy
+/// looks its store up first. `None`: not there (read the file).
+fn stored_roots(path: &Path) -> Option<Result<RootCertStore, String>> {
+    let ders = cafile::contents(&path.display().to_string(), cafile::Kind::Ca)
+        .filter(|d| !d.is_empty())?;
+    let mut roots = RootCertStore::empty();
+    for d in ders {
+        if let Err(e) = roots.add(CertificateDer::from(d)) {
+            return Some(Err(format!(
+                "cannot load CA file {}: unusable certificate: {e}",
+                path.display()
+            )));
+        }
+    }
+    Some(Ok(roots))
+}
+
+/// A `ca-file` on `add server` loads (from the store, else the file),
+/// whether the server verifies or not: HAProxy's `'ca-file' : unable to
+/// load PATH.`.
+pub fn server_ca_file_loads(path: &Path) -> Result<(), String> {
+    stored_roots(path)
+        .unwrap_or_else(|| roots_from_file(path))
+        .map(|_| ())
+        .map_err(|_| format!("'ca-file' : unable to load {}.", path.display()))
+}
+
+/// [`client_config_with`], and the slot of the server's `crt` (which
+/// [`ckch::CertSlot::release`] detaches from the store when the server is
+/// deleted).
+///
+/// `from_store`: a server added at run time, whose `crt` and `ca-file`
+/// come from the certificate store first (what a commit put there); a
+/// configured server reads its files (a reload reads them again).
+pub fn client_config_slot(
+    verify: Verify,
+    ca_file: Option<&Path>,
+    tls: &ServerTlsPolicy,
+    from_store: bool,
+) -> Result<(Arc<ClientConfig>, Option<Arc<ckch::CertSlot>>), String> {
     let provider = Arc::new(with_suites(
         &provider(),
         tls.ciphers.as_deref(),
@@ -806,7 +850,17 @@ pub fn client_config_with(
     // for one, loaded as a bind line's.
     let client_cert = match &tls.crt {
         Some(p) => {
-            let key = load_cert(p, None, &provider, false)
+            // A server added on the CLI takes the store's certificate
+            // first (what a commit put there, as HAProxy's), else the file.
+            let stored = from_store
+                .then(|| ckch::stored(&p.display().to_string()))
+                .flatten()
+                .filter(|c| !c.chain.is_empty());
+            let loaded = match stored {
+                Some(c) => certify(&c, &provider, false),
+                None => load_cert(p, None, &provider, false),
+            };
+            let key = loaded
                 .map_err(|e| {
                     format!(
                         "unable to load certificate from file '{}': {e}",
@@ -827,7 +881,10 @@ pub fn client_config_with(
         Verify::None => Arc::new(NoVerify(Arc::clone(&provider))),
         Verify::Required => {
             let roots = match ca_file {
-                Some(p) => roots_from_file(p)?,
+                Some(p) => match from_store.then(|| stored_roots(p)).flatten() {
+                    Some(r) => r?,
+                    None => roots_from_file(p)?,
+                },
                 None => system_roots()?,
             };
             let crl_path = tls.crl_file.as_deref();
@@ -885,6 +942,7 @@ pub fn client_config_with(
     };
     // With a `crt`, the sessions are the certificate's (dropped when a
     // commit changes it).
+    let slot = client_cert.clone();
     let resumption = match client_cert {
         Some(c) => rustls::client::Resumption::store(c),
         None => rustls::client::Resumption::default(),
@@ -894,7 +952,7 @@ pub fn client_config_with(
     } else {
         resumption
     };
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), slot))
 }
 
 /// CRLs as they come and as webpki parsed them (`None`: an X.509 v1 CRL,

@@ -253,9 +253,10 @@ impl Worker {
         &self,
         s: &ServerRt,
         want: crate::backend::pool::Want,
+        key: &[u8],
         quiet: &dyn Fn(sched::TaskletId, u32) -> bool,
     ) -> Option<crate::backend::pool::Taken> {
-        self.shared.idle.take(self.thread, s, want, quiet)
+        self.shared.idle.take(self.thread, s, want, key, quiet)
     }
 
     /// Closes the idle connections of this thread's lists that their

@@ -820,11 +820,13 @@ fn runtime_servers_added_and_deleted_under_load() {
         "{}",
         ebb_answers[0]
     );
+    // HAProxy's refusal of a track on a server without checks (see
+    // dynsrv.rs for the others, beside haproxy).
     assert!(cli_cmd(
         &sock,
         &format!("add server be/x 127.0.0.3:{port} track be/s1")
     )
-    .contains("'track' option is not supported by ebb"));
+    .contains("unable to use be/s1 for tracking as it does not have any check nor agent enabled."));
 
     let load = Load::start(e.addr(), 4);
     load.wait_ok(100);

@@ -273,7 +273,7 @@ impl super::Farm {
     /// queue (HAProxy's conditions); its idle connections are closed by
     /// the pools' purge.
     pub fn del_server(&self, s: &ServerRt) -> Result<(), String> {
-        if s.opts.referenced {
+        if s.opts.referenced || s.pinned.load(Ordering::Relaxed) {
             return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.".into());
         }
         if s.admin_state() != super::ADMIN_MAINT {
@@ -284,6 +284,10 @@ impl super::Farm {
             return Err("Server still has connections attached to it, cannot remove it.".into());
         }
         s.deleted.store(true, Ordering::Release);
+        // Its certificate is no longer in use by it (`show ssl cert`).
+        if let Some(c) = s.tls_ctx.as_ref().and_then(|t| t.cert.as_ref()) {
+            c.release();
+        }
         // A tracking server leaves its tracked server's list (HAProxy's
         // `release_server_track`).
         if let Some(t) = s.tracked.get() {

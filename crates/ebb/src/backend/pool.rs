@@ -114,7 +114,8 @@ impl ServerRt {
     /// `pool-max-conn`, and only when this thread has no idle connection
     /// of the kind to that server yet (a safe one: none safe; one not
     /// safe: none at all) or when the server's connections, in use and
-    /// idle, stay within the estimate of those it needs.
+    /// idle, stay within the estimate of those it needs plus its
+    /// `pool-low-conn`.
     pub fn idle_ticket(
         self: &Arc<Self>,
         thread: usize,
@@ -129,7 +130,10 @@ impl ServerRt {
             // (HAProxy counts the connection among those in use here.)
             let used = self.used_conns.load(Ordering::Acquire) + 1;
             let idle = self.idle_conns.load(Ordering::Acquire);
-            if used + idle > used.max(self.est_need.load(Ordering::Acquire)) {
+            let room = used
+                .max(self.est_need.load(Ordering::Acquire))
+                .saturating_add(self.opts.pool_low_conn);
+            if used + idle > room {
                 return None;
             }
         }
@@ -233,6 +237,15 @@ impl ServerRt {
             .store(ticks::add(now, purge_ms(self)) | 1, Ordering::Release);
     }
 
+    /// Gives every thread its idle connections of this server to close at
+    /// its next purge pass (within a second): `set server ... ssl` changed
+    /// how new connections speak (HAProxy's `srv_cleanup_connections`).
+    pub fn close_idle(&self) {
+        for (k, n) in self.kill_thr.iter().enumerate() {
+            n.store(at(&self.idle_thr, k), Ordering::Release);
+        }
+    }
+
     /// Takes up to `n` of the idle connections `thread` is to close
     /// ([`ServerRt::purge_timer`]): how many it may close.
     pub fn take_kill(&self, thread: usize, n: u32) -> u32 {
@@ -289,6 +302,11 @@ struct Entry {
     mark: Option<u32>,
     /// Holds the server's counts until the entry leaves the pool.
     ticket: IdleTicket,
+    /// What the connection is kept for (HAProxy's connection hash): the
+    /// PROXY header it began with, the SNI it sent when that depends on
+    /// the exchange, the destination of a server that takes the
+    /// client's; empty for a connection any request may take.
+    key: Vec<u8>,
 }
 
 /// One place: empty once its connection was taken.
@@ -420,11 +438,13 @@ impl IdlePools {
         ticket: IdleTicket,
         reg: Option<(TaskletId, Option<u32>)>,
         now: Tick,
+        key: Vec<u8>,
     ) {
         let Some(conn) = st.into_movable() else {
             return;
         };
         let e = Entry {
+            key,
             conn,
             since: now,
             safe: ticket.safe,
@@ -570,6 +590,7 @@ impl IdlePools {
         thread: usize,
         s: &ServerRt,
         want: Want,
+        key: &[u8],
         quiet: &dyn Fn(TaskletId, u32) -> bool,
     ) -> Option<Taken> {
         let classes: &[Class] = match want {
@@ -578,7 +599,7 @@ impl IdlePools {
             Want::SafeFirst => &[Class::Safe, Class::Any],
         };
         for &class in classes {
-            if let Some(found) = self.take_class(thread, s, class, quiet) {
+            if let Some(found) = self.take_class(thread, s, class, key, quiet) {
                 return Some(found);
             }
         }
@@ -590,17 +611,21 @@ impl IdlePools {
         thread: usize,
         s: &ServerRt,
         class: Class,
+        key: &[u8],
         quiet: &dyn Fn(TaskletId, u32) -> bool,
     ) -> Option<Taken> {
         // Its own list, locked (only another thread looking competes).
         if let Some(m) = self.threads.get(thread) {
-            while let Some(e) = pop(&mut lock(m), s, class) {
+            while let Some(e) = pop(&mut lock(m), s, class, key) {
                 if let Some(found) = usable(e, s, quiet) {
                     return Some(found);
                 }
             }
         }
-        if !self.shared || s.idle_count() == 0 {
+        // `pool-low-conn`: too few idle connections to take another
+        // thread's (HAProxy's rule while descriptors are plenty).
+        let idle = s.idle_count();
+        if !self.shared || idle == 0 || idle < s.opts.pool_low_conn {
             return None;
         }
         let n = self.threads.len();
@@ -611,7 +636,7 @@ impl IdlePools {
             loop {
                 // A list in use by its thread is skipped, never waited for.
                 let e = match m.try_lock() {
-                    Ok(mut l) => pop(&mut l, s, class),
+                    Ok(mut l) => pop(&mut l, s, class, key),
                     Err(_) => None,
                 };
                 let Some(e) = e else {
@@ -709,6 +734,7 @@ fn checked(e: Entry, mark: Option<u32>) -> Result<Entry, Transport> {
         reg,
         mark: _,
         ticket,
+        key,
     } = e;
     let mut st = Transport::from(conn);
     if !super::alive(&mut st) {
@@ -727,13 +753,14 @@ fn checked(e: Entry, mark: Option<u32>) -> Result<Entry, Transport> {
         reg,
         mark,
         ticket,
+        key,
     })
 }
 
 /// Takes the newest connection to `s` of `class` out of a list (places
 /// another thread or its client holds locked are skipped, places left
 /// empty leave the list).
-fn pop(lists: &mut Lists, s: &ServerRt, class: Class) -> Option<Entry> {
+fn pop(lists: &mut Lists, s: &ServerRt, class: Class, key: &[u8]) -> Option<Entry> {
     let list = lists.get_mut(&s.uid)?;
     let passes: &[bool] = match class {
         Class::Safe => &[true],
@@ -743,7 +770,8 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class) -> Option<Entry> {
     for &safe in passes {
         found = list.iter().rev().find_map(|slot| {
             let mut g = slot.try_lock().ok()?;
-            if g.entry.as_ref()?.safe == safe {
+            let e = g.entry.as_ref()?;
+            if e.safe == safe && e.key == key {
                 g.entry.take()
             } else {
                 None
@@ -800,11 +828,11 @@ mod tests {
         let mut places: Vec<Option<Parked>> = (0..3).map(|_| None).collect();
         for p in &mut places {
             let t = s.idle_ticket(0, true, 1).unwrap();
-            pools.park(0, p, &s, conn(), t, None, 1);
+            pools.park(0, p, &s, conn(), t, None, 1, Vec::new());
         }
         assert_eq!(listed(&pools), 3);
         // Another request takes the newest; its emptied place leaves.
-        assert!(pools.take(0, &s, Want::Any, &|_, _| false).is_some());
+        assert!(pools.take(0, &s, Want::Any, &[], &|_, _| false).is_some());
         assert_eq!(listed(&pools), 2);
         let last = places[2].as_ref().unwrap();
         assert!(pools.unpark(last).is_none(), "its connection was taken");
@@ -812,9 +840,9 @@ mod tests {
         let t = s.idle_ticket(0, true, 1).unwrap();
         let c = conn();
         let fd = c.tcp().local_addr().unwrap();
-        pools.park(0, &mut places[2], &s, c, t, None, 1);
+        pools.park(0, &mut places[2], &s, c, t, None, 1, Vec::new());
         assert_eq!(listed(&pools), 3);
-        let got = pools.take(0, &s, Want::Any, &|_, _| false).unwrap();
+        let got = pools.take(0, &s, Want::Any, &[], &|_, _| false).unwrap();
         assert_eq!(got.st.tcp().local_addr().unwrap(), fd);
         // The client's own connection comes back without a walk, and its
         // place stays listed until a walk finds it empty.

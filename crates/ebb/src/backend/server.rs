@@ -95,7 +95,15 @@ pub fn new_server(
                 .and_then(|k| dyn_cookie(k, addr)),
         ),
         dyn_key: Mutex::new(opts.dyncookie_key.clone()),
-        tls,
+        use_ssl: std::sync::atomic::AtomicI8::new(if opts.ssl {
+            1
+        } else if opts.no_ssl {
+            -1
+        } else {
+            0
+        }),
+        tls_ctx: tls,
+        pinned: AtomicBool::new(false),
         name,
         addr: AtomicAddr::new(addr),
         opts,
@@ -234,13 +242,22 @@ pub struct ServerRt {
     pub check_status: Mutex<check::Verdict>,
     /// `observe`: what its traffic showed, for `on-error`.
     pub hana: check::Hana,
-    /// `ssl`: TLS to this server.
-    pub tls: Option<ServerTls>,
+    /// The TLS settings prepared for this server (`ssl`, or `check-ssl`,
+    /// or `ssl` before a `no-ssl`), whether its traffic uses them or not:
+    /// see [`ServerRt::tls`].
+    pub tls_ctx: Option<ServerTls>,
+    /// HAProxy's `use_ssl`: 1 when the traffic speaks TLS, 0 when not, -1
+    /// after `no-ssl`; `set server B/S ssl on|off` and a state file's
+    /// `srv_use_ssl` change it when TLS settings were prepared.
+    pub use_ssl: std::sync::atomic::AtomicI8,
     /// What `show stat` reports beyond the above (maxima, check history).
     pub ext: extra::SrvExtra,
     /// `track`: the server whose health this one takes, and the
     /// maintenance or drain it passes on (HAProxy's inherited states).
     pub tracked: OnceLock<Arc<ServerRt>>,
+    /// A server added on the CLI tracks it: it can no longer be deleted
+    /// (HAProxy's `SRV_F_NON_PURGEABLE`, kept after that server leaves).
+    pub pinned: AtomicBool,
     /// The servers tracking this one, with their farms.
     pub trackers: Mutex<Vec<(Weak<Farm>, Weak<ServerRt>)>>,
     /// The administrative state inherited from the tracked server
@@ -285,6 +302,8 @@ pub struct ServerTls {
     /// `sni` with an expression that depends on the exchange (evaluated
     /// for each new connection; [`ServerTls::sni`] when it gives nothing).
     pub sni_expr: Option<crate::sample::Expr>,
+    /// Its `crt`, as the certificate store knows it.
+    pub cert: Option<Arc<crate::tls::ckch::CertSlot>>,
 }
 
 impl ServerTls {
@@ -300,6 +319,14 @@ impl ServerTls {
 }
 
 impl ServerRt {
+    /// The TLS of the server's traffic, when it speaks TLS now.
+    pub fn tls(&self) -> Option<&ServerTls> {
+        match self.use_ssl.load(Ordering::Relaxed) {
+            1 => self.tls_ctx.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The address new connections (and health checks) go to now.
     pub fn addr(&self) -> Option<SocketAddr> {
         self.addr.get()

@@ -123,6 +123,9 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     // is a notice, not an alert.
     let was_stopping = (s.up.load(Ordering::Relaxed) && s.nolb()) || in_force == ADMIN_DRAIN;
     let was_maint = s.in_maint();
+    // HAProxy's STOPPED before the change: a server its checks (or the
+    // server it tracks) hold DOWN.
+    let was_down = !s.up.load(Ordering::Relaxed);
     let before = s.admin.swap(state, Ordering::Relaxed);
     if state == ADMIN_MAINT {
         // Maintenance stops the server (HAProxy's STOPPED): it leaves
@@ -136,12 +139,25 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         s.ext.changed(s.usable());
         farm.note_state();
     }
-    if s.admin_state() != in_force {
-        propagate_admin(s);
+    let moved = s.admin_state() != in_force;
+    if moved {
         admin_moved(farm, s, in_force);
     }
-    // HAProxy's alert on entering maintenance and notice on leaving it.
-    if state == ADMIN_MAINT && before != ADMIN_MAINT {
+    // HAProxy's alert on entering maintenance and notice on leaving it;
+    // a server already DOWN only says so, as a notice (it leaves no
+    // server count behind: it took no traffic).
+    if state == ADMIN_MAINT && before != ADMIN_MAINT && was_down && !was_maint {
+        check::log_event_at(
+            farm,
+            Some(crate::log::LOG_NOTICE),
+            format!(
+                "{}Server {}/{} was DOWN and now enters maintenance.",
+                s.backup_word(),
+                farm.name,
+                s.name
+            ),
+        );
+    } else if state == ADMIN_MAINT && before != ADMIN_MAINT {
         let (act, bck) = farm.usable_counts();
         check::log_event_at(
             farm,
@@ -173,6 +189,11 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
                 }
             ),
         );
+    }
+    // Then its trackers, each with its line (HAProxy's order: the server
+    // its changes come from first).
+    if moved {
+        propagate_admin(s);
     }
     if state == ADMIN_READY {
         farm.kick_backend_queue();
@@ -266,10 +287,12 @@ pub fn link_track(farm: &Arc<Farm>, s: &Arc<ServerRt>, t: &Arc<ServerRt>) {
     if s.tracked.set(Arc::clone(t)).is_err() {
         return;
     }
+    // The newest tracker first, as HAProxy links them (and so passes
+    // changes on).
     t.trackers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push((Arc::downgrade(farm), Arc::downgrade(s)));
+        .insert(0, (Arc::downgrade(farm), Arc::downgrade(s)));
 }
 
 /// The administrative state in force of `s` changed from `before`: into
@@ -322,6 +345,7 @@ pub fn propagate_admin(s: &ServerRt) {
         let was = t.usable();
         let before = t.admin_state();
         let was_maint = t.in_maint();
+        let was_down = !t.up.load(Ordering::Relaxed);
         t.iadmin.store(st, Ordering::Relaxed);
         if t.admin_state() == before {
             continue;
@@ -332,12 +356,28 @@ pub fn propagate_admin(s: &ServerRt) {
             f.note_state();
         }
         admin_moved(&f, &t, before);
-        if t.admin_state() == ADMIN_MAINT {
+        // HAProxy's lines (its `srv_append_status` names the tracked
+        // server after the event, without parentheses).
+        if t.admin_state() == ADMIN_MAINT && was_down && !was_maint {
+            check::log_event_at(
+                &f,
+                Some(crate::log::LOG_NOTICE),
+                format!(
+                    "{}Server {}/{} was DOWN and now enters maintenance via {}/{}.",
+                    t.backup_word(),
+                    f.name,
+                    t.name,
+                    s.backend,
+                    s.name
+                ),
+            );
+            f.redispatch_queue_of(&t);
+        } else if t.admin_state() == ADMIN_MAINT {
             let (act, bck) = f.usable_counts();
             check::log_event(
                 &f,
                 format!(
-                    "{}Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    "{}Server {}/{} is going DOWN for maintenance via {}/{}. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
                     t.backup_word(),
                     f.name,
                     t.name,
@@ -353,12 +393,10 @@ pub fn propagate_admin(s: &ServerRt) {
             check::log_event(
                 &f,
                 format!(
-                    "{}Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
+                    "{}Server {}/{} is UP/READY (leaving maintenance).",
                     t.backup_word(),
                     f.name,
-                    t.name,
-                    s.backend,
-                    s.name
+                    t.name
                 ),
             );
             f.kick_backend_queue();

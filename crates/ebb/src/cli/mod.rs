@@ -485,6 +485,12 @@ pub fn execute(
             stats::set_weight(&farm, &srv, wt)?;
             Ok(String::new())
         }
+        ["set", "server", spec, "ssl", rest @ ..] => {
+            need(level, Admin)?;
+            let c = p.live.compiled();
+            let (_, srv) = stats::find_server(&c, spec)?;
+            servers::set_ssl(&srv, rest.first().copied())
+        }
         ["set", "server", spec, kw @ ("addr" | "fqdn"), rest @ ..] => {
             need(level, Admin)?;
             let c = p.live.compiled();

@@ -72,6 +72,29 @@ pub fn set_fqdn(s: &ServerRt, name: &str) -> Result<String, String> {
     ))
 }
 
+/// `set server B/S ssl on|off`: new connections speak TLS or not, with
+/// the TLS settings prepared at start (HAProxy's texts); idle connections
+/// close.
+pub fn set_ssl(s: &ServerRt, arg: Option<&str>) -> Result<String, String> {
+    if s.opts.dynamic {
+        return Err("'set server <srv> ssl' not supported on dynamic servers\n".into());
+    }
+    if s.tls_ctx.is_none() {
+        return Err(
+            "'set server <srv> ssl' cannot be set.  default-server should define ssl settings\n"
+                .into(),
+        );
+    }
+    let v = match arg {
+        Some("on") => 1,
+        Some("off") => 0,
+        _ => return Err("'set server <srv> ssl' expects 'on' or 'off'.\n".into()),
+    };
+    s.use_ssl.store(v, Ordering::Relaxed);
+    s.close_idle();
+    Ok("server ssl setting updated.\n".into())
+}
+
 /// Dispatches `set server B/S addr|fqdn ...`.
 pub fn set(_farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String, String> {
     match (kw, rest) {
@@ -130,7 +153,11 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
                 .into(),
         );
     }
-    if opts.map_ports && opts.check {
+    if opts.check && opts.track.is_some() {
+        // HAProxy's alert.
+        return Err("unable to enable checks and tracking at the same time!".into());
+    }
+    if opts.map_ports && opts.check && opts.check_port.or(opts.check_addr_port).is_none() {
         // HAProxy 2.6's answer (ebb has no check port to give).
         return Err(format!(
             "config: backend '{b}': server '{name}' has neither service port nor check port nor tcp_check rule 'connect' with port information."
@@ -147,10 +174,63 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
             "backend '{b}' has a 'source': health checks on its servers are not supported yet."
         ));
     }
+    let tracked = match &opts.track {
+        Some(spec) => Some(track_target(c, b, spec)?),
+        None => None,
+    };
+    if let Some(p) = &opts.ca_file {
+        // Loaded (or found in the store, `new ssl ca-file`) whether the
+        // server verifies or not, as HAProxy's keyword does.
+        crate::tls::server_ca_file_loads(p)?;
+    }
     let tls = crate::proxy::server_tls(&opts)?;
     let s = sv.farm.add_server(name, addr, opts, tls)?;
     s.port.store(port, Ordering::Relaxed);
+    if let Some(t) = tracked {
+        // It starts with the tracked server's state (HAProxy's
+        // inherited maintenance and health); the tracked server can no
+        // longer be deleted.
+        crate::backend::link_track(&sv.farm, &s, &t);
+        s.iadmin.store(t.admin_state(), Ordering::Relaxed);
+        s.up.store(t.up.load(Ordering::Relaxed), Ordering::Relaxed);
+        t.pinned.store(true, Ordering::Relaxed);
+        sv.farm.note_state();
+    }
     Ok("New server registered.\n".into())
+}
+
+/// The server `track B/S` (or `track S`, in backend `from`) names for a
+/// server added on the CLI, with HAProxy's refusals (`srv_apply_track`).
+fn track_target(
+    c: &crate::proxy::Compiled,
+    from: &str,
+    spec: &str,
+) -> Result<std::sync::Arc<ServerRt>, String> {
+    let (pname, sname) = spec.rsplit_once('/').unwrap_or((from, spec));
+    let farm = c
+        .backends
+        .iter()
+        .find_map(|x| match &x.kind {
+            crate::proxy::BackendKind::Servers(sv) if x.name == pname => Some(&sv.farm),
+            _ => None,
+        })
+        .ok_or_else(|| format!("unable to find required proxy '{pname}' for tracking."))?;
+    let t = farm
+        .servers
+        .iter()
+        .find(|x| x.name == sname)
+        .ok_or_else(|| format!("unable to find required server '{sname}' for tracking."))?;
+    if t.opts.dynamic {
+        return Err(format!(
+            "unable to use {pname}/{sname} for tracking as it is a dynamic server."
+        ));
+    }
+    if !t.opts.check && !t.opts.agent_check && t.opts.track.is_none() {
+        return Err(format!(
+            "unable to use {pname}/{sname} for tracking as it does not have any check nor agent enabled."
+        ));
+    }
+    Ok(std::sync::Arc::clone(t))
 }
 
 /// `del server BACKEND/NAME`.

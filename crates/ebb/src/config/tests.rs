@@ -646,7 +646,7 @@ frontend f
     option nope
     default_backend b
 backend b
-    server s1 10.0.0.1:0
+    server s1 10.0.0.1:65536
 ",
     );
     assert_eq!(e.len(), 5, "{e:#?}");
@@ -655,7 +655,7 @@ backend b
     assert!(e[2].starts_with("t.cfg:6: invalid time"));
     assert!(e[3].starts_with("t.cfg:7: unknown option 'nope'"));
     assert!(
-        e[4].starts_with("t.cfg:10: port '0' out of range"),
+        e[4].starts_with("t.cfg:10: port '65536' out of range"),
         "{e:#?}"
     );
 }
@@ -1799,7 +1799,15 @@ fn server_errors() {
     for a in ["0.0.0.0", ":", "[::]"] {
         assert!(parse_str("t.cfg", &be(&format!("    server s {a} check"))).is_ok());
     }
-    for a in ["1.2.3.4", "1.2.3.4:", "[::1]", "ipv4@1.2.3.4", "app.test"] {
+    // Port 0 is none too (HAProxy's `str2sa_range` gives 0 either way).
+    for a in [
+        "1.2.3.4",
+        "1.2.3.4:",
+        "1.2.3.4:0",
+        "[::1]",
+        "ipv4@1.2.3.4",
+        "app.test",
+    ] {
         let c = parse_str("t.cfg", &be(&format!("    server s {a}"))).unwrap();
         let s = &c.backends().next().unwrap().servers[0];
         assert_eq!(s.port, 0, "{a}");
@@ -1807,7 +1815,7 @@ fn server_errors() {
     }
     let c = parse_str("t.cfg", &be("    server s 1.2.3.4:80")).unwrap();
     assert!(!c.backends().next().unwrap().servers[0].opts.map_ports);
-    err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
+    err1(&s("server s 1.2.3.4:65536"), "t.cfg:2: ", "out of range");
     err1(
         &s("server s/x 1.2.3.4:80"),
         "t.cfg:2: ",

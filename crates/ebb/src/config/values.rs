@@ -259,6 +259,14 @@ pub(crate) fn parse_server_addr(addr: &str) -> Result<(String, u16), String> {
         let colons = bare.matches(':').count();
         colons == 0 || (colons == 1 && bare.ends_with(':'))
     };
+    // Port 0 is no port (HAProxy's `str2sa_range` gives 0 either way).
+    let zero = addr
+        .rsplit_once(':')
+        .filter(|(_, p)| !p.is_empty() && p.bytes().all(|b| b == b'0'));
+    if let (false, Some((h, _))) = (no_port, zero) {
+        let (host, _) = host_port(&format!("{h}:1"))?;
+        return Ok((host, 0));
+    }
     if !no_port {
         return host_port(addr);
     }

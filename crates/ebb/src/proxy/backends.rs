@@ -1,7 +1,6 @@
 //! A backend compiled ([`BackendRt`]): what it does with its requests
 //! ([`BackendKind`]: files served, [`FilesConfig`], or servers proxied to,
-//! [`ServersRt`]), its rules, counters and server-side timeouts; and the
-//! backends reported though they have no run-time side ([`BareBackend`]).
+//! [`ServersRt`]), its rules, counters and server-side timeouts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -204,13 +203,4 @@ pub struct BackendRt {
     /// HAProxy never sets one up, no analyser of its runs, and a request
     /// routed there is logged without its request time (TR -1).
     pub stopped: bool,
-}
-
-/// A backend without servers nor run-time state (see
-/// [`Compiled::bare_backends`]).
-#[derive(Debug)]
-pub struct BareBackend {
-    pub uuid: usize,
-    pub name: String,
-    pub tcp_mode: bool,
 }

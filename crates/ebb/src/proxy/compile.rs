@@ -12,7 +12,7 @@ use crate::config::{Config, ConfigError, HttpConnMode, Loc};
 use crate::rules::Matcher;
 use crate::sample::Scope;
 
-use super::backends::{BackendKind, BackendRt, BareBackend, FilesConfig, DEFAULT_CONNECT_MS};
+use super::backends::{BackendKind, BackendRt, FilesConfig, DEFAULT_CONNECT_MS};
 use super::counters::HttpCounters;
 use super::frontend::{
     h2_config, listener_stats, FeTimeouts, FrontendRt, UseBackendRt, DEFAULT_CLIENT_MS,
@@ -28,10 +28,6 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Compiled {
     pub frontends: Vec<Arc<FrontendRt>>,
     pub backends: Vec<Arc<BackendRt>>,
-    /// The backend side of proxies that have no backend at run time (a
-    /// `listen` without servers, a `backend` holding only a stick table):
-    /// HAProxy still reports them as backends (`show stat`, metrics).
-    pub bare_backends: Vec<BareBackend>,
     /// The stick tables, new and empty at each start or reload (as in
     /// HAProxy, whose new process starts with empty tables unless peers
     /// teach it).
@@ -151,7 +147,6 @@ pub fn compile_keeping(
         .map(crate::httpcache::Cache::new)
         .collect();
     let mut backends = Vec::new();
-    let mut bare_backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
     // The disabled backends frontends may route to come last, in the
@@ -176,15 +171,10 @@ pub fn compile_keeping(
                     fullconn_of(cfg, p)?,
                     warnings,
                 )?))
-            } else if p.kind.is_frontend() {
-                // A listen section without servers or files: a frontend
-                // only. (A backend holding a stick table and no server is
-                // a backend like any: frontends may route to it, its rules
-                // answer, as HAProxy's.)
-                return Err(err(&p.loc, "__frontend_only__"));
             } else {
-                // A backend without servers answers 503 until `add server`
-                // gives it one (HAProxy accepts it too).
+                // A backend or listen section without servers answers 503
+                // until `add server` gives it one (HAProxy accepts it
+                // too).
                 BackendKind::Servers(Box::new(compile_servers(
                     p,
                     states.get(&p.name),
@@ -304,11 +294,6 @@ pub fn compile_keeping(
                     false => stopped.push(Arc::new(b)),
                 }
             }
-            Err(e) if e.message == "__frontend_only__" => bare_backends.push(BareBackend {
-                uuid: proxy_uuid(cfg, p),
-                name: p.name.clone(),
-                tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
-            }),
             Err(e) => errors.push(e),
         }
     }
@@ -480,7 +465,6 @@ pub fn compile_keeping(
         Ok(Compiled {
             frontends,
             backends,
-            bare_backends,
             tables,
             caches,
             warnings: warn,

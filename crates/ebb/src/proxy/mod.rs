@@ -22,7 +22,7 @@ mod servers;
 mod stats;
 
 pub use backends::{
-    BackendKind, BackendRt, BareBackend, BeTimeouts, FilesConfig, ServersRt, DEFAULT_CONNECT_MS,
+    BackendKind, BackendRt, BeTimeouts, FilesConfig, ServersRt, DEFAULT_CONNECT_MS,
     DEFAULT_SERVER_MS,
 };
 pub use compile::{compile, compile_keeping, merged_compression, proxy_uuid, Compiled};

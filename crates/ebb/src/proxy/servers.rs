@@ -96,15 +96,14 @@ pub(super) fn load_states(
 pub fn server_tls(
     o: &crate::config::ServerOptions,
 ) -> Result<Option<crate::backend::ServerTls>, String> {
-    if !o.ssl {
-        if o.check_ssl {
-            // The checks' TLS (built when they start): its errors now.
-            crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)?;
-        }
+    // Settings prepared with `ssl` or `check-ssl` (even under a later
+    // `no-ssl`): `set server ... ssl on` may use them.
+    if !o.ssl && !o.ssl_ctx {
         return Ok(None);
     }
-    let mut config = crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)
-        .map_err(|e| e.to_string())?;
+    let (mut config, cert) =
+        crate::tls::client_config_slot(o.verify(), o.ca_file.as_deref(), &o.tls, o.dynamic)
+            .map_err(|e| e.to_string())?;
     if !o.alpn.is_empty() {
         let mut c = (*config).clone();
         c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
@@ -127,6 +126,7 @@ pub fn server_tls(
         config,
         sni,
         sni_expr,
+        cert,
     }))
 }
 

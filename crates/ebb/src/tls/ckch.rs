@@ -50,6 +50,9 @@ impl Clone for Ckch {
 pub struct CertSlot {
     key: RwLock<Arc<CertifiedKey>>,
     sessions: RwLock<Arc<ClientSessionMemoryCache>>,
+    /// Its server was deleted (`del server`): it no longer uses the
+    /// stored certificate (`show ssl cert` says "Unused").
+    released: std::sync::atomic::AtomicBool,
 }
 
 /// rustls' default number of client sessions kept.
@@ -60,7 +63,15 @@ impl CertSlot {
         CertSlot {
             key: RwLock::new(key),
             sessions: RwLock::new(Arc::new(ClientSessionMemoryCache::new(CLIENT_SESSIONS))),
+            released: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Its server left (`del server`): the stored certificate loses this
+    /// user.
+    pub fn release(&self) {
+        self.released
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn get(&self) -> Arc<CertifiedKey> {
@@ -135,7 +146,9 @@ impl User {
     fn serves(&self, path: &str) -> bool {
         match self {
             User::Bind(w) => w.upgrade().is_some_and(|r| r.serves(path)),
-            User::Server(w) => w.strong_count() > 0,
+            User::Server(w) => w
+                .upgrade()
+                .is_some_and(|s| !s.released.load(std::sync::atomic::Ordering::Relaxed)),
         }
     }
 }
@@ -473,6 +486,12 @@ pub(crate) fn record(path: &str, ckch: Ckch) {
             );
         }
     }
+}
+
+/// What the store holds for `path` now (a committed change included),
+/// if it was loaded or created.
+pub(crate) fn stored(path: &str) -> Option<Ckch> {
+    store().files.get(path).map(|e| e.ckch.clone())
 }
 
 /// Notes that `user` serves the certificate of `path` (already recorded).

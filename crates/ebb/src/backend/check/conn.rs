@@ -394,7 +394,8 @@ pub type CheckTls = (Arc<rustls::ClientConfig>, String);
 /// HAProxy's rule): v1 `UNKNOWN` or a v2 LOCAL command, since a check
 /// relays no client. Empty: none.
 pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
-    let same_target = o.check_port.is_none() && o.check_addr.is_none();
+    // A server added on the CLI inherits nothing (HAProxy 2.6).
+    let same_target = o.check_port.is_none() && o.check_addr.is_none() && !o.dynamic;
     if !o.check_send_proxy && (o.send_proxy == 0 || !same_target) {
         return Vec::new();
     }

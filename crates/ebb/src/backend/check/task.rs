@@ -253,7 +253,10 @@ impl Checker {
             // `addr` and `port`: the check's own target.
             let addr = SocketAddr::new(
                 s.opts.check_addr.unwrap_or(addr.ip()),
-                s.opts.check_port.unwrap_or(addr.port()),
+                s.opts
+                    .check_port
+                    .or(s.opts.check_addr_port)
+                    .unwrap_or(addr.port()),
             );
             let result = Arc::clone(&self.result);
             let probe = self.probe.clone();
@@ -694,17 +697,23 @@ fn check_ssl(s: &ServerRt) -> Option<crate::backend::ServerTls> {
     let ip = o.check_addr.or(s.addr().map(|a| a.ip()));
     let ip = ip.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
     let sni = o.check_sni.clone().unwrap_or_else(|| ip.to_string());
-    let config = match &s.tls {
-        Some(t) => Arc::clone(&t.config),
+    // HAProxy's `init_srv_check`: a check on the traffic's own target
+    // speaks as the traffic does, one with its own `port` or `addr`, or a
+    // server's added on the CLI, only with `check-ssl`.
+    let own_target = o.check_port.is_some() || o.check_addr.is_some();
+    let inherits = !o.dynamic && !own_target;
+    let config = match s.tls_ctx.as_ref() {
+        Some(t) if o.check_ssl || (inherits && s.tls().is_some()) => Arc::clone(&t.config),
         None if o.check_ssl => {
             crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls).ok()?
         }
-        None => return None,
+        _ => return None,
     };
     Some(crate::backend::ServerTls {
         config,
         sni,
         sni_expr: None,
+        cert: None,
     })
 }
 
@@ -762,7 +771,7 @@ fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> O
             (cfg, t.sni.clone())
         }),
         ssl_ctx: match &cx.probe {
-            Some(p) if p.connects_ssl() => super::connect_ssl_ctx(&s.opts, s.tls.as_ref()).ok(),
+            Some(p) if p.connects_ssl() => super::connect_ssl_ctx(&s.opts, s.tls_ctx.as_ref()).ok(),
             _ => None,
         },
         timeout: t,

@@ -161,7 +161,10 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         named_defaults: false,
         experimental: false,
     };
-    let mut o = ServerOptions::default();
+    let mut o = ServerOptions {
+        dynamic: true,
+        ..ServerOptions::default()
+    };
     parse_server_opts(&w[1..], &mut o, &ctx)?;
     o.map_ports = port == 0 && unix.is_none();
     if let Some(u) = &unix {
@@ -194,7 +197,7 @@ pub(in crate::config) fn no_check_port(
             "server {name} does not have agent port. Agent check has been disabled."
         ));
     }
-    if o.map_ports && o.check && !any_addr && o.check_port.is_none() {
+    if o.map_ports && o.check && !any_addr && o.check_port.or(o.check_addr_port).is_none() {
         return Err(format!(
             "server '{name}' has neither service port nor check port (give it a port, or `port N` for its checks)"
         ));
@@ -219,13 +222,23 @@ pub(super) fn parse_server_opts(
             "enabled" => o.disabled = false,
             "check" => o.check = true,
             "no-check" => o.check = false,
-            "ssl" => o.ssl = true,
-            "no-ssl" => o.ssl = false,
+            "ssl" => {
+                o.ssl = true;
+                o.no_ssl = false;
+                o.ssl_ctx = true;
+            }
+            "no-ssl" => {
+                o.ssl = false;
+                o.no_ssl = true;
+            }
             "send-proxy" => o.send_proxy = 1,
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
-            "check-ssl" => o.check_ssl = true,
+            "check-ssl" => {
+                o.check_ssl = true;
+                o.ssl_ctx = true;
+            }
             "tfo" => o.tfo = true,
             "no-tfo" => o.tfo = false,
             "no-check-ssl" => o.check_ssl = false,
@@ -421,6 +434,15 @@ pub(super) fn parse_server_opts(
                             Some(parse_u32_range(opt, v, 0, u32::MAX)?)
                         }
                     }
+                    // HAProxy reads it with atoi() into an unsigned: a
+                    // negative number wraps (-1: never below); ebb takes a
+                    // number only.
+                    "pool-low-conn" => {
+                        o.pool_low_conn = v
+                            .parse::<i32>()
+                            .map(|n| n as u32)
+                            .map_err(|_| format!("'{opt}' expects an integer, got '{v}'"))?
+                    }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
                     // HAProxy reads it with atoi(): any negative value is
                     // no limit; ebb takes a number only.
@@ -458,9 +480,29 @@ pub(super) fn parse_server_opts(
                         o.check_port = Some(p).filter(|p| *p > 0);
                     }
                     "addr" => {
-                        o.check_addr = Some(v.parse().or_else(|_| agent_addr(v)).map_err(|_| {
-                            format!("'addr' expects <ipv4|ipv6> as argument, got '{v}'")
-                        })?)
+                        // An address, with a port or not (HAProxy's
+                        // `str2sa_range` with the port optional).
+                        let (ip, port) = match v.parse::<std::net::SocketAddr>() {
+                            Ok(a) => (a.ip(), Some(a.port())),
+                            Err(_) => match v.rsplit_once(':').filter(|(h, _)| !h.contains(':')) {
+                                Some((h, p)) => (
+                                    h.parse().or_else(|_| agent_addr(h)).map_err(|_| {
+                                        format!("'addr' expects <ipv4|ipv6> as argument, got '{v}'")
+                                    })?,
+                                    Some(p.parse::<u16>().map_err(|_| {
+                                        format!("'addr' : invalid port '{p}' in '{v}'")
+                                    })?),
+                                ),
+                                None => (
+                                    v.parse().or_else(|_| agent_addr(v)).map_err(|_| {
+                                        format!("'addr' expects <ipv4|ipv6> as argument, got '{v}'")
+                                    })?,
+                                    None,
+                                ),
+                            },
+                        };
+                        o.check_addr = Some(ip);
+                        o.check_addr_port = port.filter(|p| *p > 0);
                     }
                     "agent-inter" => o.agent_inter = nonzero_time(opt, v)?,
                     "agent-send" => o.agent_send = v.as_bytes().to_vec(),
@@ -468,7 +510,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, ws, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2, tfo, no-tfo)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, minconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, crt, crl-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-low-conn, pool-max-conn, pool-purge-delay, max-reuse, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, ws, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2, tfo, no-tfo)"
                         ))
                     }
                 }

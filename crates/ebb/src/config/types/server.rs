@@ -70,6 +70,11 @@ pub struct ServerOptions {
     pub sni: Option<crate::sample::Expr>,
     /// `check-sni NAME`: the name the health checks send (a string).
     pub check_sni: Option<String>,
+    /// `pool-low-conn N`: below N idle connections of the server (all
+    /// threads), a thread takes no idle connection of another thread, and
+    /// a connection may go idle while the server's connections stay within
+    /// N of the estimate of those it needs. 0 (the default): no threshold.
+    pub pool_low_conn: u32,
     /// `pool-max-conn`; `None` = unlimited (`-1`).
     pub pool_max_conn: Option<u32>,
     /// `max-reuse N`: an HTTP/2 connection to the server carries at most
@@ -165,6 +170,20 @@ pub struct ServerOptions {
     /// `addr IP`: the health check's address (and the agent's without
     /// `agent-addr`); unset: the server's.
     pub check_addr: Option<std::net::IpAddr>,
+    /// The port written with `addr IP:PORT`: the check's port when `port`
+    /// gives none (HAProxy's order: `port`, the address's, the server's).
+    pub check_addr_port: Option<u16>,
+    /// Added on the CLI (`add server`): its checks speak TLS only with
+    /// `check-ssl` and send a PROXY header only with `check-send-proxy`,
+    /// whatever the traffic does (HAProxy 2.6's rule for dynamic servers).
+    pub dynamic: bool,
+    /// `no-ssl` was the last word about TLS (HAProxy's `use_ssl` -1, which
+    /// `show servers state` prints).
+    pub no_ssl: bool,
+    /// TLS settings were prepared: `ssl` or `check-ssl` was on at some
+    /// point (`default-server ssl` included, even if `no-ssl` followed).
+    /// `set server B/S ssl on|off` needs them (HAProxy's `ssl_ctx.ctx`).
+    pub ssl_ctx: bool,
     /// `check-ssl`: health checks speak TLS even without `ssl`.
     pub check_ssl: bool,
     /// `agent-inter`: the agent's interval, 2 s by default (HAProxy's);
@@ -399,6 +418,11 @@ impl Default for ServerOptions {
             id: None,
             check_port: None,
             check_addr: None,
+            check_addr_port: None,
+            pool_low_conn: 0,
+            dynamic: false,
+            no_ssl: false,
+            ssl_ctx: false,
             check_ssl: false,
             agent_inter: Duration::from_secs(2),
             agent_send: Vec::new(),

@@ -662,37 +662,6 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
         }
         out.push(be_row(be.uuid, be));
     }
-    for b in &c.bare_backends {
-        if keep(&b.name) {
-            let mut r = Row::new(&b.name, "BACKEND", Kind::Backend, b.uuid, 0);
-            r.mode = if b.tcp_mode { "tcp" } else { "http" };
-            r.status = "UP".into();
-            r.qmax = Some(0);
-            r.req_tot = Some(0);
-            r.smax = Some(0);
-            r.weight = Some(0);
-            r.uweight = Some(0);
-            r.act = Some(0);
-            r.bck = Some(0);
-            r.lbtot = Some(0);
-            r.chkdown = Some(0);
-            // Nothing passes through it: zero times, aborts, compression.
-            r.times = Some(TimeRow {
-                avg: [0; 4],
-                avg_full: [0; 4],
-                max: [0; 4],
-            });
-            r.aborts = Some((0, 0));
-            r.qmax = Some(0);
-            r.comp = Some([0; 4]);
-            r.rules = Some([0; 4]);
-            // Nothing changes its state: the last change is the start.
-            r.lastchg = crate::registry::Process::global()
-                .and_then(|p| p.start.elapsed().ok())
-                .map(|d| d.as_secs());
-            out.push(r);
-        }
-    }
     out
 }
 

@@ -137,9 +137,12 @@ impl Stream {
         // an exchange whose header would be the same (HAProxy keys such
         // connections by it: another unique id is another connection).
         // The same for an SNI that depends on the exchange.
-        let key = (s.opts.send_proxy > 0 || dynamic_sni(&s)).then(|| {
+        // And a connection to the client's destination (a server without
+        // a port or an address) only for that destination.
+        let dst = client_dst(c, &s);
+        let key = (s.opts.send_proxy > 0 || dynamic_sni(&s) || dst.is_some()).then(|| {
             let (pp, sni) = conn_params(c, &s, &up);
-            conn_key(&pp, sni.as_deref())
+            conn_key(&pp, sni.as_deref(), dst)
         });
         let same_pp = key.as_ref().is_none_or(|k| *k == self.pp_sent);
         // A websocket on another protocol than the server's other
@@ -197,7 +200,10 @@ impl Stream {
         };
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
             let quiet = |id, mark| ctx.io_mark(id) == Some(mark);
-            if let Some(t) = c.w.take_idle(&s, want, &quiet) {
+            // One kept for the same header, SNI and destination only.
+            let k = key.as_deref().unwrap_or(&[]);
+            if let Some(t) = c.w.take_idle(&s, want, k, &quiet) {
+                self.pp_sent = k.to_vec();
                 // Registered with another client's tasklet until now (on
                 // this thread's poller or another's): moved below.
                 sock = Some((t.st, false, t.reg));
@@ -291,12 +297,11 @@ impl Stream {
                     sd.used = Some(s.used_conn());
                     sd.socks = socks;
                     sd.obuf.clear();
-                    if !pp.is_empty() || sni.is_some() {
-                        if !tls {
-                            sd.obuf.extend_from_slice(&pp);
-                        }
-                        self.pp_sent = conn_key(&pp, sni.as_deref());
+                    if !pp.is_empty() && !tls {
+                        sd.obuf.extend_from_slice(&pp);
                     }
+                    // What it is kept for (empty: any request).
+                    self.pp_sent = conn_key(&pp, sni.as_deref(), client_dst);
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                     // Woken at the connect if more request body follows.
@@ -556,13 +561,13 @@ fn release_parked(c: &mut H1, ctx: &mut Ctx, p: crate::backend::pool::Parked) {
 }
 
 /// Whether another client's request may take an idle connection to `s`:
-/// not one that began with a PROXY header naming its client (HAProxy keys
-/// such connections by source), nor one of a server without a port or an
-/// address (it went to its client's destination), nor the backend's own target
-/// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
-/// server private to its client).
+/// not one to the backend's own target (`dispatch`, `option transparent`:
+/// HAProxy keeps a connection to no server private to its client). One
+/// that began with a PROXY header, sent an SNI of the exchange or went to
+/// the client's destination is taken only by a request that would do the
+/// same (the pool's key, HAProxy's connection hash).
 pub(super) fn shareable(s: &ServerRt) -> bool {
-    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target && !dynamic_sni(s)
+    !s.backend_target
 }
 
 /// Whether a TLS connection to `s` sends an SNI that depends on the
@@ -570,7 +575,7 @@ pub(super) fn shareable(s: &ServerRt) -> bool {
 /// requests that would send the same name (HAProxy keys connections by
 /// their SNI), so not shared with other clients.
 pub(super) fn dynamic_sni(s: &ServerRt) -> bool {
-    s.tls.as_ref().is_some_and(|t| t.sni_expr.is_some())
+    s.tls().is_some_and(|t| t.sni_expr.is_some())
 }
 
 /// The name a new TLS connection to `s` sends when its `sni` depends on
@@ -578,7 +583,7 @@ pub(super) fn dynamic_sni(s: &ServerRt) -> bool {
 /// the rules); `None` when `sni` is constant or gives nothing (then the
 /// server's own name goes, as [`crate::backend::ServerTls::sni`] says).
 pub(super) fn server_sni(c: &H1, s: &ServerRt, up: &Upstream) -> Option<String> {
-    let e = s.tls.as_ref()?.sni_expr.as_ref()?;
+    let e = s.tls()?.sni_expr.as_ref()?;
     let mut head = crate::http1::RequestHead::default();
     let parsed = matches!(
         crate::http1::parse_request_into(&up.head, &c.w.limits, &mut head),
@@ -613,12 +618,18 @@ pub(super) fn conn_params(c: &H1, s: &ServerRt, up: &Upstream) -> (Vec<u8>, Opti
 }
 
 /// What keys a connection for reuse by this client's next request (see
-/// `pp_sent`): its PROXY header and the SNI it sent.
-pub(super) fn conn_key(pp: &[u8], sni: Option<&str>) -> Vec<u8> {
+/// `pp_sent`): its PROXY header, the SNI it sent and, for a server that
+/// takes the client's destination, that destination (HAProxy's connection
+/// hash has the three).
+pub(super) fn conn_key(pp: &[u8], sni: Option<&str>, dst: Option<SocketAddr>) -> Vec<u8> {
     let mut k = pp.to_vec();
     if let Some(n) = sni {
         k.push(0);
         k.extend_from_slice(n.as_bytes());
+    }
+    if let Some(d) = dst {
+        k.push(1);
+        k.extend_from_slice(d.to_string().as_bytes());
     }
     k
 }
@@ -674,7 +685,7 @@ pub(super) fn open_transport(
     // A server without a port takes the port the client connected to.
     // The request is written as soon as the socket connects.
     let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true, first)?;
-    let tr = match &s.tls {
+    let tr = match s.tls() {
         // TLS to the server: the handshake starts once connected (and
         // the SOCKS4 handshake done); the request written meanwhile waits
         // in rustls' buffer.

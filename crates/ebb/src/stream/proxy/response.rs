@@ -654,6 +654,7 @@ impl Stream {
                         ticket,
                         reg,
                         ctx.now(),
+                        self.pp_sent.clone(),
                     );
                     // (A client parking again in its own place keeps its
                     // handle: no weak count to change per request.)

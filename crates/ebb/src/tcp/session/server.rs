@@ -112,7 +112,7 @@ impl Session {
         let first = self.retries_done == 0;
         let r = crate::backend::connect_server_nb(&s, || dest, has_data, first).and_then(
             |(st, socks)| {
-                let tr = match &s.tls {
+                let tr = match s.tls() {
                     Some(t) => {
                         let name = t.name_for(None, dest);
                         Transport::connect_tls(st, Arc::clone(&t.config), &name)?
