@@ -122,7 +122,7 @@ pub use chunked::{
 pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
 pub(crate) use head::{
-    eq_nocase, is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar,
+    eq_nocase, is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar, trim_ows,
 };
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{connection_goes_on, find_header, forwardable, push_forwarded_value};

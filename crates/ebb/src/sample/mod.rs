@@ -1053,7 +1053,7 @@ pub(crate) fn each_field(
                     // A value a rule set keeps its spaces when sent; read
                     // back, it is trimmed as HAProxy's http_find_header
                     // trims (a parsed head's values already are).
-                    if f(n, trim_lws(v)) {
+                    if f(n, crate::http1::trim_ows(v)) {
                         break;
                     }
                 }
@@ -1071,17 +1071,6 @@ pub(crate) fn each_field(
         }
     }
     true
-}
-
-/// `v` without the spaces and tabs around it (HTTP's LWS).
-fn trim_lws(mut v: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = v {
-        v = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = v {
-        v = rest;
-    }
-    v
 }
 
 /// The comma-separated values of a field value, as HAProxy's `hdr()`

@@ -318,6 +318,9 @@ pub fn predefined(
 /// module's introduction), in id order.
 pub fn end() -> Vec<PatFile> {
     let mut refs = BUILDING.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    // Outside a parse no line is being read (a map converter parsed later
+    // names no configuration line).
+    LINE.with(|l| *l.borrow_mut() = (String::new(), 0, None));
     number(&refs);
     refs.sort_by_key(|r| r.uid());
     refs.into_iter().map(PatFile).collect()

@@ -231,20 +231,6 @@ impl HeaderList {
     }
 }
 
-/// `v` without the SP and HTAB at its ends.
-#[inline]
-fn trim_ows(v: &[u8]) -> &[u8] {
-    match (v.first(), v.last()) {
-        (Some(b' ' | b'\t'), _) | (_, Some(b' ' | b'\t')) => {
-            let ws = |x: &u8| matches!(*x, b' ' | b'\t');
-            let a = v.iter().position(|x| !ws(x)).unwrap_or(v.len());
-            let b = v.iter().rposition(|x| !ws(x)).map_or(a, |b| b + 1);
-            &v[a..b]
-        }
-        _ => v,
-    }
-}
-
 /// Reads an integer with an `n`-bit prefix (§5.1) at `src[*pos]`.
 pub fn decode_int(src: &[u8], pos: &mut usize, n: u8) -> Result<usize, HpackError> {
     let mask = (1usize << n) - 1;
@@ -622,7 +608,7 @@ impl Encoder {
     /// trims them on output since February 2025: every block ebb sends is
     /// built here.
     pub fn push_field(list: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        let value = trim_ows(value);
+        let value = crate::http1::trim_ows(value);
         let name = &name[..name.len().min(usize::from(u16::MAX))];
         let vlen = u32::try_from(value.len()).unwrap_or(u32::MAX);
         let value = &value[..vlen as usize];
