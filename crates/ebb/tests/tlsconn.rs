@@ -27,7 +27,9 @@ enum Kind {
     /// A TLS server with a certificate for `origin.test` (which the
     /// proxy may or may not trust), answering `tls-ok`.
     Tls,
-    /// Closes at once.
+    /// Reads the ClientHello and closes: a FIN, since nothing is left
+    /// unread (closing at once raced the hello, and a reset made
+    /// HAProxy's check text end with the `errno` it then held).
     Close,
     /// Reads the ClientHello and answers plain HTTP.
     Garbage,
@@ -129,7 +131,10 @@ fn server(kind: Kind, tls: &Arc<rustls::ServerConfig>) -> Srv {
         n.fetch_add(1, Ordering::SeqCst);
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
         match kind {
-            Kind::Close => drop(s),
+            Kind::Close => {
+                let mut b = [0u8; 4096];
+                let _ = s.read_retry(&mut b);
+            }
             Kind::Garbage => {
                 let mut b = [0u8; 4096];
                 if s.read_retry(&mut b).is_ok() {
