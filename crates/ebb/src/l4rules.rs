@@ -259,9 +259,56 @@ fn run_common(a: &HttpRequestAction, table: Option<&Arc<Table>>, ctx: &Ctx<'_>, 
         HttpRequestAction::Var(v) => v.run(ctx),
         HttpRequestAction::Capture(c) => c.run(ctx),
         HttpRequestAction::SetLogLevel(l) => crate::sample::set_log_level(ctx, *l),
+        HttpRequestAction::SockOpt(o) => set_fc_opt(*o, ctx),
+        HttpRequestAction::SetPriority { offset, expr } => set_priority(*offset, expr, ctx),
         other => {
             crate::stick::run_http_action(other, ctx);
         }
+    }
+}
+
+/// `set-mark` / `set-tos` on the client connection's socket (HAProxy's
+/// `conn_set_mark`, `conn_set_tos`: a failure changes nothing).
+pub(crate) fn set_fc_opt(o: crate::config::FcSockOpt, ctx: &Ctx<'_>) {
+    let Some(fc) = ctx.fc else {
+        return;
+    };
+    let s = socket2::SockRef::from(fc);
+    let _ = match o {
+        crate::config::FcSockOpt::Mark(m) => s.set_mark(m),
+        crate::config::FcSockOpt::Tos(t) => {
+            let t = t as u32;
+            match fc.local_addr() {
+                // An IPv4 client of an IPv6 socket (v4-mapped) takes
+                // IP_TOS, as in HAProxy.
+                Ok(SocketAddr::V6(a)) if a.ip().to_ipv4_mapped().is_none() => {
+                    match fc.peer_addr() {
+                        Ok(SocketAddr::V6(p)) if p.ip().to_ipv4_mapped().is_some() => {
+                            s.set_tos_v4(t)
+                        }
+                        _ => s.set_tclass_v6(t),
+                    }
+                }
+                _ => s.set_tos_v4(t),
+            }
+        }
+    };
+}
+
+/// `set-priority-class` / `set-priority-offset`: the expression's integer,
+/// held within HAProxy's bounds (-2047..=2047 and -524287..=524287 ms), is
+/// where the stream will wait in a queue; no value, no change.
+pub(crate) fn set_priority(offset: bool, e: &Expr, ctx: &Ctx<'_>) {
+    let Some(v) = e.eval_int(ctx) else {
+        return;
+    };
+    let Some(mut vars) = ctx.vars.and_then(|v| v.try_borrow_mut().ok()) else {
+        return;
+    };
+    if offset {
+        vars.info.prio_offset = v.clamp(-0x7ffff, 0x7ffff) as i32;
+    } else {
+        vars.info.prio_class = v.clamp(-0x7ff, 0x7ff) as i16;
     }
 }
 

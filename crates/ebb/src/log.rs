@@ -406,6 +406,7 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         vars: e.vars,
         payload: None,
         res_body: None,
+        fc: None,
         stk: None,
     };
     let mut out = Vec::with_capacity(160 + e.request_line.len());

@@ -889,9 +889,8 @@ pub fn note_for_log(
     redispatched: bool,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
-    let queued = |q: &std::sync::Mutex<std::collections::VecDeque<_>>| {
-        q.lock().map_or(0, |q| q.len() as u32)
-    };
+    let queued =
+        |q: &std::sync::Mutex<crate::backend::WaitQueue>| q.lock().map_or(0, |q| q.len() as u32);
     let be: u32 = farm
         .servers
         .iter()
@@ -1084,6 +1083,11 @@ pub fn run_request_from(
                 fresh = None;
                 base_now = false;
                 st.strict = *on;
+            }
+            HttpRequestAction::SockOpt(o) => crate::l4rules::set_fc_opt(*o, base),
+            HttpRequestAction::SetPriority { offset, expr } => {
+                let ctx = cur_ctx!();
+                crate::l4rules::set_priority(*offset, expr, ctx);
             }
             HttpRequestAction::DisableL7Retry => {
                 if let Some(mut v) = base.vars.and_then(|v| v.try_borrow_mut().ok()) {

@@ -681,6 +681,7 @@ mod tests {
             tls: false,
             sni: None,
             client_cert: None,
+            fc: None,
             req: Some(crate::sample::Req {
                 buf,
                 head: &head,
@@ -960,6 +961,7 @@ mod tests {
             tls: false,
             sni: None,
             client_cert: None,
+            fc: None,
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,

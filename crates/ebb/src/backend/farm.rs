@@ -14,7 +14,6 @@
 //! The algorithms themselves are in [`lb`]; a pick that finds no room
 //! queues the stream ([`super::queue`]).
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,7 +21,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use sched::{RuntimeHandle, TaskletId};
 
 use super::{
-    check, extra, lb, new_server, register, Counters, ServerList, ServerRt, ServerTls, Waiter,
+    check, extra, lb, new_server, register, Counters, Prio, ServerList, ServerRt, ServerTls,
+    WaitQueue, Waiter,
 };
 use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
 
@@ -48,6 +48,8 @@ pub struct LbInput<'a> {
     /// `balance url_param`: the body of a POST request as far as it
     /// came (de-chunked), looked at when the URL lacks the parameter.
     pub post: Option<&'a [u8]>,
+    /// Where the stream waits in a queue ([`Prio`]).
+    pub prio: Prio,
 }
 
 /// A backend's servers, balancing state and queue.
@@ -77,7 +79,7 @@ pub struct Farm {
     pub(super) rr: lb::Shared,
     /// Balancing state per thread: see the module's introduction.
     pub(super) slots: Box<[ThreadSlot]>,
-    pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    pub queue: Mutex<WaitQueue>,
     /// The backend queue's `ServerRt::waiting`.
     pub(super) waiting: AtomicU32,
     /// The next waiter's place in the order of arrival ([`Waiter`]).
@@ -165,7 +167,7 @@ impl Farm {
             hash: OnceLock::new(),
             rr: lb::Shared::default(),
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(WaitQueue::default()),
             waiting: AtomicU32::new(0),
             qseq: AtomicU64::new(0),
             fullconn: 1,
@@ -320,7 +322,7 @@ impl Farm {
                 return Pick::Server(Arc::clone(s));
             }
             // Full (or raced to full): the backend's queue.
-            return self.enqueue_backend(&[s.idx], me, handle);
+            return self.enqueue_backend(&[s.idx], me, input.prio, handle);
         }
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
@@ -362,7 +364,7 @@ impl Farm {
             Balance::RoundRobin | Balance::StaticRr | Balance::First
         );
         if fifo_algo && self.backend_queue_behind() {
-            return self.enqueue_backend(elig, me, handle);
+            return self.enqueue_backend(elig, me, input.prio, handle);
         }
         let leastconn = matches!(self.balance, Balance::LeastConn);
         // A round robin among the active servers moves on with one left
@@ -428,16 +430,16 @@ impl Farm {
                 // assign_server_and_queue; leastconn's choice may be such
                 // a server), except after a lost race among the others.
                 if leastconn || self.balance_hashes() {
-                    self.enqueue_server(i, me, handle)
+                    self.enqueue_server(i, me, input.prio, handle)
                 } else {
-                    self.enqueue_backend(elig, me, handle)
+                    self.enqueue_backend(elig, me, input.prio, handle)
                 }
             }
             lb::Choice::Bound(i) => {
                 Self::note_lb(&self.servers[i], avoid);
-                self.enqueue_server(i, me, handle)
+                self.enqueue_server(i, me, input.prio, handle)
             }
-            lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
+            lb::Choice::AllFull => self.enqueue_backend(elig, me, input.prio, handle),
         }
     }
 
@@ -484,7 +486,7 @@ impl Farm {
         me: TaskletId,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
-        match self.try_enqueue_server(i, me, handle) {
+        match self.try_enqueue_server(i, me, input.prio, handle) {
             Ok(p) => p,
             Err(handle) if self.redispatch && !stay => {
                 self.servers[i]
@@ -506,9 +508,10 @@ impl Farm {
         &self,
         i: usize,
         me: TaskletId,
+        prio: Prio,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
-        match self.try_enqueue_server(i, me, handle) {
+        match self.try_enqueue_server(i, me, prio, handle) {
             Ok(p) => p,
             Err(_) => self.queue_full(i),
         }

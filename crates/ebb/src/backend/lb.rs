@@ -933,6 +933,7 @@ mod tests {
             uri: b"/a/b/c?x=1",
             hdr: Some(b"www.Example.com"),
             post: None,
+            prio: Default::default(),
         };
         for b in [
             Balance::Source,

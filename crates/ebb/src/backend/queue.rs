@@ -10,8 +10,16 @@
 //!
 //! **Slots.** A stream that gets a server holds one of its `maxconn` slots
 //! until its exchange ends ([`Farm::release`]). A stream that finds every
-//! eligible server full waits in a queue, FIFO, bounded by `timeout queue`
+//! eligible server full waits in a queue, bounded by `timeout queue`
 //! (and a server's queue by its `maxqueue`; the backend's has no bound).
+//!
+//! **Order.** A queue is ordered as HAProxy's: by the stream's priority
+//! class first (`set-priority-class`, lower first), then by its arrival
+//! time moved by its priority offset (`set-priority-offset`, in
+//! milliseconds, lower first), then by its order of arrival. Streams
+//! that set neither wait first in, first out. ([`WaitQueue`]; HAProxy
+//! keeps the shifted time in 20 bits, so an offset wraps after 8m44s:
+//! ebb's does not.)
 //!
 //! **Hand-over.** When a stream releases a slot and somebody waits, the slot
 //! is not given back: it goes straight to the first waiter (server queue
@@ -32,6 +40,7 @@
 //!
 //! Lock order: a server's queue, then the backend's queue.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -61,9 +70,91 @@ pub struct Waiter {
     pub ahead: u32,
     /// It waits in the backend's queue (`%bq`), not a server's (`%sq`).
     pub on_backend: bool,
-    /// Its place in the farm's order of arrival: a freed slot goes to the
-    /// older of its server queue's and the backend queue's first waiters.
-    pub(super) seq: u64,
+    /// Its place in its queue: its priority, then its place in the farm's
+    /// order of arrival. A freed slot goes to the first (lower key) of its
+    /// server queue's and the backend queue's first waiters.
+    pub(super) key: QKey,
+}
+
+/// A stream's queue priority: HAProxy's priority class (-2047..=2047,
+/// lower first) and its arrival time in milliseconds moved by its
+/// priority offset (lower first). The default (0, 0) of a test queues
+/// in arrival order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Prio {
+    pub class: i16,
+    pub at_ms: i64,
+}
+
+impl Prio {
+    /// A stream's priority now: its class, and the scheduler's clock
+    /// (ms) moved by its offset.
+    pub fn of((class, offset): (i16, i32), ctx: &sched::Ctx) -> Prio {
+        let now_ms = i64::try_from(ctx.now_ns() / 1_000_000).unwrap_or(i64::MAX);
+        Prio {
+            class,
+            at_ms: now_ms.saturating_add(i64::from(offset)),
+        }
+    }
+}
+
+/// A waiter's key in its queue: its priority, then its order of arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct QKey {
+    prio: Prio,
+    seq: u64,
+}
+
+/// Streams waiting for a slot, in the order they are served (see the
+/// module's introduction).
+#[derive(Default)]
+pub struct WaitQueue {
+    map: BTreeMap<QKey, Arc<Waiter>>,
+}
+
+impl WaitQueue {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// How many waiters a new key would have before it (its `%sq`/`%bq`):
+    /// all of them when it comes last, as every key does when no stream
+    /// sets a priority (no count then).
+    fn ahead_of(&self, k: QKey) -> usize {
+        match self.map.last_key_value() {
+            Some((last, _)) if *last > k => self.map.range(..k).count(),
+            _ => self.map.len(),
+        }
+    }
+
+    fn push(&mut self, w: Arc<Waiter>) {
+        self.map.insert(w.key, w);
+    }
+
+    pub(super) fn front(&self) -> Option<&Arc<Waiter>> {
+        self.map.first_key_value().map(|(_, w)| w)
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<Arc<Waiter>> {
+        self.map.pop_first().map(|(_, w)| w)
+    }
+
+    /// Takes `w` out; whether it was there.
+    fn remove(&mut self, w: &Arc<Waiter>) -> bool {
+        match self.map.get(&w.key) {
+            Some(x) if Arc::ptr_eq(x, w) => self.map.remove(&w.key).is_some(),
+            _ => false,
+        }
+    }
+
+    /// Takes every waiter out, in order.
+    fn drain(&mut self) -> Vec<Arc<Waiter>> {
+        std::mem::take(&mut self.map).into_values().collect()
+    }
 }
 
 impl Waiter {
@@ -105,20 +196,26 @@ impl Waiter {
 }
 
 impl Farm {
+    /// A waiter for `q` (not in it yet), its `ahead` counted there.
     pub(super) fn waiter(
         &self,
         me: TaskletId,
         handle: RuntimeHandle,
-        ahead: usize,
+        prio: Prio,
+        q: &WaitQueue,
         on_backend: bool,
     ) -> Arc<Waiter> {
+        let key = QKey {
+            prio,
+            seq: self.qseq.fetch_add(1, Ordering::Relaxed),
+        };
         Arc::new(Waiter {
             state: Mutex::new(WaitState::Waiting),
             tasklet: me,
             handle,
-            ahead: u32::try_from(ahead).unwrap_or(u32::MAX),
+            ahead: u32::try_from(q.ahead_of(key)).unwrap_or(u32::MAX),
             on_backend,
-            seq: self.qseq.fetch_add(1, Ordering::Relaxed),
+            key,
         })
     }
 
@@ -127,9 +224,10 @@ impl Farm {
         &self,
         i: usize,
         me: TaskletId,
+        prio: Prio,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
-        self.try_enqueue_server(i, me, handle)
+        self.try_enqueue_server(i, me, prio, handle)
             .unwrap_or_else(|_| self.queue_full(i))
     }
 
@@ -153,6 +251,7 @@ impl Farm {
         &self,
         i: usize,
         me: TaskletId,
+        prio: Prio,
         handle: H,
     ) -> Result<Pick, H> {
         let s = &self.servers[i];
@@ -172,8 +271,8 @@ impl Farm {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(handle);
         }
-        let w = self.waiter(me, handle(), q.len(), false);
-        q.push_back(Arc::clone(&w));
+        let w = self.waiter(me, handle(), prio, &q, false);
+        q.push(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
         Ok(Pick::Queued(w))
@@ -184,6 +283,7 @@ impl Farm {
         &self,
         elig: &[usize],
         me: TaskletId,
+        prio: Prio,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -204,8 +304,8 @@ impl Farm {
         // No bound but `timeout queue`: a server's `maxqueue` bounds only
         // its own queue (HAProxy 2.6 queues a stream no server can take
         // on the backend whatever the servers' maxqueue).
-        let w = self.waiter(me, handle(), q.len(), true);
-        q.push_back(Arc::clone(&w));
+        let w = self.waiter(me, handle(), prio, &q, true);
+        q.push(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         self.counters
             .qmax
@@ -327,8 +427,10 @@ impl Farm {
             return;
         }
         if usable {
-            // The older of the two queues' first waiters takes the slot
-            // (HAProxy's pendconn_process_next_strm), the backend's queue
+            // The first (by priority, then age) of the two queues' first
+            // waiters takes the slot (HAProxy's pendconn_process_next_strm;
+            // a tie goes to the server's queue there, to the older here),
+            // the backend's queue
             // only for a server the balancer may use (not a backup while
             // an active server is up: HAProxy's `px_ok`).
             let dynamic = s.minconn != 0 || s.opts.slowstart.is_some();
@@ -337,7 +439,7 @@ impl Farm {
                 .then(|| self.queue.lock().unwrap_or_else(|p| p.into_inner()));
             loop {
                 let from_backend = match (sq.front(), bq.as_ref().and_then(|q| q.front())) {
-                    (Some(a), Some(b)) => b.seq < a.seq,
+                    (Some(a), Some(b)) => b.key < a.key,
                     (Some(_), None) => false,
                     (None, Some(_)) => true,
                     (None, None) => break,
@@ -386,15 +488,13 @@ impl Farm {
     pub fn unqueue(&self, w: &Arc<Waiter>) {
         for s in &self.servers {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
-                q.remove(pos);
+            if q.remove(w) {
                 s.waiting.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         }
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
-            q.remove(pos);
+        if q.remove(w) {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -405,7 +505,7 @@ impl Farm {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
             let n = q.len() as u32;
             s.waiting.fetch_sub(n, Ordering::SeqCst);
-            q.drain(..).collect()
+            q.drain()
         };
         for w in waiters {
             w.redispatch();

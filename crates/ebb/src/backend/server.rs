@@ -9,7 +9,6 @@
 //! [`super::state`]; its queue is served by [`super::queue`]. Servers are
 //! also registered by uid, for readers that keep only a uid.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering,
@@ -17,7 +16,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::{agent, check, extra, Counters, Farm, ServerList, Waiter};
+use super::{agent, check, extra, Counters, Farm, ServerList, WaitQueue};
 use crate::config::ServerOptions;
 
 /// A server as a `server` line or `add server` makes it.
@@ -80,7 +79,7 @@ pub fn new_server(
         max_used: AtomicU32::new(0),
         est_need: AtomicU32::new(0),
         next_roll: AtomicU32::new(0),
-        queue: Mutex::new(VecDeque::new()),
+        queue: Mutex::new(WaitQueue::default()),
         waiting: AtomicU32::new(0),
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
@@ -233,7 +232,7 @@ pub struct ServerRt {
     /// When the purge timer ends next (a tick; 0: no timer, the server
     /// has had no idle connection since it last ended).
     pub(super) next_roll: AtomicU32,
-    pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    pub queue: Mutex<WaitQueue>,
     /// Streams in `queue`, and those about to join it: counted before
     /// they look for a free slot a last time (see [`Farm::release`]).
     pub(super) waiting: AtomicU32,

@@ -168,6 +168,7 @@ impl<'a> Env<'a> {
                 response: true,
             }),
             res_body: None,
+            fc: None,
         };
         f(&ctx)
     }

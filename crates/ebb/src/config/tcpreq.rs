@@ -10,7 +10,8 @@
 //! line, never ignored.
 
 use super::parse::{
-    cond_of, is_shared_action, request_scope, set_log_level_arg, shared_action, split_cond,
+    cond_of, is_shared_action, parse_set_priority, parse_sock_opt, request_scope,
+    set_log_level_arg, shared_action, split_cond,
 };
 use super::values::{parse_time, parse_u32_range};
 use super::{AddrField, HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
@@ -77,6 +78,12 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
             TcpAction::SetAddr(f, Box::new(addr_expr(&kw, f, args, px)?))
         }
         "switch-mode" if when == TcpWhen::Content => switch_mode(px, args)?,
+        "set-mark" | "set-tos" => {
+            TcpAction::Common(HttpRequestAction::SockOpt(parse_sock_opt(&kw, action, args)?))
+        }
+        "set-priority-class" | "set-priority-offset" if when == TcpWhen::Content => {
+            TcpAction::Common(parse_set_priority(&kw, action, args, request_scope(px))?)
+        }
         // HAProxy 2.6: content rules only.
         "set-log-level" if when == TcpWhen::Content => {
             TcpAction::Common(HttpRequestAction::SetLogLevel(set_log_level_arg(&kw, args)?))
@@ -89,7 +96,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         }
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, set-log-level, switch-mode http in content rules)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, set-mark, set-tos, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, set-log-level, set-priority-class, set-priority-offset, switch-mode http in content rules)"
             ))
         }
     };
@@ -212,6 +219,11 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         "reject" => simple(TcpAction::Reject)?,
         "close" => simple(TcpAction::Close)?,
         "silent-drop" => simple(TcpAction::SilentDrop)?,
+        "set-mark" | "set-tos" => TcpAction::Common(HttpRequestAction::SockOpt(parse_sock_opt(
+            "tcp-response content",
+            action,
+            args,
+        )?)),
         "set-log-level" => TcpAction::Common(HttpRequestAction::SetLogLevel(set_log_level_arg(
             "tcp-response content",
             args,
@@ -221,7 +233,7 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         }
         o => {
             return Err(format!(
-                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, set-log-level, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, unset-var)"
+                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, set-log-level, set-mark, set-tos, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, unset-var)"
             ))
         }
     };

@@ -197,6 +197,10 @@ pub fn run_response_with(
                     strict = *on;
                     continue;
                 }
+                HttpResponseAction::SockOpt(o) => {
+                    crate::l4rules::set_fc_opt(*o, &ctx);
+                    continue;
+                }
                 // Nothing more runs: the caller sends the deny's answer
                 // (and notes the rule once it is made, see `stream`).
                 HttpResponseAction::Deny(_) => {

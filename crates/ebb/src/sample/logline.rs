@@ -1197,6 +1197,7 @@ mod tests {
             tls: e.tls,
             sni: None,
             client_cert: None,
+            fc: None,
             req: None,
             res: None,
             vars: e.vars,
@@ -1340,6 +1341,7 @@ mod tests {
             tls: false,
             sni: None,
             client_cert: None,
+            fc: None,
             req: Some(super::super::Req {
                 buf: raw,
                 head: &head,

@@ -306,6 +306,9 @@ pub struct Ctx<'a> {
     /// its announced size (`res.body_size`); `None` when none was waited
     /// for (`http-response wait-for-body`).
     pub res_body: Option<(&'a [u8], u64)>,
+    /// The client connection's socket (`set-mark`, `set-tos`), under TLS
+    /// or HTTP/2 too; `None` outside an exchange (checks, start-up).
+    pub fc: Option<&'a std::net::TcpStream>,
 }
 
 impl<'a> Ctx<'a> {
@@ -330,6 +333,7 @@ impl<'a> Ctx<'a> {
             stk: None,
             payload: None,
             res_body: None,
+            fc: None,
         }
     }
     /// Notes `loc` as the exchange's last final rule (`last_rule_file`,

@@ -41,6 +41,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         tls: false,
         sni: None,
         client_cert: None,
+        fc: None,
         req: Some(Req {
             buf,
             head: &head,
@@ -221,6 +222,7 @@ fn json_matches_haproxy() {
         tls: false,
         sni: None,
         client_cert: None,
+        fc: None,
         req: Some(Req {
             buf: b"",
             head: &ctx_head,

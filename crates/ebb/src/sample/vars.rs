@@ -445,6 +445,11 @@ pub struct TxnInfo {
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,
     pub timeout_tunnel: Option<u32>,
+    /// `set-priority-class` (-2047..=2047) and `set-priority-offset`
+    /// (ms, -524287..=524287): where the stream waits in a queue
+    /// (`prio_class`, `prio_offset`).
+    pub prio_class: i16,
+    pub prio_offset: i32,
 }
 
 /// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,

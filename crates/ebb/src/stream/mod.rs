@@ -451,5 +451,6 @@ pub(crate) fn sample_ctx<'a>(
         stk: Some(stk),
         payload: None,
         res_body: None,
+        fc: Some(tr.tcp()),
     }
 }

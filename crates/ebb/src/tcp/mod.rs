@@ -126,6 +126,7 @@ pub fn accepted(
             &fe,
             &fe.l4.conn_rules,
             &early,
+            &sock,
             peer,
             dst,
             false,
@@ -198,6 +199,7 @@ fn start(
             &fe,
             &fe.l4.sess_rules,
             &early,
+            &sock,
             peer,
             d,
             tls.is_some(),
@@ -266,10 +268,12 @@ fn refused(v: Verdict, sock: &TcpStream) -> bool {
 
 /// Runs connection or session rules; with the addresses their
 /// `set-src`/`set-dst`... left, if any ran.
+#[allow(clippy::too_many_arguments)]
 fn run_early(
     fe: &FrontendRt,
     rules: &[crate::l4rules::TcpRuleRt],
     early: &Early,
+    sock: &TcpStream,
     peer: SocketAddr,
     dst: Option<SocketAddr>,
     tls: bool,
@@ -291,6 +295,7 @@ fn run_early(
         stk: Some(&early.stk),
         payload: None,
         res_body: None,
+        fc: Some(sock),
     };
     let addrs = std::cell::Cell::new(None);
     let v = crate::l4rules::run_rules_addrs(

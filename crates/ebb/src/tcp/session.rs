@@ -308,6 +308,7 @@ impl Session {
             stk: Some(&self.stk),
             payload,
             res_body: None,
+            fc: Some(tr.tcp()),
         };
         f(&sctx)
     }

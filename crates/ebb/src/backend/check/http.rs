@@ -808,6 +808,7 @@ fn check_sample<R>(
         stk: None,
         payload: None,
         res_body: None,
+        fc: None,
     };
     f(&ctx)
 }

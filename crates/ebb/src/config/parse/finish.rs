@@ -129,6 +129,16 @@ impl Parser<'_> {
         for e in resolve_tracks(&mut self.proxies) {
             errs.push(e);
         }
+        // HAProxy's LSTCHK_NETADM: a `set-mark` needs the privilege the
+        // process would give up with `uid`/`user` (uid 0 changes nothing).
+        if self.global.uid.is_some_and(|u| u != 0) {
+            if let Some(loc) = self.proxies.iter().find_map(set_mark_rule) {
+                errs.push(ConfigError {
+                    loc,
+                    message: "'set-mark' requires full privileges, so the global 'uid'/'user' cannot be changed (HAProxy: \"Some configuration options require full privileges, so global.uid cannot be changed.\")".to_string(),
+                });
+            }
+        }
         let px = &self.proxies;
         let named = |x: &Proxy| format!("{} '{}'", x.kind.name(), x.name);
         for (i, p) in px.iter().enumerate() {
@@ -572,6 +582,27 @@ fn track_target(px: &[Proxy], from: usize, spec: &str) -> Result<(usize, usize),
 /// Checks every `track` option as HAProxy does (the tracked server exists,
 /// has a check, an agent or a `track` of its own, and the chain does not
 /// loop) and marks tracked servers as not deletable.
+/// Where a proxy's first `set-mark` rule is written, if it has one.
+fn set_mark_rule(p: &Proxy) -> Option<Loc> {
+    let mark = |a: &HttpRequestAction| matches!(a, HttpRequestAction::SockOpt(FcSockOpt::Mark(_)));
+    let tcp = |r: &TcpRequestRule| matches!(&r.action, TcpAction::Common(a) if mark(a));
+    (p.http_request.iter())
+        .find(|r| mark(&r.action))
+        .map(|r| r.loc.clone())
+        .or_else(|| {
+            (p.http_response.iter())
+                .find(|r| matches!(r.action, HttpResponseAction::SockOpt(FcSockOpt::Mark(_))))
+                .map(|r| r.loc.clone())
+        })
+        .or_else(|| p.tcp_request.iter().find(|r| tcp(r)).map(|r| r.loc.clone()))
+        .or_else(|| {
+            p.tcp_response
+                .iter()
+                .find(|r| tcp(r))
+                .map(|r| r.loc.clone())
+        })
+}
+
 fn resolve_tracks(px: &mut [Proxy]) -> Vec<ConfigError> {
     let mut errs = Vec::new();
     let mut marks = Vec::new();

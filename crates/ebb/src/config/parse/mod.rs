@@ -35,7 +35,10 @@ mod userlist;
 pub use bind::{parse_octal_mode, parse_sock_spec, unix_owner_opt};
 pub use global::quiet_seen;
 pub use proxy::unreachable_rules;
-pub(super) use rules::{is_shared_action, request_scope, set_log_level_arg, shared_action};
+pub(super) use rules::{
+    is_shared_action, parse_set_priority, parse_sock_opt, request_scope, set_log_level_arg,
+    shared_action,
+};
 pub(super) use server::no_check_port;
 pub use server::{agent_addr, parse_dynamic_server};
 pub(crate) use tls::{tls_bind_option, TlsOptionsOf};

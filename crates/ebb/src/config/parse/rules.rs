@@ -240,6 +240,10 @@ pub(super) fn parse_http_request(
             }
             HttpRequestAction::SilentDrop
         }
+        "set-mark" | "set-tos" => HttpRequestAction::SockOpt(parse_sock_opt("http-request", action, args)?),
+        "set-priority-class" | "set-priority-offset" => {
+            parse_set_priority("http-request", action, args, request_scope(px))?
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -381,6 +385,9 @@ pub(super) fn http_response_kw(
             [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
         },
         "strict-mode" => HttpResponseAction::StrictMode(parse_strict_mode(kw, args)?),
+        "set-mark" | "set-tos" if kw == "http-response" => {
+            HttpResponseAction::SockOpt(parse_sock_opt(kw, action, args)?)
+        }
         "deny" if kw == "http-response" => {
             // HAProxy's default status for a denied response: 502.
             let given = args.iter().any(|a| a == "deny_status" || a == "status");
@@ -507,6 +514,60 @@ pub(in crate::config) fn is_shared_action(a: &str) -> bool {
 /// The actions `http-request` and `tcp-request` rules share: `set-var`,
 /// `set-var-fmt`, `unset-var`, `track-scN KEY [table T]`,
 /// `sc-inc-gpc0(N)`, `sc-set-gpt0(N) INT|EXPR`; `kw` names the rule.
+/// `set-mark MARK` or `set-tos TOS` of rule `kw`: one number, decimal,
+/// `0x` hexadecimal or `0` octal, as HAProxy reads them (strtoul, strtol);
+/// a mark above 32 bits, a TOS outside 0-255 and a negative one, which
+/// HAProxy would truncate, are refused.
+pub(in crate::config) fn parse_sock_opt(
+    kw: &str,
+    action: &str,
+    args: &[String],
+) -> Result<crate::config::FcSockOpt, String> {
+    let v = match args {
+        [] => {
+            return Err(format!(
+                "'{kw} {action}' expects exactly 1 argument (integer/hex value)"
+            ))
+        }
+        [v] => v,
+        [v, x, ..] => return Err(format!("unexpected '{x}' after '{kw} {action} {v}'")),
+    };
+    let n = crate::config::values::parse_c_uint(v);
+    if action == "set-mark" {
+        let m = n.ok_or_else(|| {
+            format!("'{kw} {action}': '{v}' is not an integer/hex value from 0 to 0xffffffff")
+        })?;
+        return Ok(crate::config::FcSockOpt::Mark(m));
+    }
+    match n.and_then(|t| i32::try_from(t).ok()).filter(|t| *t <= 255) {
+        Some(t) => Ok(crate::config::FcSockOpt::Tos(t)),
+        None => Err(format!(
+            "'{kw} {action}': '{v}' is not an integer/hex value from 0 to 255"
+        )),
+    }
+}
+
+/// `set-priority-class EXPR` or `set-priority-offset EXPR` of rule `kw`:
+/// one sample expression, read as an integer when the rule runs (a value
+/// that is none leaves the priority as it was, as HAProxy).
+pub(in crate::config) fn parse_set_priority(
+    kw: &str,
+    action: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<HttpRequestAction, String> {
+    let e = match args {
+        [e] => e,
+        [] => return Err(format!("'{kw} {action}' expects a sample expression")),
+        [e, x, ..] => return Err(format!("unexpected '{x}' after '{kw} {action} {e}'")),
+    };
+    let expr = Expr::parse(e, scope).map_err(|x| format!("'{kw} {action}': {x}"))?;
+    Ok(HttpRequestAction::SetPriority {
+        offset: action == "set-priority-offset",
+        expr: Box::new(expr),
+    })
+}
+
 pub(in crate::config) fn shared_action(
     kw: &str,
     a: &str,

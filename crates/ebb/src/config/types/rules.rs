@@ -334,6 +334,16 @@ pub enum HttpRequestAction {
     /// `disable-l7-retry`: the exchange is not retried after a failure
     /// other than a failed connect, whatever `retry-on` says.
     DisableL7Retry,
+    /// `set-priority-class EXPR` (`offset`: false) or
+    /// `set-priority-offset EXPR`: where the stream waits in a queue
+    /// (`http-request`, `tcp-request content`; see `backend::Prio`).
+    SetPriority {
+        offset: bool,
+        expr: Box<crate::sample::Expr>,
+    },
+    /// `set-mark MARK`, `set-tos TOS` (also `tcp-request` and `tcp-response`
+    /// rules): an option of the client connection's socket.
+    SockOpt(FcSockOpt),
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.
@@ -408,6 +418,20 @@ pub enum HttpResponseAction {
     /// server's answer is replaced by a redirect (only `location` on
     /// responses, as HAProxy).
     Redirect(Redirect),
+    /// `set-mark MARK`, `set-tos TOS` (`http-response` only).
+    SockOpt(FcSockOpt),
+}
+
+/// `set-mark MARK` or `set-tos TOS`: an option of the client connection's
+/// socket, for the packets it sends from then on (HAProxy's
+/// `conn_set_mark`/`conn_set_tos`): the netfilter mark (`SO_MARK`), or the
+/// IPv4 TOS byte (`IP_TOS`; the IPv6 traffic class, `IPV6_TCLASS`, on an
+/// IPv6 connection). An error (no privilege for a mark) changes nothing,
+/// as in HAProxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FcSockOpt {
+    Mark(u32),
+    Tos(i32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

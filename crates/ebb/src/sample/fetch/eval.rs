@@ -447,6 +447,15 @@ impl Fetch {
                 Some(Val::Bool(st.pp_tlvs.is_some()))
             }
             Fetch::Stopping => Some(Val::Bool(crate::sys::stopping())),
+            // HAProxy's need a stream: none in a connection's context.
+            Fetch::Prio { offset } => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Int(if *offset {
+                    i64::from(st.info.prio_offset)
+                } else {
+                    i64::from(st.info.prio_class)
+                }))
+            }
             Fetch::LastRule { line } => {
                 let st = ctx.vars?.try_borrow().ok()?;
                 let loc = st.info.last_rule.as_ref()?;

@@ -138,6 +138,12 @@ pub(super) enum Fetch {
     LastRule {
         line: bool,
     },
+    /// `prio_class`, `prio_offset` (`offset`): the stream's queue
+    /// priority as `set-priority-class`/`set-priority-offset` left it (0
+    /// by default).
+    Prio {
+        offset: bool,
+    },
     /// `wait_end`: true once content inspection is final (the inspect
     /// delay expired, the buffer is full or the input ended; always in an
     /// HTTP proxy, whose rules see whole heads); before, no answer that
@@ -306,6 +312,7 @@ impl Fetch {
             | Fetch::RcvdProxy
             | Fetch::Stopping
             | Fetch::LastRule { .. }
+            | Fetch::Prio { .. }
             | Fetch::WaitEnd
             | Fetch::IsHtx
             | Fetch::FcAddr { .. }
@@ -398,6 +405,7 @@ impl Fetch {
             Fetch::SrcPort
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
+            | Fetch::Prio { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::HdrVal { .. }

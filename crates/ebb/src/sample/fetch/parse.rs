@@ -355,6 +355,8 @@ impl Fetch {
             "stopping" => none(Fetch::Stopping),
             "last_rule_file" => none(Fetch::LastRule { line: false }),
             "last_rule_line" => none(Fetch::LastRule { line: true }),
+            "prio_class" => none(Fetch::Prio { offset: false }),
+            "prio_offset" => none(Fetch::Prio { offset: true }),
             "wait_end" => none(Fetch::WaitEnd),
             "internal.strm.is_htx" => none(Fetch::IsHtx),
             "fc_src" | "fc_src_port" | "fc_dst" | "fc_dst_port" => none(Fetch::FcAddr {

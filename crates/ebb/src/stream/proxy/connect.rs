@@ -20,13 +20,7 @@ impl Stream {
                 return;
             }
         };
-        let input = LbInput {
-            src: up.lb_src,
-            uri: &up.lb_uri,
-            hdr: up.lb_hdr.as_deref(),
-            post: up.lb_post.as_deref(),
-        };
-        let (ck, force, stay, us) = {
+        let (ck, force, stay, us, prio) = {
             let v = c.vars.try_borrow();
             let i = v.as_ref().map(|v| &v.info);
             (
@@ -34,7 +28,15 @@ impl Stream {
                 i.is_some_and(|i| i.ck_force),
                 i.is_some_and(|i| i.ck_force_rule),
                 i.and_then(|i| i.use_srv),
+                crate::backend::Prio::of(i.map_or((0, 0), |i| (i.prio_class, i.prio_offset)), ctx),
             )
+        };
+        let input = LbInput {
+            src: up.lb_src,
+            uri: &up.lb_uri,
+            hdr: up.lb_hdr.as_deref(),
+            post: up.lb_post.as_deref(),
+            prio,
         };
         // A `use-server` rule's server takes the request even when down
         // (the rule checked it may); else the cookie's, then the stick
@@ -55,7 +57,7 @@ impl Stream {
             .flatten()
             .filter(|&i| up.avoid != Some(i));
         let pick = match last {
-            Some(i) => up.farm.pick_last(i, me, h),
+            Some(i) => up.farm.pick_last(i, me, prio, h),
             None => (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h),
         };
         match pick {

@@ -38,11 +38,16 @@ impl Session {
         let (Some(farm), Some(me)) = (self.farm.clone(), self.me) else {
             return;
         };
+        let prio = {
+            let v = self.vars.borrow();
+            crate::backend::Prio::of((v.info.prio_class, v.info.prio_offset), ctx)
+        };
         let input = LbInput {
             src: Some(self.peer.ip()),
             uri: b"",
             hdr: None,
             post: None,
+            prio,
         };
         // A `use-server` rule's server takes the session even when down
         // (the rule checked it may), before the stick table's.
