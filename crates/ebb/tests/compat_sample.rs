@@ -2797,3 +2797,78 @@ frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
     let want: Vec<String> = ["OK", "", "OK", ""].iter().map(|s| s.to_string()).collect();
     ebb_and_haproxy("hap-alpn", cfg, run, &want);
 }
+
+/// Answers of a server, by path, each sent whole then the connection
+/// closed: the framing fields in several forms.
+const FRAMED: &[(&str, &str)] = &[
+    ("/cl", "HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 5\r\nX-B: 2\r\n\r\nhello"),
+    ("/te", "HTTP/1.1 200 OK\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\nX-B: 2\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ("/both", "HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nX-B: 2\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ("/none", "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nConnection: close\r\n\r\nhello"),
+    ("/twice", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\ncontent-length: 5\r\n\r\nhello"),
+    ("/304", "HTTP/1.1 304 Not Modified\r\nX-A: 1\r\nContent-Length: 5\r\n\r\n"),
+];
+
+/// Response rules see the server's framing fields as HAProxy 2.6's do:
+/// one `Content-Length` (duplicates merged), `Transfer-Encoding` instead
+/// when the body is chunked, in the counts too; the client still gets
+/// one framing field of ebb's writing.
+#[test]
+fn response_rules_see_the_framing_fields() {
+    let srv = common::origin::serve_each(|mut s| {
+        let Some(head) = common::origin::read_head(&mut s) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&head).into_owned();
+        let path = text.split(' ').nth(1).unwrap_or("");
+        let answer = FRAMED.iter().find(|(p, _)| *p == path).map_or("", |a| a.1);
+        let _ = s.write_all(answer.as_bytes());
+    });
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-response set-header x-cl \"%[res.hdr(content-length)]\"\n\
+             \x20   http-response set-header x-te \"%[res.hdr(transfer-encoding)]\"\n\
+             \x20   http-response set-header x-cnt \"%[res.hdr_cnt]\"\n\
+             \x20   http-response set-header x-clcnt \"%[res.hdr_cnt(content-length)]\"\n\
+             \x20   http-response set-header x-fcl \"%[res.fhdr(content-length)]\"\n\
+             \x20   http-response set-header x-len-ok 1 if {{ res.hdr_val(content-length) eq 5 }}\n\
+             \x20   default_backend be\n\
+             backend be\n    server s {srv}\n"
+        )
+    };
+    let run = |addr: SocketAddr| -> Vec<Vec<Option<String>>> {
+        FRAMED
+            .iter()
+            .map(|(p, _)| {
+                let req = format!("GET {p} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                let head = raw_head(addr, &req);
+                let framing = head
+                    .iter()
+                    .filter(|l| {
+                        let l = String::from_utf8_lossy(l).to_ascii_lowercase();
+                        l.starts_with("content-length:") || l.starts_with("transfer-encoding:")
+                    })
+                    .count();
+                let mut got: Vec<Option<String>> =
+                    ["x-cl", "x-te", "x-cnt", "x-clcnt", "x-fcl", "x-len-ok"]
+                        .iter()
+                        .map(|n| raw_field(&head, n).map(|v| String::from_utf8_lossy(&v).into()))
+                        .collect();
+                got.push(Some(framing.to_string()));
+                got
+            })
+            .collect()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let want = vec![
+        vec![s("5"), s(""), s("5"), s("1"), s("5"), s("1"), s("1")],
+        vec![s(""), s("chunked"), s("5"), s("0"), s(""), None, s("1")],
+        vec![s(""), s("chunked"), s("5"), s("0"), s(""), None, s("1")],
+        vec![s(""), s(""), s("4"), s("0"), s(""), None, s("0")],
+        vec![s("5"), s(""), s("4"), s("1"), s("5"), s("1"), s("1")],
+        vec![s("5"), s(""), s("4"), s("1"), s("5"), s("1"), s("1")],
+    ];
+    ebb_and_haproxy("hap-framing", cfg, run, &want);
+}

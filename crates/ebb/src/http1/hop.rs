@@ -80,17 +80,20 @@ pub fn forwardable<'h>(
     buf: &'h [u8],
     headers: &'h [HeaderSpan],
 ) -> impl Iterator<Item = &'h HeaderSpan> + 'h {
-    headers.iter().filter(move |h| {
-        let name = h.name.get(buf);
-        match name.len() {
-            2 => !eq_nocase(name, b"te"),
-            7 => !eq_nocase(name, b"upgrade"),
-            10 if eq_nocase(name, b"connection") => connection_goes_on(h.value.get(buf)),
-            14 => !eq_nocase(name, b"http2-settings"),
-            17 => !eq_nocase(name, b"transfer-encoding"),
-            _ => true,
-        }
-    })
+    headers.iter().filter(move |h| goes_on(buf, h))
+}
+
+/// Whether one field goes on to the next hop (see [`forwardable`]).
+pub fn goes_on(buf: &[u8], h: &HeaderSpan) -> bool {
+    let name = h.name.get(buf);
+    match name.len() {
+        2 => !eq_nocase(name, b"te"),
+        7 => !eq_nocase(name, b"upgrade"),
+        10 if eq_nocase(name, b"connection") => connection_goes_on(h.value.get(buf)),
+        14 => !eq_nocase(name, b"http2-settings"),
+        17 => !eq_nocase(name, b"transfer-encoding"),
+        _ => true,
+    }
 }
 
 /// The value of the first field named `name` (ASCII case-insensitive).

@@ -125,7 +125,7 @@ pub(crate) use head::{
     eq_nocase, is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar, trim_ows,
 };
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
-pub use hop::{connection_goes_on, find_header, forwardable, push_forwarded_value};
+pub use hop::{connection_goes_on, find_header, forwardable, goes_on, push_forwarded_value};
 pub use request::{
     complete_request_into, parse_request, parse_request_into, parse_request_lax, scheme_normalized,
     Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,

@@ -67,6 +67,16 @@ impl ResHead {
         }
     }
 
+    /// Takes the framing fields (`Content-Length`, `Transfer-Encoding`)
+    /// out of a server's answer's fields, which held them while its rules
+    /// ran: the framing goes where the first one stood (`framing_at`),
+    /// after every field when a rule deleted them all.
+    pub fn take_framing(&mut self) {
+        let at = self.fields.iter().position(|(n, _)| is_framing(n));
+        self.fields.retain(|(n, _)| !is_framing(n));
+        self.framing_at = at;
+    }
+
     /// `framing_at` once the fields before it that `gone` names are
     /// deleted.
     fn framing_after(&self, gone: impl Fn(&[u8]) -> bool) -> Option<usize> {
@@ -110,6 +120,12 @@ impl ResHead {
         }
         framing
     }
+}
+
+/// Whether a field is one of the message's framing fields, which ebb
+/// writes itself.
+fn is_framing(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"content-length") || name.eq_ignore_ascii_case(b"transfer-encoding")
 }
 
 /// The bytes a list of fields takes in an HTTP/1.1 head.
@@ -181,7 +197,12 @@ pub fn run_response_with(
                             facts,
                             status: head.status,
                             reason: &head.reason,
-                            fields: &head.fields,
+                            fields: &head
+                                .fields
+                                .iter()
+                                .filter(|(n, _)| !is_framing(n))
+                                .cloned()
+                                .collect::<Vec<_>>(),
                             content_length: sc.content_length,
                         };
                         if let Some(p) = crate::httpcache::store(cache, &input) {

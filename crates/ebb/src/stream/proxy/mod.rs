@@ -67,8 +67,8 @@ use crate::compress;
 use crate::config::{HttpReuse, RetryOn};
 use crate::http1::lax;
 use crate::http1::{
-    eq_nocase, forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder,
-    Method, ResponseHead, Status as PStatus, Version,
+    eq_nocase, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
+    ResponseHead, Status as PStatus, Version,
 };
 use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};

@@ -191,7 +191,6 @@ impl Stream {
         // (A compressed answer's ETag is weakened below, after the rules,
         // which see the server's as HAProxy's do: its compression filter
         // edits the head after them, and the cache stores it before.)
-        let skip = |name: &[u8]| eq_nocase(name, b"content-length");
         // The ETag the rules left, when they ran (None: the server's).
         let mut rules_etag: Option<Option<Vec<u8>>> = None;
         let sets = [
@@ -225,32 +224,52 @@ impl Stream {
                 res_body: Some((seen.data(&decoded, after, 0), size)),
                 ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            // The framing's place: before the first field forwarded from
-            // the server's first framing field on (as without rules).
-            let first = r.headers.iter().find(|f| {
-                let n = f.name.get(buf);
-                eq_nocase(n, b"content-length") || eq_nocase(n, b"transfer-encoding")
-            });
-            let mut framing_at = None;
+            // The rules see the server's framing as HAProxy's do: one
+            // `Content-Length` (duplicates merged, the length as parsed)
+            // when the body has one, the `Transfer-Encoding` fields of a
+            // chunked body (its `Content-Length` dropped), in their places.
+            // They cannot edit them (refused at start); ebb writes the
+            // framing itself where the first one stands after the rules.
             let mut fields = Vec::new();
-            for f in forwardable(buf, &r.headers) {
+            let mut length_shown = false;
+            for f in &r.headers {
                 let name = f.name.get(buf);
-                if framing_at.is_none() && first.is_some_and(|x| f.name.start >= x.name.start) {
-                    framing_at = Some(fields.len());
-                }
-                if skip(name) {
-                    continue;
-                }
-                let mut value = Vec::new();
-                crate::http1::push_forwarded_value(&mut value, name, f.value.get(buf));
+                let framing = if eq_nocase(name, b"content-length") {
+                    Some(false)
+                } else if eq_nocase(name, b"transfer-encoding") {
+                    Some(true)
+                } else {
+                    None
+                };
+                let value = match (framing, r.framing) {
+                    (Some(false), BodyFraming::ContentLength(l)) if !length_shown => {
+                        length_shown = true;
+                        let mut v = Vec::new();
+                        crate::http1::push_decimal(&mut v, l);
+                        v
+                    }
+                    // An answer without a body (to HEAD, a 304) shows the
+                    // length it declares.
+                    (Some(false), BodyFraming::None) if !length_shown => {
+                        let Some(l) = r.declared_length else { continue };
+                        length_shown = true;
+                        let mut v = Vec::new();
+                        crate::http1::push_decimal(&mut v, l);
+                        v
+                    }
+                    (Some(true), BodyFraming::Chunked) => f.value.get(buf).to_vec(),
+                    (Some(_), _) => continue,
+                    (None, _) if !crate::http1::goes_on(buf, f) => continue,
+                    (None, _) => {
+                        let mut v = Vec::new();
+                        crate::http1::push_forwarded_value(&mut v, name, f.value.get(buf));
+                        v
+                    }
+                };
                 fields.push((name.to_vec(), value));
-            }
-            if first.is_some() && framing_at.is_none() {
-                framing_at = Some(fields.len());
             }
             let mut head =
                 crate::rewrite::ResHead::new(r.status, r.reason.get(buf).to_vec(), fields);
-            head.framing_at = framing_at;
             // HAProxy's room for rewrites: the head beside the body bytes
             // that came with it, in `tune.bufsize`.
             head.room(&c.w.limits, n, after.len());
@@ -275,6 +294,7 @@ impl Stream {
                 pending: None,
             };
             crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            head.take_framing();
             let bh = [&fe.http, &be.http];
             for h in bh {
                 h.failed_rewrites
