@@ -39,7 +39,6 @@ use crate::proxy::{ReqRule, RespRule};
 use crate::rules::Matcher;
 use crate::sample::{Ctx, LogFormat, Req, Res};
 
-use crate::config::rewrite::reserved;
 pub use crate::config::rewrite::{Re, Rewrite, UriPart};
 pub(crate) use crate::sample::map::expand;
 

@@ -2872,3 +2872,36 @@ fn response_rules_see_the_framing_fields() {
     ];
     ebb_and_haproxy("hap-framing", cfg, run, &want);
 }
+
+/// `http-after-response` rules on ebb's own answers (a `return`, a
+/// deny's error page, a 503 without server) see their `Content-Length`,
+/// as HAProxy's do on its own.
+#[test]
+fn after_response_rules_see_the_length_of_own_answers() {
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain string hello if {{ path /r }}\n\
+             \x20   http-request deny if {{ path /d }}\n\
+             \x20   http-after-response set-header x-cl \"%[res.hdr(content-length)]\"\n\
+             \x20   http-after-response set-header x-clcnt \"%[res.hdr_cnt(content-length)]\"\n\
+             \x20   default_backend be\n\
+             backend be\n"
+        )
+    };
+    let run = |addr: SocketAddr| -> Vec<(Option<String>, Option<String>)> {
+        ["/r", "/d", "/x"]
+            .iter()
+            .map(|p| {
+                let req = format!("GET {p} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                let head = raw_head(addr, &req);
+                let f = |n| raw_field(&head, n).map(|v| String::from_utf8_lossy(&v).into_owned());
+                (f("x-cl"), f("x-clcnt"))
+            })
+            .collect()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let want = vec![(s("5"), s("1")), (s("93"), s("1")), (s("107"), s("1"))];
+    ebb_and_haproxy("hap-ownlen", cfg, run, &want);
+}

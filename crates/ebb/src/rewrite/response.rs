@@ -293,8 +293,9 @@ pub fn any(sets: &[RuleSet<'_>]) -> bool {
     sets.iter().any(|(r, _)| !r.is_empty())
 }
 
-/// The forwardable, non-framing fields of a parsed response as an owned
-/// list, and the framing/connection fields kept aside.
+/// The fields of a parsed response as an owned list, but its
+/// `Connection` fields, kept aside; the framing fields are in the list,
+/// as the rules see them (see [`ResHead::take_framing`]).
 pub fn split_fields<'b>(
     buf: &'b [u8],
     headers: &[crate::http1::HeaderSpan],
@@ -304,7 +305,7 @@ pub fn split_fields<'b>(
     for f in headers {
         let n = f.name.get(buf);
         let v = f.value.get(buf);
-        if std::str::from_utf8(n).is_ok_and(reserved) {
+        if n.eq_ignore_ascii_case(b"connection") {
             keep.push((n, v));
         } else {
             edit.push((n.to_vec(), v.to_vec()));
@@ -336,14 +337,28 @@ pub fn rewrite_in_place(
     };
     let buf = &out[start..start + h.head_len];
     let (fields, keep) = split_fields(buf, &h.headers);
+    let framing: Fields = fields
+        .iter()
+        .filter(|(n, _)| is_framing(n))
+        .cloned()
+        .collect();
     let mut head = ResHead::new(h.status, h.reason.get(buf).to_vec(), fields);
     run_response(sets, base, &mut head);
     if let Some(d) = head.denied {
         return Some((head.status, Some(d)));
     }
+    head.take_framing();
     let mut new = Vec::with_capacity(h.head_len + 64);
-    // ebb's own answer: its framing goes after the rules' fields.
-    head.write(&mut new);
+    // ebb's own answer: its framing stays where it stood among the
+    // fields (HAProxy's place too), after them when the rules took it.
+    let at = head.write(&mut new).unwrap_or(new.len());
+    let mut lines = Vec::new();
+    for (n, v) in &framing {
+        lines.extend_from_slice(n);
+        lines.extend_from_slice(b": ");
+        lines.extend_from_slice(v);
+        lines.extend_from_slice(b"\r\n");
+    }
     // Made a 101 with an `upgrade` field: a switching answer, sent as
     // HAProxy sends it (`connection: upgrade`, no length; the connection
     // ends after it, see the stream's `finish_request`).
@@ -354,6 +369,8 @@ pub fn rewrite_in_place(
             .any(|(n, _)| n.eq_ignore_ascii_case(b"upgrade"));
     if switching {
         new.extend_from_slice(b"connection: upgrade\r\n");
+    } else {
+        new.splice(at..at, lines);
     }
     for (n, v) in keep.into_iter().filter(|_| !switching) {
         new.extend_from_slice(n);
