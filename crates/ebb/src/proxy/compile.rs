@@ -10,7 +10,6 @@ use std::time::Duration;
 use crate::backend::Farm;
 use crate::config::{Config, ConfigError, HttpConnMode, Loc};
 use crate::rules::Matcher;
-use crate::sample::Scope;
 
 use super::backends::{BackendKind, BackendRt, FilesConfig, DEFAULT_CONNECT_MS};
 use super::counters::HttpCounters;
@@ -427,8 +426,7 @@ pub fn compile_keeping(
                     .error_replies
                     .iter()
                     .map(|(s, r)| {
-                        let scope = Scope::Request { backend: false };
-                        Prepared::of(r, scope)
+                        Prepared::of(r)
                             .map(|pr| (*s, pr))
                             .map_err(|e| err(&p.loc, e))
                     })

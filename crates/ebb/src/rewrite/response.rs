@@ -201,6 +201,10 @@ pub fn run_response_with(
                     crate::l4rules::set_fc_opt(*o, &ctx);
                     continue;
                 }
+                HttpResponseAction::PatEdit(e) => {
+                    e.run(&ctx);
+                    continue;
+                }
                 // Nothing more runs: the caller sends the deny's answer
                 // (and notes the rule once it is made, see `stream`).
                 HttpResponseAction::Deny(_) => {

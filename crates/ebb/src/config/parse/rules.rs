@@ -260,6 +260,9 @@ pub(super) fn parse_http_request(
             HttpRequestAction::Tarpit { status }
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
+        a if is_pat_edit(a) => {
+            HttpRequestAction::PatEdit(parse_pat_edit("http-request", a, args, request_scope(px))?)
+        }
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "set-dst" | "set-dst-port" | "set-src" | "set-src-port" => {
             let f = match action {
@@ -422,6 +425,9 @@ pub(super) fn http_response_kw(
             }
             HttpResponseAction::Redirect(r)
         }
+        a if kw == "http-response" && is_pat_edit(a) => {
+            HttpResponseAction::PatEdit(parse_pat_edit(kw, a, args, Scope::Response)?)
+        }
         "wait-for-body" if kw == "http-response" => {
             HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
         }
@@ -498,6 +504,53 @@ fn parse_wait_for_body(kw: &str, args: &[String]) -> Result<crate::config::WaitF
     }
     let time_ms = time.ok_or_else(usage)?;
     Ok(crate::config::WaitForBody { time_ms, at_least })
+}
+
+/// Whether `a` is `add-acl(...)`, `del-acl(...)`, `set-map(...)` or
+/// `del-map(...)`.
+fn is_pat_edit(a: &str) -> bool {
+    ["add-acl", "del-acl", "set-map", "del-map"]
+        .iter()
+        .any(|p| {
+            a.strip_prefix(p)
+                .is_some_and(|r| r.is_empty() || r.starts_with('('))
+        })
+}
+
+/// `add-acl(FILE) KEYFMT`, `del-acl(FILE) KEYFMT`, `set-map(FILE) KEYFMT
+/// VALUEFMT`, `del-map(FILE) KEYFMT` of rule `kw`: HAProxy 2.6's
+/// `parse_http_set_map`, the formats read as its HTTP log-format strings.
+fn parse_pat_edit(
+    kw: &str,
+    a: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<crate::sample::patref::PatEdit, String> {
+    use crate::sample::patref::{PatEdit, PatOp};
+    let (name, rest) = a.split_at(7);
+    let file = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| format!("'{kw} {a}': expected {name}(<file-name>)"))?;
+    let op = match name {
+        "add-acl" => PatOp::AddAcl,
+        "set-map" => PatOp::SetMap,
+        _ => PatOp::Del,
+    };
+    let fmt = |f: &str| LfFormat::parse_http(f, scope).map_err(|e| format!("'{kw} {a}': {e}"));
+    let (key, value) = match (op, args) {
+        (PatOp::SetMap, [k, v]) => (fmt(k)?, Some(fmt(v)?)),
+        (PatOp::SetMap, _) => return Err(format!("'{kw} {a}' expects exactly 2 arguments")),
+        (_, [k]) => (fmt(k)?, None),
+        _ => return Err(format!("'{kw} {a}' expects exactly 1 argument")),
+    };
+    Ok(PatEdit {
+        op,
+        file: file.to_string(),
+        key,
+        value,
+    })
 }
 
 /// Whether `a` names an action `http-request` and `tcp-request` share.
