@@ -18,18 +18,20 @@ use std::path::Path;
 use common::origin::{read_head, serve_each};
 use common::*;
 
+/// The value of field `n` in the request head `h`.
+fn field_of(h: &[u8], n: &str) -> Option<String> {
+    String::from_utf8_lossy(h).lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(n).then(|| v.trim().to_string())
+    })
+}
+
 /// An origin that answers each request with the fields `x-k` and `x-v`
 /// set to the request's `x-rk` and `x-rv` (when it has them).
 fn echo_origin() -> SocketAddr {
     serve_each(|mut s| {
         while let Some(h) = read_head(&mut s) {
-            let text = String::from_utf8_lossy(&h).into_owned();
-            let field = |n: &str| {
-                text.lines().find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case(n).then(|| v.trim().to_string())
-                })
-            };
+            let field = |n: &str| field_of(&h, n);
             let mut out = String::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
             if let Some(k) = field("x-rk") {
                 out.push_str(&format!("x-k: {k}\r\n"));
@@ -215,7 +217,7 @@ fn pattern_file_actions_are_checked_at_start() {
     let cfg = |rule: &str| {
         format!(
             "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
-             frontend f\n    bind 127.0.0.1:19850\n    {rule}\n    http-request return status 200\n"
+             listen f\n    bind 127.0.0.1:19850\n    {rule}\n    http-request return status 200\n"
         )
     };
     for (rule, what) in [
@@ -234,7 +236,175 @@ fn pattern_file_actions_are_checked_at_start() {
             "http-after-response set-map(m.map) a b",
             "unknown 'http-after-response' action",
         ),
+        (
+            "http-after-response return",
+            "unknown 'http-after-response' action",
+        ),
+        (
+            "http-after-response track-sc0 src",
+            "unknown 'http-after-response' action",
+        ),
+        (
+            "http-after-response silent-drop",
+            "unknown 'http-after-response' action",
+        ),
+        ("http-response silent-drop now", "unexpected 'now'"),
+        (
+            "http-response track-sc0 src table nope",
+            "no stick-table named 'nope'",
+        ),
+        ("http-response sc-inc-gpc0(3)", "sc-inc-gpc0(0)"),
+        ("http-response return status 99", "status"),
     ] {
         assert_refused(&dir, "c.cfg", &cfg(rule), what, true);
+    }
+    // HAProxy's `set-nice` orders its stream tasks in its scheduler;
+    // ebb's streams have no priority: refused with the reason.
+    for rule in [
+        "http-request set-nice 10",
+        "http-response set-nice -5",
+        "tcp-request content set-nice 1",
+        "tcp-response content set-nice 1",
+    ] {
+        let what = "streams have no scheduling priority";
+        assert_refused(&dir, "c.cfg", &cfg(rule), what, false);
+    }
+}
+
+/// An origin that answers with the status in the request's `x-st` (200
+/// without it) and the field `x-s: ` the request's `x-rs` (or `1`).
+fn status_origin() -> SocketAddr {
+    serve_each(|mut s| {
+        while let Some(h) = read_head(&mut s) {
+            let field = |n: &str| field_of(&h, n);
+            let st = field("x-st").unwrap_or_else(|| "200".into());
+            let xs = field("x-rs").unwrap_or_else(|| "1".into());
+            let out = format!("HTTP/1.1 {st} X\r\nContent-Length: 2\r\nX-S: {xs}\r\n\r\nok");
+            if s.write_all(out.as_bytes()).is_err() {
+                break;
+            }
+        }
+    })
+}
+
+fn response_cfg(sock: &Path, bind: &str, log: SocketAddr, origin: SocketAddr) -> String {
+    format!(
+        "{}frontend f\n    bind {bind}\n\
+         \x20   log-format \"%ST %tsc %HP %Tr\"\n\
+         \x20   http-request set-var(txn.p) path\n\
+         \x20   default_backend b\n\
+         backend b\n\
+         \x20   stick-table type ip size 10 store http_req_cnt,http_err_cnt,http_fail_cnt,gpc0,gpc1,gpt0\n\
+         \x20   http-response track-sc0 src\n\
+         \x20   http-response track-sc1 res.hdr(x-s) table t2\n\
+         \x20   http-response track-sc1 src if {{ var(txn.p) -m str /never }}\n\
+         \x20   http-response sc-inc-gpc0(0)\n\
+         \x20   http-response sc-inc-gpc1(0) if {{ status 404 }}\n\
+         \x20   http-response sc-inc-gpc(1,1)\n\
+         \x20   http-response sc-set-gpt0(0) res.hdr(x-s),mul(7)\n\
+         \x20   http-response sc-set-gpt(1,1) 9\n\
+         \x20   \
+         \x20   http-response silent-drop if {{ var(txn.p) -m str /drop }}\n\
+         \x20   http-response return status 201 content-type text/plain lf-string \"ret %[var(txn.p)]\" hdr x-r %[var(txn.p)] if {{ var(txn.p) -m str /ret }}\n\
+         \x20   http-response return if {{ var(txn.p) -m str /empty }}\n\
+         \x20   http-response set-header x-after 1\n\
+         \x20   http-after-response set-header x-aft 1\n\
+         \x20   server s {origin}\n\
+         backend t2\n\
+         \x20   stick-table type string len 16 size 10 store http_req_cnt,gpc(2),gpt(2)\n",
+        logged_head(sock, log, "http")
+    )
+}
+
+/// A table's entries as `show table` lists them, without the entry's
+/// address and expiry (they differ between the two).
+fn table(sock: &Path, name: &str) -> Vec<String> {
+    cli_cmd(sock, &format!("show table {name}"))
+        .lines()
+        .filter(|l| l.starts_with("0x"))
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter(|w| !w.starts_with("exp=") && !w.starts_with("use="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn check_response_actions(a: SocketAddr, sock: &Path, log: &Syslog, who: &str) {
+    let mut c = Client::connect(a);
+    // `return`: the server's answer is dropped for the rule's, the
+    // `http-after-response` rules run on it, the connection goes on.
+    c.send(b"GET /ret HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 201, "{who}");
+    assert_eq!(r.text(), "ret /ret", "{who}");
+    assert_eq!(r.header("x-r"), Some("/ret"), "{who}");
+    assert_eq!(r.header("x-aft"), Some("1"), "{who}");
+    assert_eq!(r.header("x-s"), None, "{who}");
+    assert_eq!(r.header("x-after"), None, "{who}");
+    assert_eq!(log.next("201 "), "201 LH-- /ret -1", "{who}");
+    c.send(b"GET /empty HTTP/1.1\r\nHost: t\r\nX-St: 404\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!((r.status, r.text().as_str()), (200, ""), "{who}");
+    assert_eq!(log.next("200 "), "200 LH-- /empty -1", "{who}");
+    // The server's 404 and 503 are counted on the counters tracked by
+    // the response rules.
+    c.send(b"GET /x HTTP/1.1\r\nHost: t\r\nX-St: 404\r\nX-Rs: 3\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!((r.status, r.header("x-after")), (404, Some("1")), "{who}");
+    let l = log.next("404 ");
+    assert!(
+        l.starts_with("404 ---- /x ") && !l.ends_with("-1"),
+        "{who} {l}"
+    );
+    c.send(b"GET /y HTTP/1.1\r\nHost: t\r\nX-St: 503\r\nX-Rs: 3\r\n\r\n");
+    assert_eq!(c.read_resp().status, 503, "{who}");
+    let l = log.next("503 ");
+    assert!(
+        l.starts_with("503 ---- /y ") && !l.ends_with("-1"),
+        "{who} {l}"
+    );
+    // `silent-drop`: nothing more reaches the client.
+    let mut d = Client::connect(a);
+    d.send(b"GET /drop HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_silently_dropped(&mut d.s);
+    assert_eq!(log.next("200 "), "200 PR-- /drop -1", "{who}");
+    assert_eq!(
+        table(sock, "b"),
+        ["key=127.0.0.1 gpt0=7 gpc0=5 http_req_cnt=5 http_err_cnt=2 gpc1=2 http_fail_cnt=1"],
+        "{who}"
+    );
+    assert_eq!(
+        table(sock, "t2"),
+        [
+            "key=1 http_req_cnt=3 gpt0=0 gpt1=9 gpc0=0 gpc1=3",
+            "key=3 http_req_cnt=2 gpt0=0 gpt1=9 gpc0=0 gpc1=2"
+        ],
+        "{who}"
+    );
+    let stat = cli_cmd(sock, "show stat");
+    let row = |px: &str, sv: &str| stat_row_of(&stat, px, sv);
+    for (px, sv) in [("f", "FRONTEND"), ("b", "BACKEND")] {
+        let r = row(px, sv);
+        assert_eq!(
+            (r["dreq"].as_str(), r["dresp"].as_str()),
+            ("1", "0"),
+            "{who} {px}"
+        );
+    }
+}
+
+#[test]
+fn response_rules_return_drop_and_track() {
+    let o = status_origin();
+    let log = Syslog::new();
+    let la = log.addr();
+    let (ebb, sock) = ebb_with_admin("actions2-resp", |s, b| response_cfg(s, b, la, o));
+    check_response_actions(ebb.addr(), &sock, &log, "ebb");
+    drop(ebb);
+    if let Some((h, a)) = haproxy_beside("actions2-resp", |s, b| response_cfg(s, b, la, o)) {
+        check_response_actions(a, &h.sock, &log, "haproxy");
     }
 }

@@ -236,8 +236,13 @@ pub fn compile_keeping(
             } else {
                 (
                     compile_req_rules(p, &matcher, &caches, &tables)?,
-                    compile_resp_rules(p, &matcher, &caches)?,
-                    compile_resp_list(&p.http_after_response, &matcher, &caches)?,
+                    compile_resp_rules(p, &matcher, &caches, &tables)?,
+                    compile_resp_list(
+                        &p.http_after_response,
+                        &matcher,
+                        &caches,
+                        (&p.name, &tables),
+                    )?,
                 )
             };
             let mut stick = Vec::new();
@@ -305,8 +310,13 @@ pub fn compile_keeping(
             let matcher = Matcher::for_proxy(p)?;
             let l4 = crate::l4rules::compile(p, &matcher, &tables, warnings)?;
             let http_request = compile_req_rules(p, &matcher, &caches, &tables)?;
-            let http_response = compile_resp_rules(p, &matcher, &caches)?;
-            let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
+            let http_response = compile_resp_rules(p, &matcher, &caches, &tables)?;
+            let after_response = compile_resp_list(
+                &p.http_after_response,
+                &matcher,
+                &caches,
+                (&p.name, &tables),
+            )?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().chain(&cfg.stopped).find(|b| b.name == name);
             let mut use_backends = Vec::new();

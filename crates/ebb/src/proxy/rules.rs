@@ -288,6 +288,8 @@ pub struct RespRule {
     pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
+    /// For `track-scN`: its table, found at start.
+    pub table: Option<Arc<crate::table::Table>>,
 }
 
 /// The cache a `cache-use`/`cache-store` rule names (checked to exist
@@ -333,21 +335,33 @@ pub(super) fn compile_resp_rules(
     p: &Proxy,
     m: &Matcher,
     caches: &[Arc<crate::httpcache::Cache>],
+    tables: &crate::table::Tables,
 ) -> Result<Vec<RespRule>, ConfigError> {
-    compile_resp_list(&p.http_response, m, caches)
+    compile_resp_list(&p.http_response, m, caches, (&p.name, tables))
 }
 
+/// Compiles response rules; `tables`: the rule's proxy's name and the
+/// stick tables, for `track-scN`.
 pub(super) fn compile_resp_list(
     rules: &[crate::config::HttpResponseRule],
     m: &Matcher,
     caches: &[Arc<crate::httpcache::Cache>],
+    (proxy, tables): (&str, &crate::table::Tables),
 ) -> Result<Vec<RespRule>, ConfigError> {
     rules
         .iter()
         .map(|r| {
             let prepared = match &r.action {
-                HttpResponseAction::Deny(ret) if !matches!(ret.body, ReturnBody::Errorfile(_)) => {
+                HttpResponseAction::Deny(ret) | HttpResponseAction::Return(ret)
+                    if !matches!(ret.body, ReturnBody::Errorfile(_)) =>
+                {
                     Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?)
+                }
+                _ => None,
+            };
+            let table = match &r.action {
+                HttpResponseAction::Stk(a) => {
+                    crate::stick::track_table(a, proxy, tables).map_err(|e| err(&r.loc, e))?
                 }
                 _ => None,
             };
@@ -360,6 +374,7 @@ pub(super) fn compile_resp_list(
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
                     _ => None,
                 },
+                table,
             })
         })
         .collect()

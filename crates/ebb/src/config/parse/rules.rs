@@ -241,6 +241,7 @@ pub(super) fn parse_http_request(
             HttpRequestAction::SilentDrop
         }
         "set-mark" | "set-tos" => HttpRequestAction::SockOpt(parse_sock_opt("http-request", action, args)?),
+        "set-nice" => return Err(set_nice_refused("http-request")),
         "set-priority-class" | "set-priority-offset" => {
             parse_set_priority("http-request", action, args, request_scope(px))?
         }
@@ -425,6 +426,25 @@ pub(super) fn http_response_kw(
             }
             HttpResponseAction::Redirect(r)
         }
+        "return" if kw == "http-response" => HttpResponseAction::Return(Box::new(parse_reply(
+            "http-response return",
+            args,
+            ctx,
+            Scope::Response,
+            false,
+        )?)),
+        "silent-drop" if kw == "http-response" => match args {
+            [] => HttpResponseAction::SilentDrop,
+            [x, ..] => {
+                return Err(format!(
+                    "unexpected '{x}' after 'http-response silent-drop'"
+                ))
+            }
+        },
+        a if kw == "http-response" && is_shared_action(a) => {
+            HttpResponseAction::Stk(Box::new(shared_action(kw, a, args, Scope::Response)?))
+        }
+        "set-nice" => return Err(set_nice_refused(kw)),
         a if kw == "http-response" && is_pat_edit(a) => {
             HttpResponseAction::PatEdit(parse_pat_edit(kw, a, args, Scope::Response)?)
         }
@@ -435,7 +455,9 @@ pub(super) fn http_response_kw(
             [n] => HttpResponseAction::CacheStore(n.clone()),
             [] => return Err("'http-response cache-store' expects a cache name".to_string()),
             [_, x, ..] => {
-                return Err(format!("unexpected '{x}' after 'http-response cache-store NAME'"))
+                return Err(format!(
+                    "unexpected '{x}' after 'http-response cache-store NAME'"
+                ))
             }
         },
         a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
@@ -447,7 +469,12 @@ pub(super) fn http_response_kw(
             }
             None => {
                 return Err(format!(
-                    "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, redirect, wait-for-body, strict-mode)"
+                    "unknown '{kw}' action '{a}' (supported: {})",
+                    if kw == "http-response" {
+                        "add-acl, add-header, allow, cache-store, capture, del-acl, del-header, del-map, deny, redirect, replace-header, replace-value, return, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-header, set-log-level, set-map, set-mark, set-status, set-tos, set-var, set-var-fmt, silent-drop, strict-mode, track-sc0, track-sc1, track-sc2, unset-var, wait-for-body"
+                    } else {
+                        "add-header, allow, del-header, replace-header, replace-value, set-header, set-status, set-var, set-var-fmt, strict-mode, unset-var"
+                    }
                 ))
             }
         },
@@ -464,6 +491,12 @@ pub(super) fn http_response_kw(
         px.http_after_response.push(rule);
     }
     Ok(())
+}
+
+/// Why `set-nice` (HAProxy's priority of a stream's task in its
+/// scheduler) is refused in rule `kw`.
+pub(in crate::config) fn set_nice_refused(kw: &str) -> String {
+    format!("'{kw} set-nice' is not supported: ebb's streams have no scheduling priority of their own (they run as tasklets, which have classes, not a nice)")
 }
 
 /// `strict-mode on|off`.

@@ -428,6 +428,18 @@ pub enum HttpResponseAction {
     /// `add-acl`, `del-acl`, `set-map`, `del-map` (`http-response` only;
     /// see the request action).
     PatEdit(crate::sample::patref::PatEdit),
+    /// `return [status N] ...` (`http-response` only): the server's answer
+    /// is dropped and this one (200 by default) sent instead, as a local
+    /// answer (`LH`, not counted as denied).
+    Return(Box<ReturnAction>),
+    /// `silent-drop` (`http-response` only): the client's connection is
+    /// dropped without a word, as the request action's.
+    SilentDrop,
+    /// `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-inc-gpc1(N)`,
+    /// `sc-inc-gpc(I,N)`, `sc-set-gpt0(N) EXPR`, `sc-set-gpt(I,N) EXPR`
+    /// (`http-response` only): the request actions of those names, their
+    /// expressions read on the response.
+    Stk(Box<HttpRequestAction>),
 }
 
 /// `set-mark MARK` or `set-tos TOS`: an option of the client connection's
