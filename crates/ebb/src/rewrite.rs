@@ -1084,6 +1084,10 @@ pub fn run_request_from(
                 st.strict = *on;
             }
             HttpRequestAction::SockOpt(o) => crate::l4rules::set_fc_opt(*o, base),
+            HttpRequestAction::PatEdit(e) => {
+                let ctx = cur_ctx!();
+                e.run(ctx);
+            }
             HttpRequestAction::SetPriority { offset, expr } => {
                 let ctx = cur_ctx!();
                 crate::l4rules::set_priority(*offset, expr, ctx);

@@ -321,6 +321,14 @@ pub fn track_sc(
     }
 }
 
+/// `http-response track-scN KEY` in table `t` for the exchange of `ctx`,
+/// whose answer has `status` (see [`crate::table::Stk::track_response`]).
+pub fn track_sc_response(n: usize, key: &Expr, t: &Arc<Table>, ctx: &Ctx<'_>, status: u16) {
+    if let Some(stk) = ctx.stk {
+        stk.track_response(n, t, status, || track_key(t, key, ctx));
+    }
+}
+
 /// Runs the stick-table action of an `http-request` rule (`sc-inc-gpc0`,
 /// `sc-set-gpt0`...) for the exchange of `ctx`; false if the action is
 /// not one of them (`track-scN` runs with its table, see [`track_sc`]).

@@ -11,7 +11,7 @@
 
 use super::parse::{
     cond_of, is_shared_action, parse_set_priority, parse_sock_opt, request_scope,
-    set_log_level_arg, shared_action, split_cond,
+    set_log_level_arg, set_nice_refused, shared_action, split_cond,
 };
 use super::values::{parse_time, parse_u32_range};
 use super::{AddrField, HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
@@ -94,6 +94,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         a if is_shared_action(a) => {
             TcpAction::Common(shared_action(&kw, a, args, request_scope(px))?)
         }
+        "set-nice" if when == TcpWhen::Content => return Err(set_nice_refused(&kw)),
         o => {
             return Err(format!(
                 "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, set-mark, set-tos, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, set-log-level, set-priority-class, set-priority-offset, switch-mode http in content rules)"
@@ -219,6 +220,7 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         "reject" => simple(TcpAction::Reject)?,
         "close" => simple(TcpAction::Close)?,
         "silent-drop" => simple(TcpAction::SilentDrop)?,
+        "set-nice" => return Err(set_nice_refused("tcp-response content")),
         "set-mark" | "set-tos" => TcpAction::Common(HttpRequestAction::SockOpt(parse_sock_opt(
             "tcp-response content",
             action,

@@ -10,7 +10,6 @@ use std::time::Duration;
 use crate::backend::Farm;
 use crate::config::{Config, ConfigError, HttpConnMode, Loc};
 use crate::rules::Matcher;
-use crate::sample::Scope;
 
 use super::backends::{BackendKind, BackendRt, FilesConfig, DEFAULT_CONNECT_MS};
 use super::counters::HttpCounters;
@@ -237,8 +236,13 @@ pub fn compile_keeping(
             } else {
                 (
                     compile_req_rules(p, &matcher, &caches, &tables)?,
-                    compile_resp_rules(p, &matcher, &caches)?,
-                    compile_resp_list(&p.http_after_response, &matcher, &caches)?,
+                    compile_resp_rules(p, &matcher, &caches, &tables)?,
+                    compile_resp_list(
+                        &p.http_after_response,
+                        &matcher,
+                        &caches,
+                        (&p.name, &tables),
+                    )?,
                 )
             };
             let mut stick = Vec::new();
@@ -306,8 +310,13 @@ pub fn compile_keeping(
             let matcher = Matcher::for_proxy(p)?;
             let l4 = crate::l4rules::compile(p, &matcher, &tables, warnings)?;
             let http_request = compile_req_rules(p, &matcher, &caches, &tables)?;
-            let http_response = compile_resp_rules(p, &matcher, &caches)?;
-            let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
+            let http_response = compile_resp_rules(p, &matcher, &caches, &tables)?;
+            let after_response = compile_resp_list(
+                &p.http_after_response,
+                &matcher,
+                &caches,
+                (&p.name, &tables),
+            )?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().chain(&cfg.stopped).find(|b| b.name == name);
             let mut use_backends = Vec::new();
@@ -427,8 +436,7 @@ pub fn compile_keeping(
                     .error_replies
                     .iter()
                     .map(|(s, r)| {
-                        let scope = Scope::Request { backend: false };
-                        Prepared::of(r, scope)
+                        Prepared::of(r)
                             .map(|pr| (*s, pr))
                             .map_err(|e| err(&p.loc, e))
                     })

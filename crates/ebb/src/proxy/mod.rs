@@ -75,28 +75,31 @@ mod tests {
             body: ReturnBody::String("hi".into()),
             headers: headers
                 .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .map(|(n, v)| {
+                    let f = crate::sample::LogFormat::parse_http(v, scope).unwrap();
+                    (n.to_string(), f)
+                })
                 .collect(),
             deny: false,
         };
         // All literal: built once; the type is kept apart (it follows the
         // `hdr` fields, and only with a body).
-        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-B", "")]), scope).unwrap();
+        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-B", "")])).unwrap();
         let fields: Vec<_> = p.fields.fields().iter().collect();
         assert_eq!(fields, [(&b"X-A"[..], &b"1"[..])]);
         assert!(p.dyn_hdrs.is_empty());
         assert_eq!(p.content_type.as_deref(), Some(&b"text/plain"[..]));
         assert_eq!(p.body, b"hi");
         // One log-format value: every field is evaluated, in order.
-        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")]), scope).unwrap();
+        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")])).unwrap();
         assert!(p.fields.fields().is_empty());
         let names: Vec<_> = p.dyn_hdrs.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["X-A", "X-Src"]);
         // A name that is not a token could split the answer: refused at
         // start, whether its value is literal or a log-format string (the
         // latter used to be written as it was, per request).
-        assert!(Prepared::of(&ret(&[("X A", "1")]), scope).is_err());
-        assert!(Prepared::of(&ret(&[("X A", "%[src]")]), scope).is_err());
+        assert!(Prepared::of(&ret(&[("X A", "1")])).is_err());
+        assert!(Prepared::of(&ret(&[("X A", "%[src]")])).is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::config::{
     ReturnBody,
 };
 use crate::rules::{Cond, Matcher};
-use crate::sample::{Ctx, LogFormat, Scope};
+use crate::sample::{Ctx, LogFormat};
 use crate::stream::msg::FieldBuf;
 
 use super::compile::err;
@@ -113,7 +113,7 @@ pub struct Prepared {
 impl Prepared {
     /// Builds the answer of an `http-request return`; refuses a field that
     /// could not be sent (bad name or value).
-    pub fn of(r: &ReturnAction, scope: Scope) -> Result<Prepared, String> {
+    pub fn of(r: &ReturnAction) -> Result<Prepared, String> {
         use crate::http1::{is_field_value_byte, is_token};
         let sendable =
             |n: &[u8], v: &[u8]| is_token(n) && v.iter().all(|&b| is_field_value_byte(b));
@@ -132,20 +132,20 @@ impl Prepared {
         };
         let mut fields = FieldBuf::default();
         let mut dyn_hdrs = Vec::new();
-        for (n, v) in &r.headers {
-            let f = LogFormat::parse_http(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
+        for (n, f) in &r.headers {
+            let v = || String::from_utf8_lossy(f.as_literal().unwrap_or(b"")).into_owned();
             match f.as_literal() {
                 // HAProxy adds no field whose value is empty.
                 Some([]) => {}
                 Some(lit) if sendable(n.as_bytes(), lit) => fields.push(n.as_bytes(), lit),
-                Some(_) => return Err(format!("invalid header '{n}: {v}'")),
+                Some(_) => return Err(format!("invalid header '{n}: {}'", v())),
                 None if is_token(n.as_bytes()) => {}
-                None => return Err(format!("invalid header '{n}: {v}'")),
+                None => return Err(format!("invalid header '{n}'")),
             }
             dyn_hdrs.push(HeaderEdit {
                 op: crate::config::EditOp::Add,
                 name: n.clone(),
-                value: f,
+                value: f.clone(),
             });
         }
         // All literal: the fields are built once; else every field is
@@ -288,6 +288,8 @@ pub struct RespRule {
     pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
+    /// For `track-scN`: its table, found at start.
+    pub table: Option<Arc<crate::table::Table>>,
 }
 
 /// The cache a `cache-use`/`cache-store` rule names (checked to exist
@@ -306,14 +308,9 @@ pub(super) fn compile_req_rules(
     tables: &crate::table::Tables,
 ) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
-    let scope = Scope::Request {
-        backend: p.kind.is_backend(),
-    };
     for r in &p.http_request {
         let prepared = match &r.action {
-            HttpRequestAction::Return(ret) => {
-                Some(Prepared::of(ret, scope).map_err(|e| err(&r.loc, e))?)
-            }
+            HttpRequestAction::Return(ret) => Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?),
             _ => None,
         };
         let cache = match &r.action {
@@ -338,21 +335,33 @@ pub(super) fn compile_resp_rules(
     p: &Proxy,
     m: &Matcher,
     caches: &[Arc<crate::httpcache::Cache>],
+    tables: &crate::table::Tables,
 ) -> Result<Vec<RespRule>, ConfigError> {
-    compile_resp_list(&p.http_response, m, caches)
+    compile_resp_list(&p.http_response, m, caches, (&p.name, tables))
 }
 
+/// Compiles response rules; `tables`: the rule's proxy's name and the
+/// stick tables, for `track-scN`.
 pub(super) fn compile_resp_list(
     rules: &[crate::config::HttpResponseRule],
     m: &Matcher,
     caches: &[Arc<crate::httpcache::Cache>],
+    (proxy, tables): (&str, &crate::table::Tables),
 ) -> Result<Vec<RespRule>, ConfigError> {
     rules
         .iter()
         .map(|r| {
             let prepared = match &r.action {
-                HttpResponseAction::Deny(ret) if !matches!(ret.body, ReturnBody::Errorfile(_)) => {
-                    Some(Prepared::of(ret, Scope::Response).map_err(|e| err(&r.loc, e))?)
+                HttpResponseAction::Deny(ret) | HttpResponseAction::Return(ret)
+                    if !matches!(ret.body, ReturnBody::Errorfile(_)) =>
+                {
+                    Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?)
+                }
+                _ => None,
+            };
+            let table = match &r.action {
+                HttpResponseAction::Stk(a) => {
+                    crate::stick::track_table(a, proxy, tables).map_err(|e| err(&r.loc, e))?
                 }
                 _ => None,
             };
@@ -365,6 +374,7 @@ pub(super) fn compile_resp_list(
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
                     _ => None,
                 },
+                table,
             })
         })
         .collect()

@@ -51,6 +51,20 @@ pub struct Denied {
     pub rule: usize,
     /// A `redirect`: its `Location`, evaluated on the response.
     pub location: Option<Vec<u8>>,
+    pub stop: Stop,
+}
+
+/// The rule that stopped a response's rules (see [`Denied`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// `deny`: the rule's answer, counted as a denied response (`PH`).
+    Deny,
+    /// `redirect`: a local answer (`LH`).
+    Redirect,
+    /// `return`: a local answer (`LH`).
+    Return,
+    /// `silent-drop`: no answer, the client's connection dropped.
+    SilentDrop,
 }
 
 impl ResHead {
@@ -222,15 +236,45 @@ pub fn run_response_with(
                     crate::l4rules::set_fc_opt(*o, &ctx);
                     continue;
                 }
+                HttpResponseAction::PatEdit(e) => {
+                    e.run(&ctx);
+                    continue;
+                }
                 // Nothing more runs: the caller sends the deny's answer
                 // (and notes the rule once it is made, see `stream`).
-                HttpResponseAction::Deny(_) => {
+                HttpResponseAction::Deny(_) | HttpResponseAction::Return(_) => {
+                    let stop = match rule.action {
+                        HttpResponseAction::Deny(_) => Stop::Deny,
+                        _ => Stop::Return,
+                    };
                     head.denied = Some(Denied {
                         set: si,
                         rule: ri,
                         location: None,
+                        stop,
                     });
                     return;
+                }
+                HttpResponseAction::SilentDrop => {
+                    base.note_last_rule(&rule.loc);
+                    head.denied = Some(Denied {
+                        set: si,
+                        rule: ri,
+                        location: None,
+                        stop: Stop::SilentDrop,
+                    });
+                    return;
+                }
+                HttpResponseAction::Stk(a) => {
+                    match (&**a, &rule.table) {
+                        (HttpRequestAction::TrackSc { n, key, .. }, Some(t)) => {
+                            crate::stick::track_sc_response(*n, key, t, &ctx, head.status);
+                        }
+                        (a, _) => {
+                            crate::stick::run_http_action(a, &ctx);
+                        }
+                    }
+                    continue;
                 }
                 // HAProxy: the server's answer is dropped for a redirect
                 // (`location` only), evaluated on that answer; noted as
@@ -244,6 +288,7 @@ pub fn run_response_with(
                         set: si,
                         rule: ri,
                         location: Some(location),
+                        stop: Stop::Redirect,
                     });
                     return;
                 }

@@ -17,6 +17,12 @@
 //! only takes the mutex (once) when the version moved: every thread sees
 //! a change at its next lookup, and a lookup in progress finishes on the
 //! snapshot it started with.
+//!
+//! Rules change them too: `add-acl(FILE)`, `del-acl(FILE)`,
+//! `set-map(FILE)` and `del-map(FILE)` of `http-request` and
+//! `http-response` ([`PatEdit`]) find the file by its name when they run,
+//! as HAProxy's `pat_ref_lookup` (a file no ACL nor map reads: nothing
+//! happens), and edit it as the CLI does.
 
 use std::cell::RefCell;
 use std::net::IpAddr;
@@ -466,6 +472,69 @@ pub fn all() -> Vec<Arc<PatRef>> {
     REFS.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
+/// The live file whose path is `name` (HAProxy's `pat_ref_lookup`: an
+/// ACL line's own patterns have no name).
+pub fn lookup(name: &str) -> Option<Arc<PatRef>> {
+    let refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
+    refs.iter()
+        .find(|r| r.inline.is_none() && r.file == name)
+        .cloned()
+}
+
+/// What a [`PatEdit`] rule does to its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatOp {
+    /// `add-acl`: the key, unless an entry has it already.
+    AddAcl,
+    /// `del-acl`, `del-map`: every entry with the key goes.
+    Del,
+    /// `set-map`: the value of every entry with the key, or a new entry.
+    SetMap,
+}
+
+/// `add-acl(FILE) KEYFMT`, `del-acl(FILE) KEYFMT`, `set-map(FILE) KEYFMT
+/// VALUEFMT`, `del-map(FILE) KEYFMT` of `http-request` and
+/// `http-response` rules (HAProxy's `http_action_set_map`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatEdit {
+    pub op: PatOp,
+    /// The file's name as the ACLs and maps that read it write it.
+    pub file: String,
+    pub key: super::LogFormat,
+    /// `set-map`'s value.
+    pub value: Option<super::LogFormat>,
+}
+
+impl PatEdit {
+    /// Runs the rule for `ctx`: the key (and value) rendered, then the
+    /// file changed. An entry its users cannot read (a bad address for an
+    /// `ip` ACL, a value that is not an integer for `map_str_int`) is not
+    /// added nor set, as in HAProxy, where the change fails silently.
+    pub fn run(&self, ctx: &super::Ctx<'_>) {
+        let Some(r) = lookup(&self.file) else {
+            return;
+        };
+        let text = |f: &super::LogFormat| {
+            let mut out = Vec::new();
+            f.render(ctx, &mut out);
+            // HAProxy's key is a C string.
+            if let Some(n) = out.iter().position(|&c| c == 0) {
+                out.truncate(n);
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let key = text(&self.key);
+        let _ = match self.op {
+            PatOp::AddAcl => r.add_absent(&key),
+            PatOp::Del => r.delete(&key),
+            PatOp::SetMap => {
+                let value = self.value.as_ref().map(text).unwrap_or_default();
+                r.set_or_add(&key, &value)
+            }
+        };
+    }
+}
+
 /// The file named by `#ID` or by its path, among those `maps` (or ACLs)
 /// use.
 pub fn find(name: &str, maps: bool) -> Option<Arc<PatRef>> {
@@ -606,6 +675,56 @@ impl PatRef {
             self.file,
             by.join(", ")
         )
+    }
+
+    /// `add-acl`: adds `key` (with no value) unless an entry has it.
+    pub fn add_absent(&self, key: &str) -> Result<(), String> {
+        self.check(key, None)?;
+        self.update(|e| {
+            if e.iter().any(|x| x.key == key) {
+                return Err(String::new());
+            }
+            e.push(RefEntry {
+                id: next_id(),
+                key: key.to_string(),
+                value: String::new(),
+            });
+            Ok(())
+        })
+    }
+
+    /// `set-map`: the value of every entry with `key`, or a new entry
+    /// when none has it.
+    pub fn set_or_add(&self, key: &str, value: &str) -> Result<(), String> {
+        self.check(key, Some(value))?;
+        self.update(|e| {
+            let mut found = false;
+            for x in e.iter_mut().filter(|x| x.key == key) {
+                x.value = value.to_string();
+                found = true;
+            }
+            if !found {
+                e.push(RefEntry {
+                    id: next_id(),
+                    key: key.to_string(),
+                    value: value.to_string(),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes every entry whose key is `key` (no entry: no change).
+    pub fn delete(&self, key: &str) -> Result<(), String> {
+        self.update(|e| {
+            let before = e.len();
+            e.retain(|x| x.key != key);
+            if e.len() == before {
+                Err(String::new())
+            } else {
+                Ok(())
+            }
+        })
     }
 
     /// Adds an entry at the end.

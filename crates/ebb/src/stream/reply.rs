@@ -157,10 +157,12 @@ impl Stream {
         self.scratch = scratch;
     }
 
-    /// Writes the answer of the `http-response deny` rule at `denied`
-    /// (set 0: the backend's rules, 1: the frontend's) in place of the
-    /// one refused, and closes after it (HAProxy's http_reply_and_close).
-    /// Returns its status.
+    /// Writes the answer of the `http-response deny`, `return` or
+    /// `redirect` rule at `denied` (set 0: the backend's rules, 1: the
+    /// frontend's) in place of the one refused, and closes after it when
+    /// the exchange does not allow more (HAProxy's http_reply_and_close);
+    /// drops the client's connection for `silent-drop`. Returns its
+    /// status.
     pub(super) fn write_denied(
         &mut self,
         c: &mut H1,
@@ -195,8 +197,22 @@ impl Stream {
             self.reply_at(c, rd.code, &f[..n], b"", Some(0));
             return rd.code;
         }
-        let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
-            return 0;
+        let ret = match &rule.action {
+            crate::config::HttpResponseAction::Deny(ret)
+            | crate::config::HttpResponseAction::Return(ret) => ret,
+            crate::config::HttpResponseAction::SilentDrop => {
+                // An answer of ebb's own (a file, a cache hit): nothing of
+                // it goes, the client's connection is dropped.
+                c.wbuf.truncate(self.resp_start);
+                crate::transport::silent_drop(c.tr.tcp());
+                c.silent = true;
+                crate::proxy::count_denied_req(&fe.http, Some(be));
+                self.local_term = Some("PR");
+                self.keep_alive = false;
+                c.closing = true;
+                return 0;
+            }
+            _ => return 0,
         };
         // HAProxy keeps the client's connection after the answer when the
         // exchange allows it; an errorfile's bytes are sent as written

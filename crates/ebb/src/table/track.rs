@@ -98,6 +98,10 @@ struct Tracker {
     /// Its HTTP request is yet to be counted (see
     /// [`Stk::count_backend_request`]).
     later: bool,
+    /// Started by an `http-response` rule, which counted the answer's
+    /// error or failure then ([`Stk::track_response`]): the exchange's end
+    /// counts neither again.
+    counted: bool,
 }
 
 /// The keys a stream stores once its server is known (HAProxy keeps up
@@ -179,6 +183,7 @@ impl Stk {
                     table: Arc::clone(&t.table),
                     entry: t.entry,
                     later: false,
+                    counted: false,
                 })
             }))
         });
@@ -253,6 +258,50 @@ impl Stk {
         self.track_in(level, n, table, key, later, http)
     }
 
+    /// `http-response track-scN`: [`Stk::track_with`] for the stream's
+    /// HTTP request, and the answer's `status` (as the response rules
+    /// see it) counted at once, as HAProxy's `http_action_track_sc` does
+    /// it: an error for a 4xx, a failure for a 5xx other than 501 and
+    /// 505 (the counting of the answer's arrival, done before these
+    /// rules, missed it). Nothing when counter `n` is tracked already.
+    pub fn track_response(
+        &self,
+        n: usize,
+        table: &Arc<Table>,
+        status: u16,
+        key: impl FnOnce() -> Option<StKey>,
+    ) {
+        let taken = |l: &Level| {
+            l.borrow()
+                .as_deref()
+                .and_then(|l| l.get(n))
+                .is_some_and(Option::is_some)
+        };
+        if taken(&self.strm) || !self.track_in(&self.strm, n, table, key, false, true) {
+            return;
+        }
+        let e = u64::from((400..500).contains(&status));
+        let f = u64::from((500..600).contains(&status) && status != 501 && status != 505);
+        let now = self.now.get();
+        if let Some(Some(t)) = self
+            .strm
+            .borrow_mut()
+            .as_deref_mut()
+            .and_then(|l| l.get_mut(n))
+        {
+            t.counted = true;
+            if e + f > 0 {
+                let adds = [
+                    (Data::HttpErrCnt, e),
+                    (Data::HttpErrRate, e),
+                    (Data::HttpFailCnt, f),
+                    (Data::HttpFailRate, f),
+                ];
+                t.table.add_many(t.entry, &adds, now);
+            }
+        }
+    }
+
     /// The backend's HTTP processing of the request begins (before its
     /// `http-request` rules): counts the request (`http_req_cnt`,
     /// `http_req_rate`) on the stream trackers its `tcp-request content`
@@ -320,6 +369,7 @@ impl Stk {
             table: Arc::clone(table),
             entry,
             later,
+            counted: false,
         });
         true
     }
@@ -439,7 +489,14 @@ impl Stk {
         });
         take_each(&self.strm, |t| {
             if t.table.stores_any(END) {
-                t.table.finish(t.entry, &adds(), true, now)
+                let mut adds = adds();
+                if t.counted {
+                    // (Its error and failure were counted when it began.)
+                    for a in &mut adds[..4] {
+                        a.1 = 0;
+                    }
+                }
+                t.table.finish(t.entry, &adds, true, now)
             } else {
                 t.table.finish(t.entry, &[], true, now)
             }

@@ -37,7 +37,7 @@ pub use global::quiet_seen;
 pub use proxy::unreachable_rules;
 pub(super) use rules::{
     is_shared_action, parse_set_priority, parse_sock_opt, request_scope, set_log_level_arg,
-    shared_action,
+    set_nice_refused, shared_action,
 };
 pub(super) use server::no_check_port;
 pub use server::{agent_addr, parse_dynamic_server};

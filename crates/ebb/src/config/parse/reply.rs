@@ -112,8 +112,7 @@ pub(super) fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
     .into_bytes();
     // HAProxy's order: the `hdr` fields (none with an empty value), the
     // length, then the type when there is a body.
-    for (n, v) in &r.headers {
-        let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+    for (n, f) in &r.headers {
         let v = f.as_literal()?;
         if v.is_empty() {
             continue;
@@ -282,10 +281,9 @@ pub(super) fn parse_reply(
                     ));
                 }
                 let value = header_value(value)?;
-                // A log-format string, checked here (compiled again with
-                // the answer).
-                LfFormat::parse_http(&value, scope).map_err(|e| format!("hdr {name}: {e}"))?;
-                r.headers.push((name, value));
+                let f = LfFormat::parse_http(&value, scope)
+                    .map_err(|e| format!("hdr {name}: {e}"))?;
+                r.headers.push((name, f));
                 i += 1;
             }
             o => {

@@ -241,6 +241,7 @@ pub(super) fn parse_http_request(
             HttpRequestAction::SilentDrop
         }
         "set-mark" | "set-tos" => HttpRequestAction::SockOpt(parse_sock_opt("http-request", action, args)?),
+        "set-nice" => return Err(set_nice_refused("http-request")),
         "set-priority-class" | "set-priority-offset" => {
             parse_set_priority("http-request", action, args, request_scope(px))?
         }
@@ -260,6 +261,9 @@ pub(super) fn parse_http_request(
             HttpRequestAction::Tarpit { status }
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
+        a if is_pat_edit(a) => {
+            HttpRequestAction::PatEdit(parse_pat_edit("http-request", a, args, request_scope(px))?)
+        }
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "set-dst" | "set-dst-port" | "set-src" | "set-src-port" => {
             let f = match action {
@@ -422,6 +426,28 @@ pub(super) fn http_response_kw(
             }
             HttpResponseAction::Redirect(r)
         }
+        "return" if kw == "http-response" => HttpResponseAction::Return(Box::new(parse_reply(
+            "http-response return",
+            args,
+            ctx,
+            Scope::Response,
+            false,
+        )?)),
+        "silent-drop" if kw == "http-response" => match args {
+            [] => HttpResponseAction::SilentDrop,
+            [x, ..] => {
+                return Err(format!(
+                    "unexpected '{x}' after 'http-response silent-drop'"
+                ))
+            }
+        },
+        a if kw == "http-response" && is_shared_action(a) => {
+            HttpResponseAction::Stk(Box::new(shared_action(kw, a, args, Scope::Response)?))
+        }
+        "set-nice" => return Err(set_nice_refused(kw)),
+        a if kw == "http-response" && is_pat_edit(a) => {
+            HttpResponseAction::PatEdit(parse_pat_edit(kw, a, args, Scope::Response)?)
+        }
         "wait-for-body" if kw == "http-response" => {
             HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
         }
@@ -429,7 +455,9 @@ pub(super) fn http_response_kw(
             [n] => HttpResponseAction::CacheStore(n.clone()),
             [] => return Err("'http-response cache-store' expects a cache name".to_string()),
             [_, x, ..] => {
-                return Err(format!("unexpected '{x}' after 'http-response cache-store NAME'"))
+                return Err(format!(
+                    "unexpected '{x}' after 'http-response cache-store NAME'"
+                ))
             }
         },
         a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
@@ -441,7 +469,12 @@ pub(super) fn http_response_kw(
             }
             None => {
                 return Err(format!(
-                    "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, redirect, wait-for-body, strict-mode)"
+                    "unknown '{kw}' action '{a}' (supported: {})",
+                    if kw == "http-response" {
+                        "add-acl, add-header, allow, cache-store, capture, del-acl, del-header, del-map, deny, redirect, replace-header, replace-value, return, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-header, set-log-level, set-map, set-mark, set-status, set-tos, set-var, set-var-fmt, silent-drop, strict-mode, track-sc0, track-sc1, track-sc2, unset-var, wait-for-body"
+                    } else {
+                        "add-header, allow, del-header, replace-header, replace-value, set-header, set-status, set-var, set-var-fmt, strict-mode, unset-var"
+                    }
                 ))
             }
         },
@@ -458,6 +491,12 @@ pub(super) fn http_response_kw(
         px.http_after_response.push(rule);
     }
     Ok(())
+}
+
+/// Why `set-nice` (HAProxy's priority of a stream's task in its
+/// scheduler) is refused in rule `kw`.
+pub(in crate::config) fn set_nice_refused(kw: &str) -> String {
+    format!("'{kw} set-nice' is not supported: ebb's streams have no scheduling priority of their own (they run as tasklets, which have classes, not a nice)")
 }
 
 /// `strict-mode on|off`.
@@ -498,6 +537,53 @@ fn parse_wait_for_body(kw: &str, args: &[String]) -> Result<crate::config::WaitF
     }
     let time_ms = time.ok_or_else(usage)?;
     Ok(crate::config::WaitForBody { time_ms, at_least })
+}
+
+/// Whether `a` is `add-acl(...)`, `del-acl(...)`, `set-map(...)` or
+/// `del-map(...)`.
+fn is_pat_edit(a: &str) -> bool {
+    ["add-acl", "del-acl", "set-map", "del-map"]
+        .iter()
+        .any(|p| {
+            a.strip_prefix(p)
+                .is_some_and(|r| r.is_empty() || r.starts_with('('))
+        })
+}
+
+/// `add-acl(FILE) KEYFMT`, `del-acl(FILE) KEYFMT`, `set-map(FILE) KEYFMT
+/// VALUEFMT`, `del-map(FILE) KEYFMT` of rule `kw`: HAProxy 2.6's
+/// `parse_http_set_map`, the formats read as its HTTP log-format strings.
+fn parse_pat_edit(
+    kw: &str,
+    a: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<crate::sample::patref::PatEdit, String> {
+    use crate::sample::patref::{PatEdit, PatOp};
+    let (name, rest) = a.split_at(7);
+    let file = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| format!("'{kw} {a}': expected {name}(<file-name>)"))?;
+    let op = match name {
+        "add-acl" => PatOp::AddAcl,
+        "set-map" => PatOp::SetMap,
+        _ => PatOp::Del,
+    };
+    let fmt = |f: &str| LfFormat::parse_http(f, scope).map_err(|e| format!("'{kw} {a}': {e}"));
+    let (key, value) = match (op, args) {
+        (PatOp::SetMap, [k, v]) => (fmt(k)?, Some(fmt(v)?)),
+        (PatOp::SetMap, _) => return Err(format!("'{kw} {a}' expects exactly 2 arguments")),
+        (_, [k]) => (fmt(k)?, None),
+        _ => return Err(format!("'{kw} {a}' expects exactly 1 argument")),
+    };
+    Ok(PatEdit {
+        op,
+        file: file.to_string(),
+        key,
+        value,
+    })
 }
 
 /// Whether `a` names an action `http-request` and `tcp-request` share.

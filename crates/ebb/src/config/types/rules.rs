@@ -178,8 +178,10 @@ pub struct ReturnAction {
     pub status: u16,
     pub content_type: Option<String>,
     pub body: ReturnBody,
-    /// Extra headers, names in the case written.
-    pub headers: Vec<(String, String)>,
+    /// Extra headers, names in the case written, values log-format
+    /// strings compiled once (with the rule: a map they read is the one
+    /// its configuration installs).
+    pub headers: Vec<(String, crate::sample::LogFormat)>,
     /// An `http-request deny` with an answer of its own: counted as
     /// denied, and the connection closes after it.
     pub deny: bool,
@@ -344,6 +346,9 @@ pub enum HttpRequestAction {
     /// `set-mark MARK`, `set-tos TOS` (also `tcp-request` and `tcp-response`
     /// rules): an option of the client connection's socket.
     SockOpt(FcSockOpt),
+    /// `add-acl(FILE) KEY`, `del-acl(FILE) KEY`, `set-map(FILE) KEY VALUE`,
+    /// `del-map(FILE) KEY`: a change to a pattern file, as the CLI's.
+    PatEdit(crate::sample::patref::PatEdit),
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.
@@ -420,6 +425,21 @@ pub enum HttpResponseAction {
     Redirect(Redirect),
     /// `set-mark MARK`, `set-tos TOS` (`http-response` only).
     SockOpt(FcSockOpt),
+    /// `add-acl`, `del-acl`, `set-map`, `del-map` (`http-response` only;
+    /// see the request action).
+    PatEdit(crate::sample::patref::PatEdit),
+    /// `return [status N] ...` (`http-response` only): the server's answer
+    /// is dropped and this one (200 by default) sent instead, as a local
+    /// answer (`LH`, not counted as denied).
+    Return(Box<ReturnAction>),
+    /// `silent-drop` (`http-response` only): the client's connection is
+    /// dropped without a word, as the request action's.
+    SilentDrop,
+    /// `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-inc-gpc1(N)`,
+    /// `sc-inc-gpc(I,N)`, `sc-set-gpt0(N) EXPR`, `sc-set-gpt(I,N) EXPR`
+    /// (`http-response` only): the request actions of those names, their
+    /// expressions read on the response.
+    Stk(Box<HttpRequestAction>),
 }
 
 /// `set-mark MARK` or `set-tos TOS`: an option of the client connection's

@@ -5,6 +5,7 @@
 //! (errors and `deny` of `http-response` rules).
 
 use super::*;
+use crate::rewrite::Stop;
 
 /// Why a server's answer is refused after its head came.
 pub(super) enum Refusal {
@@ -189,6 +190,10 @@ impl Stream {
         be: &crate::proxy::BackendRt,
         denied: Refusal,
     ) {
+        if matches!(&denied, Refusal::Rule(d) if d.stop == Stop::SilentDrop) {
+            self.silent_drop_response(c, ctx, be);
+            return;
+        }
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -208,7 +213,7 @@ impl Stream {
         // A deny (a rule's or checkcache's) is counted on the frontend,
         // the backend and the server (HAProxy's `denied_resp`); neither a
         // redirect nor an internal error is.
-        if matches!(&denied, Refusal::Rule(d) if d.location.is_none())
+        if matches!(&denied, Refusal::Rule(d) if d.stop == Stop::Deny)
             || matches!(denied, Refusal::CacheableCookie(_))
         {
             crate::proxy::count_denied_resp(&c.fe.http, be, up.server.as_deref());
@@ -216,7 +221,7 @@ impl Stream {
         let status = match denied {
             Refusal::Rule(d) => {
                 // A redirect is a local answer (`LH`, as haproxy logs it).
-                up.term = if d.location.is_some() { "LH" } else { "PH" };
+                up.term = if d.stop == Stop::Deny { "PH" } else { "LH" };
                 self.write_denied(c, be, d, keep)
             }
             Refusal::CacheableCookie(status) => {
@@ -272,6 +277,25 @@ impl Stream {
         up.bytes_out += (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
+    }
+
+    /// An `http-response silent-drop` rule held: the client's connection
+    /// is dropped without a word (see `transport::silent_drop`), the
+    /// server's with it; counted as a denied request of the frontend and
+    /// the backend and logged `PR` with the server's status and no
+    /// response time, as HAProxy 2.6 (checked side by side).
+    fn silent_drop_response(&mut self, c: &mut H1, ctx: &mut Ctx, be: &crate::proxy::BackendRt) {
+        let Some(up) = self.up.as_mut() else {
+            return;
+        };
+        crate::transport::silent_drop(c.tr.tcp());
+        c.silent = true;
+        crate::proxy::count_denied_req(&c.fe.http, Some(be));
+        up.term = "PR";
+        up.t_resp = None;
+        up.keep_server = false;
+        self.keep_alive = false;
+        self.abort_proxy(c, ctx);
     }
 
     /// The server closed or reset before a complete answer head.
