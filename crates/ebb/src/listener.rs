@@ -37,6 +37,17 @@ use crate::config::SockSpec;
 /// the kernel caps it at `net.core.somaxconn` anyway.
 pub const DEFAULT_BACKLOG: i32 = 1024;
 
+/// A bind line's listen queue: its `backlog`, else its frontend's, else
+/// its `maxconn`, else [`DEFAULT_BACKLOG`] (HAProxy's `listener_backlog`,
+/// which takes the frontend's `maxconn` before its 1024: ebb keeps its
+/// default there).
+pub fn backlog_of(b: &crate::config::Bind, fe_backlog: Option<u32>) -> i32 {
+    b.backlog
+        .or(fe_backlog)
+        .or((b.maxconn > 0).then_some(b.maxconn))
+        .map_or(DEFAULT_BACKLOG, |n| i32::try_from(n).unwrap_or(i32::MAX))
+}
+
 fn one_socket(addr: SocketAddr, backlog: i32, v6only: Option<bool>) -> io::Result<TcpListener> {
     let domain = Domain::for_address(addr);
     let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;

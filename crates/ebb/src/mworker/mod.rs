@@ -158,9 +158,7 @@ fn bind_all(cfg: &Config, nbthread: usize) -> Result<(Vec<String>, Vec<PathBuf>)
     let mut files = Vec::new();
     for fe in cfg.frontends() {
         for b in &fe.binds {
-            let backlog = b
-                .backlog
-                .map_or(crate::listener::DEFAULT_BACKLOG, |n| n as i32);
+            let backlog = crate::listener::backlog_of(b, fe.backlog);
             for addr in &b.addrs {
                 let (_, real) = binder
                     .tcp(*addr, nbthread, backlog, b.v6only)

@@ -116,6 +116,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut proto_none = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
+    let mut maxconn = 0;
     let mut name = None;
     let mut v6only = None;
     let mut ssl = false;
@@ -176,8 +177,10 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 }
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
+            // 0: no limit of the listener's own (HAProxy's default).
+            "maxconn" => maxconn = parse_u32_range(opt, v?, 0, i32::MAX as u32)?,
             "expose-fd" | "accept-netscaler-cip" | "tfo"
-            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
@@ -291,5 +294,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         proto_h2,
         proto_h1,
         proto_none,
+        maxconn,
     })
 }

@@ -42,6 +42,10 @@ pub struct Bind {
     /// `proto none` (a tcp frontend's): the connection never becomes
     /// HTTP (`switch-mode http` or an HTTP backend ends it).
     pub proto_none: bool,
+    /// `maxconn N`: each listener of the line (each address, each other
+    /// socket) accepts at most N connections at once, the others wait in
+    /// the kernel's backlog; 0 (the default): the frontend's limit only.
+    pub maxconn: u32,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.
