@@ -260,24 +260,6 @@ impl TaskletFn for Listener {
     }
 }
 
-/// `bind ... defer-accept` on a TCP address's sockets: one second, as
-/// HAProxy sets it; without the option it is turned off, which matters
-/// only for a socket inherited from a process whose line had it.
-fn defer_accept(socks: &[std::net::TcpListener], on: bool) -> io::Result<()> {
-    for s in socks {
-        match crate::sys::set_defer_accept(s.as_raw_fd(), i32::from(on)) {
-            Err(e) if on => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot enable defer-accept: {e}"),
-                ))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
 /// How ebb was asked to run, beyond the configuration.
 #[derive(Debug, Default, Clone)]
 pub struct RunOptions {
@@ -423,15 +405,34 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             };
             for addr in &b.addrs {
                 let facts = next_facts(&mut li);
-                match binder
-                    .tcp(*addr, nbthread, backlog, b.v6only)
+                let mut warnings = Vec::new();
+                let bound = binder
+                    .tcp(
+                        *addr,
+                        nbthread,
+                        backlog,
+                        &crate::listener::Creation::of(b),
+                        &mut warnings,
+                    )
                     .and_then(|(socks, real)| {
-                        defer_accept(&socks, b.defer_accept)?;
-                        for s in &socks {
-                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg, b.ssl.is_some())?;
+                        for (i, s) in socks.iter().enumerate() {
+                            let r = socket2::SockRef::from(s);
+                            // One warning for the line, not one per thread.
+                            let mut w = Vec::new();
+                            crate::listener::tcp_options(&r, b, backlog, &mut w)?;
+                            if i == 0 {
+                                warnings.extend(w);
+                            }
+                            client_sock_opts(&r, fe_cfg, b.ssl.is_some())?;
                         }
                         Ok((socks, real))
-                    }) {
+                    });
+                if !opts.quiet {
+                    for w in warnings {
+                        eprintln!("ebb: warning: {}: {w}", b.loc);
+                    }
+                }
+                match bound {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
