@@ -20,6 +20,12 @@
 //! where ADDR is the address as configured (port 0 stays 0, so an ephemeral
 //! port is kept across reloads) and N counts earlier lines with the same
 //! address. Sockets fetched with `-x` are keyed by their bound address.
+//! A TCP key also names what the socket was made with that a later line
+//! cannot change on it (`;ns=NAME`, `;if=NAME`, `;foreign`: `namespace`,
+//! `interface`, `transparent`), so a socket is only kept by a line that
+//! would make it the same, as HAProxy's `sock_find_compatible_fd` matches
+//! them; `_getsocks` sends the namespace and interface names with each
+//! socket, and `-x` reads them back.
 
 use std::collections::HashMap;
 use std::io;
@@ -30,7 +36,7 @@ use std::sync::Mutex;
 use socket2::Socket;
 
 use crate::config::SockSpec;
-use crate::listener::{bind_per_thread, bind_spec, UnixPerms};
+use crate::listener::{bind_per_thread, bind_spec, Creation, UnixPerms};
 
 /// The environment variable carrying inherited sockets over `exec`.
 pub const ENV: &str = "EBB_INHERIT_FDS";
@@ -50,8 +56,35 @@ pub fn handed_over() -> bool {
 /// Sockets received and not yet taken by a line.
 static POOL: Mutex<Vec<(String, Socket)>> = Mutex::new(Vec::new());
 /// Every socket this process listens on, by key (duplicates): what a
-/// re-exec passes on and what `_getsocks` sends.
-static BOUND: Mutex<Vec<(String, Socket)>> = Mutex::new(Vec::new());
+/// re-exec passes on and what `_getsocks` sends (with its namespace and
+/// interface names).
+static BOUND: Mutex<Vec<(String, Socket, Names)>> = Mutex::new(Vec::new());
+
+/// A listening socket's namespace and interface names (`namespace`,
+/// `interface`), as `_getsocks` sends them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    pub ns: Option<String>,
+    pub iface: Option<String>,
+}
+
+impl Names {
+    /// The key's part for these names and the `transparent` (foreign)
+    /// flag: empty for a plain socket.
+    fn suffix(&self, foreign: bool) -> String {
+        let mut k = String::new();
+        if let Some(n) = &self.ns {
+            k.push_str(&format!(";ns={n}"));
+        }
+        if let Some(i) = &self.iface {
+            k.push_str(&format!(";if={i}"));
+        }
+        if foreign {
+            k.push_str(";foreign");
+        }
+        k
+    }
+}
 
 fn lock<T>(m: &'static Mutex<T>) -> std::sync::MutexGuard<'static, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -66,7 +99,7 @@ pub fn adopt(key: String, sock: Socket) {
 /// takes the master's sockets this way).
 pub fn bound_to_pool() {
     let b = std::mem::take(&mut *lock(&BOUND));
-    lock(&POOL).extend(b);
+    lock(&POOL).extend(b.into_iter().map(|(k, s, _)| (k, s)));
 }
 
 /// Takes the sockets named in [`ENV`] (a re-executed master), once.
@@ -92,7 +125,7 @@ pub fn adopt_env() -> io::Result<()> {
 pub fn export_env() -> io::Result<String> {
     let b = lock(&BOUND);
     let mut out = String::new();
-    for (k, s) in b.iter() {
+    for (k, s, _) in b.iter() {
         crate::sys::set_cloexec(s.as_raw_fd(), false)?;
         out.push_str(&format!("{}={};", escape(k), s.as_raw_fd()));
     }
@@ -122,7 +155,7 @@ pub fn release() {
 /// workers still use them, and the next reload passes them on).
 pub fn keep_pool() {
     let p = std::mem::take(&mut *lock(&POOL));
-    lock(&BOUND).extend(p);
+    lock(&BOUND).extend(p.into_iter().map(|(k, s)| (k, s, Names::default())));
 }
 
 /// Closes what no line took (binds removed by a reload).
@@ -145,9 +178,9 @@ fn take(key: &str) -> Vec<Socket> {
     out
 }
 
-fn remember(key: &str, s: &Socket) -> io::Result<()> {
+fn remember(key: &str, s: &Socket, names: &Names) -> io::Result<()> {
     let d = s.try_clone()?;
-    lock(&BOUND).push((key.to_string(), d));
+    lock(&BOUND).push((key.to_string(), d, names.clone()));
     Ok(())
 }
 
@@ -166,7 +199,7 @@ pub fn take_cli(path: &str) -> Option<Socket> {
 
 /// Records a `stats socket` this process bound (a master passes it on).
 pub fn remember_cli(path: &str, s: &Socket) -> io::Result<()> {
-    remember(&format!("cli:{path}#0"), s)
+    remember(&format!("cli:{path}#0"), s, &Names::default())
 }
 
 /// Binds a configuration's listeners, taking inherited sockets first.
@@ -185,23 +218,30 @@ impl Binder {
 
     /// `n` sockets for a TCP address (one per thread), or more when more
     /// were inherited (none is closed: the caller spreads them over its
-    /// threads); the address actually bound. `v6only`: the bind line's
-    /// `v6only` (true) or `v4v6` (false), for sockets bound here.
+    /// threads); the address actually bound. `c`: how the line makes a
+    /// socket (`v6only`, `transparent`, `interface`, `namespace`), for
+    /// sockets bound here; what did not take is added to `warnings`.
     pub fn tcp(
         &mut self,
         addr: SocketAddr,
         n: usize,
         backlog: i32,
-        v6only: Option<bool>,
+        c: &Creation<'_>,
+        warnings: &mut Vec<String>,
     ) -> io::Result<(Vec<TcpListener>, SocketAddr)> {
-        let key = self.key(format!("tcp:{addr}"));
+        let names = Names {
+            ns: c.namespace.map(String::from),
+            iface: c.interface.map(String::from),
+        };
+        let base = format!("tcp:{addr}{}", names.suffix(c.transparent));
+        let key = self.key(base.clone());
         let mut got = take(&key);
         if got.is_empty() && addr.port() != 0 {
             // Fetched with -x: keyed by the address they are bound to.
-            got = take(&format!("tcp:{addr}#0"));
+            got = take(&format!("{base}#0"));
         }
         let (socks, real) = if got.is_empty() {
-            bind_per_thread(addr, n, backlog, v6only)?
+            bind_per_thread(addr, n, backlog, c, warnings)?
         } else {
             let real = got[0]
                 .local_addr()?
@@ -214,7 +254,7 @@ impl Binder {
                 v.push(TcpListener::from(s));
             }
             if v.len() < n {
-                match bind_per_thread(real, n - v.len(), backlog, v6only) {
+                match bind_per_thread(real, n - v.len(), backlog, c, &mut Vec::new()) {
                     Ok((more, _)) => v.extend(more),
                     // Not bound with SO_REUSEPORT by the old process: the
                     // threads share what came (duplicates).
@@ -229,7 +269,7 @@ impl Binder {
             (v, real)
         };
         for s in &socks {
-            remember(&key, &Socket::from(s.try_clone()?))?;
+            remember(&key, &Socket::from(s.try_clone()?), &names)?;
         }
         Ok((socks, real))
     }
@@ -269,16 +309,23 @@ impl Binder {
             }
             None => bind_spec(spec, n, backlog, perms)?,
         };
-        remember(&key, &socks[0])?;
+        remember(&key, &socks[0], &Names::default())?;
         Ok((socks, shown))
     }
 }
 
-/// The key a fetched socket is found under, from its bound address.
-fn key_of(s: &Socket) -> Option<String> {
+/// The key a fetched socket is found under, from its bound address (and
+/// for TCP the names that came with it, and whether it is foreign).
+fn key_of(s: &Socket, names: &Names) -> Option<String> {
     let a = s.local_addr().ok()?;
     if let Some(sa) = a.as_socket() {
-        return Some(format!("tcp:{sa}#0"));
+        // HAProxy's `sock_inet_is_foreign`: IP_TRANSPARENT or IP_FREEBIND.
+        let foreign = if sa.is_ipv6() {
+            s.ip_transparent_v6().unwrap_or(false)
+        } else {
+            s.ip_transparent_v4().unwrap_or(false)
+        } || s.freebind_v4().unwrap_or(false);
+        return Some(format!("tcp:{sa}{}#0", names.suffix(foreign)));
     }
     if let Some(p) = a.as_pathname() {
         // Bound under a temporary name and renamed (ebb and HAProxy):
@@ -339,13 +386,19 @@ pub fn fetch(path: &std::path::Path) -> io::Result<usize> {
         return Err(io::Error::other("the old process sent too many sockets"));
     }
     let mut count = 0;
+    let mut rest = &data[..];
     for fd in fds {
         let sock = Socket::from(fd);
+        // Each descriptor's bytes: namespace, interface, 4 bytes of
+        // former options (HAProxy's `sock_get_old_sockets`).
+        let Some(names) = xfer_names(&mut rest) else {
+            return Err(io::Error::other("inconsistency while transferring sockets"));
+        };
         // Only listening stream sockets are of use; the rest is dropped.
         if sock.r#type().ok() != Some(socket2::Type::STREAM) {
             continue;
         }
-        if let Some(k) = key_of(&sock) {
+        if let Some(k) = key_of(&sock, &names) {
             adopt(k, sock);
             count += 1;
         }
@@ -353,15 +406,45 @@ pub fn fetch(path: &std::path::Path) -> io::Result<usize> {
     Ok(count)
 }
 
+/// One descriptor's bytes of a `_getsocks` answer, taken off the front
+/// of `rest`: a length and a namespace name, a length and an interface
+/// name, 4 bytes no longer used. `None`: cut short.
+fn xfer_names(rest: &mut &[u8]) -> Option<Names> {
+    let name = |r: &mut &[u8]| -> Option<Option<String>> {
+        let (&n, tail) = r.split_first()?;
+        let (v, tail) = tail.split_at_checked(usize::from(n))?;
+        *r = tail;
+        Some((n > 0).then(|| String::from_utf8_lossy(v).into_owned()))
+    };
+    let ns = name(rest)?;
+    let iface = name(rest)?;
+    *rest = rest.get(4..)?;
+    Some(Names { ns, iface })
+}
+
+/// The bytes `_getsocks` sends with a descriptor (see [`xfer_names`]).
+fn xfer_bytes(n: &Names, out: &mut Vec<u8>) {
+    for v in [&n.ns, &n.iface] {
+        let b = v.as_deref().unwrap_or("").as_bytes();
+        // Names were checked at parse time (a path component, an
+        // interface of 15 bytes at most); a longer one is cut as a byte
+        // count can say.
+        let b = &b[..b.len().min(255)];
+        out.push(b.len() as u8);
+        out.extend_from_slice(b);
+    }
+    out.extend_from_slice(&[0; 4]);
+}
+
 /// Answers `_getsocks` on the CLI connection `sock` (blocking, with a
 /// timeout): every listening socket this process holds, with HAProxy's
-/// per-descriptor bytes (no namespace, no interface, no options).
+/// per-descriptor bytes (its namespace and interface names, no options).
 pub fn serve_getsocks(sock: &std::os::unix::net::UnixStream) -> io::Result<()> {
     use std::io::Read;
     // Duplicates: a stop may release BOUND while they are on their way.
-    let dups: Vec<OwnedFd> = lock(&BOUND)
+    let dups: Vec<(OwnedFd, Names)> = lock(&BOUND)
         .iter()
-        .filter_map(|(_, s)| s.try_clone().ok().map(OwnedFd::from))
+        .filter_map(|(_, s, n)| s.try_clone().ok().map(|d| (OwnedFd::from(d), n.clone())))
         .collect();
     HANDED_OVER.store(true, std::sync::atomic::Ordering::Relaxed);
     sock.set_nonblocking(false)?;
@@ -371,9 +454,11 @@ pub fn serve_getsocks(sock: &std::os::unix::net::UnixStream) -> io::Result<()> {
     crate::sys::send_fds(raw, &(dups.len() as i32).to_ne_bytes(), &[])?;
     let mut r = sock;
     for chunk in dups.chunks(MAX_SEND_FD) {
-        let ids: Vec<_> = chunk.iter().map(|f| f.as_raw_fd()).collect();
-        // Per descriptor: no namespace (0), no interface (0), options (0).
-        let data = vec![0u8; ids.len() * 6];
+        let ids: Vec<_> = chunk.iter().map(|f| f.0.as_raw_fd()).collect();
+        let mut data = Vec::new();
+        for (_, n) in chunk {
+            xfer_bytes(n, &mut data);
+        }
         crate::sys::send_fds(raw, &data, &ids)?;
         let mut ack = [0u8; 4];
         r.read_exact(&mut ack)?;
@@ -403,6 +488,24 @@ mod tests {
     }
 
     #[test]
+    fn getsocks_bytes_carry_the_names_back() {
+        let n = Names {
+            ns: Some("blue".into()),
+            iface: Some("lo".into()),
+        };
+        let mut b = Vec::new();
+        xfer_bytes(&n, &mut b);
+        xfer_bytes(&Names::default(), &mut b);
+        assert_eq!(&b[..12], b"\x04blue\x02lo\0\0\0\0");
+        let mut r = &b[..];
+        assert_eq!(xfer_names(&mut r), Some(n));
+        assert_eq!(xfer_names(&mut r), Some(Names::default()));
+        assert!(r.is_empty());
+        assert_eq!(xfer_names(&mut &b"\x05ab"[..]), None);
+        assert_eq!(Names::default().suffix(true), ";foreign");
+    }
+
+    #[test]
     fn a_line_counts_earlier_lines_with_the_same_address() {
         let mut b = Binder::default();
         assert_eq!(b.key("tcp:127.0.0.1:0".into()), "tcp:127.0.0.1:0#0");
@@ -416,7 +519,9 @@ mod tests {
         let a = l.local_addr().unwrap();
         adopt(format!("tcp:{a}#0"), Socket::from(l));
         let mut b = Binder::default();
-        let (socks, real) = b.tcp(a, 2, 16, None).unwrap();
+        let (socks, real) = b
+            .tcp(a, 2, 16, &Creation::default(), &mut Vec::new())
+            .unwrap();
         assert_eq!(real, a);
         // One inherited, one more bound beside it (SO_REUSEPORT).
         assert_eq!(socks.len(), 2);

@@ -37,12 +37,109 @@ use crate::config::SockSpec;
 /// the kernel caps it at `net.core.somaxconn` anyway.
 pub const DEFAULT_BACKLOG: i32 = 1024;
 
-fn one_socket(addr: SocketAddr, backlog: i32, v6only: Option<bool>) -> io::Result<TcpListener> {
+/// A bind line's listen queue: its `backlog`, else its frontend's, else
+/// its `maxconn`, else [`DEFAULT_BACKLOG`] (HAProxy's `listener_backlog`,
+/// which takes the frontend's `maxconn` before its 1024: ebb keeps its
+/// default there).
+pub fn backlog_of(b: &crate::config::Bind, fe_backlog: Option<u32>) -> i32 {
+    b.backlog
+        .or(fe_backlog)
+        .or((b.maxconn > 0).then_some(b.maxconn))
+        .map_or(DEFAULT_BACKLOG, |n| i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// How a TCP listening socket is created: what a bind line sets before
+/// `bind()`, on sockets ebb creates only (an inherited socket keeps how
+/// it was made, as in HAProxy).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Creation<'a> {
+    /// `v6only` (true) / `v4v6` (false); `None`: the system's default.
+    pub v6only: Option<bool>,
+    /// `transparent`.
+    pub transparent: bool,
+    /// `interface NAME`.
+    pub interface: Option<&'a str>,
+    /// `namespace NAME`: the socket is made in that network namespace.
+    pub namespace: Option<&'a str>,
+}
+
+impl<'a> Creation<'a> {
+    pub fn of(b: &'a crate::config::Bind) -> Creation<'a> {
+        Creation {
+            v6only: b.v6only,
+            transparent: b.tcp.transparent,
+            interface: b.tcp.interface.as_deref(),
+            namespace: b.tcp.namespace.as_deref(),
+        }
+    }
+}
+
+/// A warning about a listening socket, as HAProxy words it (`cannot ...
+/// for [ADDR:PORT]`): the option did not take and the socket serves
+/// without it.
+fn warn(warnings: &mut Vec<String>, what: String, addr: SocketAddr) {
+    let ip = addr.ip();
+    warnings.push(format!("{what} for [{ip}:{}]", addr.port()));
+}
+
+fn one_socket(
+    addr: SocketAddr,
+    backlog: i32,
+    c: &Creation<'_>,
+    warnings: &mut Vec<String>,
+) -> io::Result<TcpListener> {
     let domain = Domain::for_address(addr);
-    let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    let s = match c.namespace {
+        // HAProxy's `my_socketat`: only the socket is made in the
+        // namespace (a socket stays in the one it was made in).
+        Some(ns) => {
+            let path = Path::new(crate::config::NETNS_DIR).join(ns);
+            Socket::from(crate::sys::socket_in_netns(
+                &path,
+                libc::c_int::from(domain),
+                libc::SOCK_STREAM,
+                libc::IPPROTO_TCP,
+            )?)
+        }
+        None => Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?,
+    };
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
-    if let (true, Some(v)) = (addr.is_ipv6(), v6only) {
+    if c.transparent {
+        // HAProxy's `sock_inet*_make_foreign`: IP_TRANSPARENT (needs
+        // CAP_NET_ADMIN), else IP_FREEBIND (needs nothing).
+        let tp = if addr.is_ipv6() {
+            s.set_ip_transparent_v6(true)
+        } else {
+            s.set_ip_transparent_v4(true)
+        };
+        if tp.is_err() {
+            s.set_freebind_v4(true).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot make receiving socket transparent ({})",
+                        crate::net::os_text(&e)
+                    ),
+                )
+            })?;
+        }
+    }
+    if let Some(dev) = c.interface {
+        // Not bound to it (not root, no such device): HAProxy warns and
+        // serves on every interface.
+        if let Err(e) = s.bind_device(Some(dev.as_bytes())) {
+            warn(
+                warnings,
+                format!(
+                    "cannot bind receiver to device '{dev}' ({})",
+                    crate::net::os_text(&e)
+                ),
+                addr,
+            );
+        }
+    }
+    if let (true, Some(v)) = (addr.is_ipv6(), c.v6only) {
         // `bind ... v6only`: `[::]:80` serves IPv6 only; `v4v6`: IPv4
         // too; neither: the system's default (`net.ipv6.bindv6only`, 0
         // on Linux: both), as HAProxy 2.6.
@@ -56,20 +153,83 @@ fn one_socket(addr: SocketAddr, backlog: i32, v6only: Option<bool>) -> io::Resul
 
 /// Binds `n` sockets (one per thread) to `addr`; returns them and the
 /// address actually bound (with the real port when `addr` had port 0).
+/// What did not take and was let pass is added to `warnings`.
 pub fn bind_per_thread(
     addr: SocketAddr,
     n: usize,
     backlog: i32,
-    v6only: Option<bool>,
+    c: &Creation<'_>,
+    warnings: &mut Vec<String>,
 ) -> io::Result<(Vec<TcpListener>, SocketAddr)> {
-    let first = one_socket(addr, backlog, v6only)?;
+    let first = one_socket(addr, backlog, c, warnings)?;
     let real = first.local_addr()?;
     let mut out = Vec::with_capacity(n.max(1));
     out.push(first);
     for _ in 1..n {
-        out.push(one_socket(real, backlog, v6only)?);
+        // One warning for the line, not one per thread.
+        out.push(one_socket(real, backlog, c, &mut Vec::new())?);
     }
     Ok((out, real))
+}
+
+/// The options HAProxy's `tcp_bind_listener` sets on a TCP listener,
+/// created or inherited, after it is bound: `mss`, `tcp-ut`, `tfo` (its
+/// queue: the listener's backlog) and `defer-accept`. Without an option
+/// the socket is reset to the system's, for one inherited from a process
+/// that had it. A failure is a warning (the socket serves without it),
+/// as in HAProxy, except a `defer-accept` that cannot be enabled.
+pub fn tcp_options(
+    s: &socket2::SockRef<'_>,
+    b: &crate::config::Bind,
+    backlog: i32,
+    warnings: &mut Vec<String>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Some(addr) = s.local_addr()?.as_socket() else {
+        return Ok(());
+    };
+    let fd = s.as_raw_fd();
+    let o = &b.tcp;
+    match o.mss {
+        Some(m) if m > 0 => {
+            if s.set_tcp_mss(m as u32).is_err() {
+                warn(warnings, format!("cannot set MSS to {m}"), addr);
+            }
+        }
+        // A negative MSS is HAProxy 2.6's "unset" too. A socket
+        // inherited with an MSS of its own is given the system's back (0
+        // clears it; HAProxy writes the value a fresh socket reports,
+        // 536, which would then cap the MSS).
+        _ => {
+            let _ = s.set_tcp_mss(0);
+        }
+    }
+    let ut = (o.user_timeout_ms > 0)
+        .then(|| std::time::Duration::from_millis(u64::from(o.user_timeout_ms)));
+    if s.set_tcp_user_timeout(ut).is_err() && ut.is_some() {
+        warn(warnings, "cannot set TCP User Timeout".into(), addr);
+    }
+    match crate::sys::set_defer_accept(fd, i32::from(b.defer_accept)) {
+        Err(e) if b.defer_accept => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot enable defer-accept: {e}"),
+            ))
+        }
+        _ => {}
+    }
+    if o.tfo {
+        if crate::sys::set_tcp_fastopen(fd, backlog).is_err() {
+            warn(warnings, "cannot enable TCP_FASTOPEN".into(), addr);
+        }
+    } else if crate::sys::tcp_fastopen(fd).is_ok_and(|q| q != 0)
+        && crate::sys::set_tcp_fastopen(fd, 0).is_err()
+    {
+        // Only turned off where it is on: a queue is not made for
+        // nothing.
+        warn(warnings, "cannot disable TCP_FASTOPEN".into(), addr);
+    }
+    Ok(())
 }
 
 /// The descriptors systemd passed to this process (`LISTEN_FDS` when
@@ -224,7 +384,14 @@ mod tests {
 
     #[test]
     fn port_zero_gives_one_port_for_all_threads() {
-        let (ls, real) = bind_per_thread("127.0.0.1:0".parse().unwrap(), 3, 16, None).unwrap();
+        let (ls, real) = bind_per_thread(
+            "127.0.0.1:0".parse().unwrap(),
+            3,
+            16,
+            &Creation::default(),
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert_eq!(ls.len(), 3);
         assert_ne!(real.port(), 0);
         for l in &ls {
@@ -254,7 +421,13 @@ mod tests {
 
     #[test]
     fn ipv6_loopback_binds_when_available() {
-        match bind_per_thread("[::1]:0".parse().unwrap(), 2, 16, None) {
+        match bind_per_thread(
+            "[::1]:0".parse().unwrap(),
+            2,
+            16,
+            &Creation::default(),
+            &mut Vec::new(),
+        ) {
             Ok((ls, real)) => {
                 assert!(real.is_ipv6());
                 assert_eq!(ls.len(), 2);

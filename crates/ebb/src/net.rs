@@ -1,7 +1,8 @@
 //! Small network value types shared by the configuration and the sample
 //! engine (which must not import each other): IP networks and HTTP tokens,
-//! and the socket options proxies ask for (TCP keep-alive, no linger);
-//! and [`WakeTask`], the readiness tasklet of a task that owns a socket.
+//! and the socket options proxies ask for (TCP keep-alive, no linger), an
+//! I/O error in HAProxy's words; and [`WakeTask`], the readiness tasklet of a
+//! task that owns a socket.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -153,6 +154,16 @@ pub fn set_nolinger(s: &socket2::SockRef<'_>, nolinger: bool) -> std::io::Result
         s.set_linger(None)
     } else {
         Ok(())
+    }
+}
+
+/// An I/O error as HAProxy words it (`strerror`): the system's text
+/// without Rust's ` (os error N)`.
+pub fn os_text(e: &std::io::Error) -> String {
+    let t = e.to_string();
+    match t.rfind(" (os error ") {
+        Some(i) if t.ends_with(')') => t[..i].to_string(),
+        _ => t,
     }
 }
 

@@ -27,7 +27,6 @@ use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, Task
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::http1::Limits;
-use crate::listener::DEFAULT_BACKLOG;
 use crate::log::{Ident, Logger, Target};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
@@ -57,7 +56,13 @@ struct Listener {
 }
 
 impl Listener {
-    fn spawn_conn(&self, ctx: &mut Ctx, s: socket2::Socket, peer: socket2::SockAddr) {
+    fn spawn_conn(
+        &self,
+        ctx: &mut Ctx,
+        s: socket2::Socket,
+        peer: socket2::SockAddr,
+        place: Option<crate::listener_stats::Place>,
+    ) {
         ctx.count_accepts(1);
         let peer = crate::listener::peer_of(&peer);
         if let Err(e) = crate::tcp::accepted(
@@ -68,6 +73,7 @@ impl Listener {
             Rc::clone(&self.w),
             self.tls.as_ref().map(|t| t.config()),
             &self.bind,
+            place.map(|p| p.accepted()),
         ) {
             self.w.log_error(
                 format!(
@@ -77,6 +83,57 @@ impl Listener {
                 .into_bytes(),
             );
         }
+    }
+
+    /// A place on the listener's own counters for the next connection
+    /// (`Some(None)`: it keeps none); `None`: its `maxconn` is reached.
+    fn place(&self, over: bool) -> Option<Option<crate::listener_stats::Place>> {
+        match &self.bind.stats {
+            Some(l) => l.reserve(over).map(Some),
+            None => Some(None),
+        }
+    }
+
+    /// Whether the listener's own `maxconn` leaves room.
+    fn own_room(&self) -> bool {
+        self.bind.stats.as_ref().is_none_or(|l| !l.full())
+    }
+
+    /// Notes on the listener's counters whether accepting waits on the
+    /// frontend's or the process's limit (`show stat`'s WAITING).
+    fn set_limited(&self, on: bool) {
+        if let Some(l) = &self.bind.stats {
+            l.limited.store(on, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Stops accepting at the frontend's or the process's `maxconn`
+    /// (logged once per pause; `show stat`'s WAITING meanwhile).
+    fn wait_limit(&mut self, ctx: &mut Ctx, me: TaskletId) -> Status {
+        if !self.paused {
+            let (what, limit) = match self.fe.maxconn {
+                Some(m) if self.fe.cur_conns() >= m => ("frontend maxconn", m),
+                _ => ("global maxconn", self.w.shared.maxconn),
+            };
+            self.w.log_error(
+                format!(
+                    "frontend {}: {what} ({limit}) reached: new connections wait in the backlog",
+                    self.fe.name
+                )
+                .into_bytes(),
+            );
+        }
+        self.set_limited(true);
+        self.pause(ctx, me)
+    }
+
+    /// Stops accepting until a connection closes (this thread's wake it)
+    /// or the retry timer fires (another thread's may have closed).
+    fn pause(&mut self, ctx: &mut Ctx, me: TaskletId) -> Status {
+        self.paused = true;
+        self.w.pause_listener(me);
+        ctx.tasklet_set_expire(me, ticks::add(ctx.now(), PAUSE_RETRY_MS));
+        Status::Continue
     }
 }
 
@@ -95,12 +152,16 @@ impl TaskletFn for Listener {
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             // Connections the kernel already completed are taken and
             // served (their first answer closes them): closing the socket
-            // with them in its queue would reset them unanswered.
+            // with them in its queue would reset them unanswered; past
+            // the listener's `maxconn` too.
             while let Ok((s, peer)) = sock.accept4(ACCEPT_FLAGS) {
-                self.spawn_conn(ctx, s, peer);
+                let place = self.place(true).flatten();
+                self.spawn_conn(ctx, s, peer, place);
             }
-            let _ = ctx.deregister_fd(sock.as_raw_fd());
-            self.sock = None;
+            if let Some(sock) = self.sock.take() {
+                let _ = ctx.deregister_fd(sock.as_raw_fd());
+            }
+            self.set_limited(false);
             return Status::Done;
         }
         let g = self.live.gen();
@@ -112,18 +173,20 @@ impl TaskletFn for Listener {
             }
             self.gen = g;
         }
+        let fd = sock.as_raw_fd();
         // A TCP listener says how many connections wait: exactly those are
         // taken, with no `accept4` that finds the queue empty (the kernel
         // builds and frees a socket for that one; it was a tenth of a new
         // connection's cost). A connection arriving after the count raises
         // a new edge-triggered event. Other sockets (UNIX) are accepted
         // from until `EAGAIN`.
-        let queued = crate::sys::accept_queue_len(sock.as_raw_fd());
+        let queued = crate::sys::accept_queue_len(fd);
         let batch = queued.map_or(MAX_ACCEPT, |q| (q as usize).min(MAX_ACCEPT));
-        if batch == 0 && self.paused && self.w.may_accept(&self.fe) {
+        if batch == 0 && self.paused && self.w.may_accept(&self.fe) && self.own_room() {
             // Resumed with nothing waiting: the pause is over all the same.
             ctx.tasklet_unqueue(me);
             self.paused = false;
+            self.set_limited(false);
         }
         for _ in 0..batch {
             // `maxconnrate`, `maxsessrate`: the listener pauses (the
@@ -142,36 +205,28 @@ impl TaskletFn for Listener {
                 ctx.tasklet_set_expire(me, ticks::add(now, ms));
                 return Status::Continue;
             }
+            // The bind line's `maxconn` first, then the frontend's and
+            // the process's (HAProxy's order in `listener_accept`).
+            let Some(place) = self.place(false) else {
+                return self.pause(ctx, me);
+            };
             if !self.w.may_accept(&self.fe) {
                 // Leave the rest in the kernel's backlog until a slot frees.
-                if !self.paused {
-                    self.paused = true;
-                    let (what, limit) = match self.fe.maxconn {
-                        Some(m) if self.fe.cur_conns() >= m => ("frontend maxconn", m),
-                        _ => ("global maxconn", self.w.shared.maxconn),
-                    };
-                    self.w.log_error(
-                        format!(
-                            "frontend {}: {what} ({limit}) reached: new connections wait in the backlog",
-                            self.fe.name
-                        )
-                        .into_bytes(),
-                    );
-                }
-                self.w.pause_listener(me);
-                // The tasklet's own timer retries (a `timer` run).
-                ctx.tasklet_set_expire(me, ticks::add(ctx.now(), PAUSE_RETRY_MS));
-                return Status::Continue;
+                return self.wait_limit(ctx, me);
             }
             if self.paused {
                 // Woken by a closing connection: the retry is not needed.
                 ctx.tasklet_unqueue(me);
                 self.paused = false;
+                self.set_limited(false);
             }
+            let Some(sock) = &self.sock else {
+                return Status::Done;
+            };
             match sock.accept4(ACCEPT_FLAGS) {
                 Ok((s, peer)) => {
                     self.w.shared.conn_rate.note(ctx.now());
-                    self.spawn_conn(ctx, s, peer)
+                    self.spawn_conn(ctx, s, peer, place)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
@@ -189,6 +244,12 @@ impl TaskletFn for Listener {
                 }
             }
         }
+        if batch > 0 && !self.w.may_accept(&self.fe) {
+            // HAProxy's accept loop meets the frontend's or the process's
+            // limit before its next accept: the listener waits (WAITING)
+            // until a connection closes, even with none queued yet.
+            return self.wait_limit(ctx, me);
+        }
         if queued.is_some_and(|q| q as usize <= MAX_ACCEPT) {
             // All that were counted are taken.
             return Status::Continue;
@@ -197,24 +258,6 @@ impl TaskletFn for Listener {
         ctx.tasklet_wakeup(me);
         Status::Continue
     }
-}
-
-/// `bind ... defer-accept` on a TCP address's sockets: one second, as
-/// HAProxy sets it; without the option it is turned off, which matters
-/// only for a socket inherited from a process whose line had it.
-fn defer_accept(socks: &[std::net::TcpListener], on: bool) -> io::Result<()> {
-    for s in socks {
-        match crate::sys::set_defer_accept(s.as_raw_fd(), i32::from(on)) {
-            Err(e) if on => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot enable defer-accept: {e}"),
-                ))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// How ebb was asked to run, beyond the configuration.
@@ -340,11 +383,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
-            // The bind's `backlog`, else the frontend's.
-            let backlog = b
-                .backlog
-                .or(fe_cfg.backlog)
-                .map_or(DEFAULT_BACKLOG, |n| n as i32);
+            let backlog = crate::listener::backlog_of(b, fe_cfg.backlog);
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,
@@ -366,15 +405,34 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             };
             for addr in &b.addrs {
                 let facts = next_facts(&mut li);
-                match binder
-                    .tcp(*addr, nbthread, backlog, b.v6only)
+                let mut warnings = Vec::new();
+                let bound = binder
+                    .tcp(
+                        *addr,
+                        nbthread,
+                        backlog,
+                        &crate::listener::Creation::of(b),
+                        &mut warnings,
+                    )
                     .and_then(|(socks, real)| {
-                        defer_accept(&socks, b.defer_accept)?;
-                        for s in &socks {
-                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg, b.ssl.is_some())?;
+                        for (i, s) in socks.iter().enumerate() {
+                            let r = socket2::SockRef::from(s);
+                            // One warning for the line, not one per thread.
+                            let mut w = Vec::new();
+                            crate::listener::tcp_options(&r, b, backlog, &mut w)?;
+                            if i == 0 {
+                                warnings.extend(w);
+                            }
+                            client_sock_opts(&r, fe_cfg, b.ssl.is_some())?;
                         }
                         Ok((socks, real))
-                    }) {
+                    });
+                if !opts.quiet {
+                    for w in warnings {
+                        eprintln!("ebb: warning: {}: {w}", b.loc);
+                    }
+                }
+                match bound {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {

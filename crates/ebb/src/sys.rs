@@ -5,8 +5,10 @@
 //! - signals: block the process's stop/reload signals in every thread and
 //!   take them synchronously in one thread with `sigwait` (no async-signal
 //!   handler, so no restriction on what the reaction may do);
-//! - `TCP_DEFER_ACCEPT`, `TCP_FASTOPEN_CONNECT` and `TCP_REPAIR`, which
-//!   socket2 does not set;
+//! - `TCP_DEFER_ACCEPT`, `TCP_FASTOPEN`, `TCP_FASTOPEN_CONNECT` and
+//!   `TCP_REPAIR`, which socket2 does not set;
+//! - `setns`, to make a listener's socket in another network namespace
+//!   (`bind ... namespace`);
 //! - `sendfile` for static files, `pipe2` and `splice` for tcp-mode
 //!   forwarding (`option splice-*`);
 //! - the open-files limit, raised to what `maxconn` needs;
@@ -835,6 +837,86 @@ fn set_tcp_int(fd: RawFd, opt: libc::c_int, v: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// An `IPPROTO_TCP` option of `fd` whose value is an int, read.
+fn get_tcp_int(fd: RawFd, opt: libc::c_int) -> io::Result<i32> {
+    let mut v: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `v` is a writable c_int and `len` its size, both valid for
+    // the call's duration.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            opt,
+            (&mut v as *mut i32).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// `bind ... tfo`: TCP fast open on a listener (`TCP_FASTOPEN`), with a
+/// queue of `qlen` pending fast-open requests (0 turns it off).
+pub fn set_tcp_fastopen(fd: RawFd, qlen: i32) -> io::Result<()> {
+    set_tcp_int(fd, libc::TCP_FASTOPEN, qlen)
+}
+
+/// A listener's fast-open queue length (0: fast open is off).
+pub fn tcp_fastopen(fd: RawFd) -> io::Result<i32> {
+    get_tcp_int(fd, libc::TCP_FASTOPEN)
+}
+
+/// `bind ... namespace NAME`: a socket made in the network namespace
+/// whose file is `ns` (`/var/run/netns/NAME`), as HAProxy's
+/// `my_socketat`: the calling thread enters it for the `socket` call
+/// only and goes back to its own (a socket stays in the namespace it was
+/// made in; its bind and listen then happen there).
+pub fn socket_in_netns(
+    ns: &std::path::Path,
+    domain: libc::c_int,
+    ty: libc::c_int,
+    proto: libc::c_int,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let target = std::fs::File::open(ns).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot open namespace {}: {e}", ns.display()),
+        )
+    })?;
+    let own = std::fs::File::open("/proc/thread-self/ns/net")?;
+    // SAFETY: setns takes an open descriptor and a namespace type.
+    if unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot enter namespace {}: {e}", ns.display()),
+        ));
+    }
+    // SAFETY: socket takes plain integers.
+    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) };
+    let made = if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // SAFETY: `fd` was just returned by socket and nothing else owns it.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    };
+    // SAFETY: as above, with the thread's own namespace.
+    if unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        // The thread would make every later socket in the wrong
+        // namespace: that must stop the start.
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot leave namespace {}: {e}", ns.display()),
+        ));
+    }
+    made
 }
 
 /// `server ... tfo`: TCP fast open on this socket's coming `connect`

@@ -1478,58 +1478,23 @@ backend b
     }
 }
 
-/// Reads, through `pidfd_getfd` (Linux 5.6, root or ptrace rights), the
-/// keep-alive options of process `pid`'s IPv4 TCP sockets: one line each,
-/// `LOCAL PEER SO_KEEPALIVE TCP_KEEPIDLE TCP_KEEPINTVL TCP_KEEPCNT`.
-const KA_OPTS: &str = r#"
-import ctypes, os, socket, sys
-pid = int(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-pidfd = os.pidfd_open(pid)
-for fd in os.listdir("/proc/%d/fd" % pid):
-    try:
-        if not os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+/// The keep-alive options `(on, idle, intvl, cnt)` of process `pid`'s
+/// sockets whose peer is `peer` (one expected), through `pidfd_getfd`
+/// ([`proc_sockets`]); None when they cannot be read.
+fn ka_opts(pid: u32, peer: SocketAddr) -> Option<(u32, u32, u32, u32)> {
+    let lines = common::proc_sockets(
+        pid,
+        r#"if s.family != socket.AF_INET or p is None:
             continue
-    except OSError:
-        continue
-    n = libc.syscall(438, pidfd, int(fd), 0)
-    if n < 0:
-        sys.exit("pidfd_getfd: errno %d" % ctypes.get_errno())
-    s = socket.socket(fileno=n)
-    try:
-        if s.family != socket.AF_INET or s.type != socket.SOCK_STREAM:
-            continue
-        l, p = s.getsockname(), s.getpeername()
         o = [s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)]
         o += [s.getsockopt(socket.IPPROTO_TCP, k) for k in
               (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)]
-        print("%s:%d %s:%d %s" % (l + p + (" ".join(map(str, o)),)))
-    except OSError:
-        pass
-    finally:
-        s.close()
-"#;
-
-/// The keep-alive options `(on, idle, intvl, cnt)` of process `pid`'s
-/// sockets whose peer is `peer` (one expected); None when they cannot be
-/// read (no pidfd_getfd rights).
-fn ka_opts(pid: u32, peer: SocketAddr) -> Option<(u32, u32, u32, u32)> {
-    let out = Command::new("python3")
-        .args(["-c", KA_OPTS, &pid.to_string()])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        println!(
-            "keep-alive options unread: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let l = text
-        .lines()
+        print("%s:%d %s:%d %s" % (l + p + (" ".join(map(str, o)),)))"#,
+    )?;
+    let l = lines
+        .iter()
         .find(|l| l.split(' ').nth(1) == Some(&peer.to_string()))
-        .unwrap_or_else(|| panic!("no socket to {peer}: {text}"));
+        .unwrap_or_else(|| panic!("no socket to {peer}: {lines:?}"));
     let v: Vec<u32> = l.split(' ').skip(2).map(|x| x.parse().unwrap()).collect();
     Some((v[0], v[1], v[2], v[3]))
 }

@@ -158,12 +158,17 @@ fn bind_all(cfg: &Config, nbthread: usize) -> Result<(Vec<String>, Vec<PathBuf>)
     let mut files = Vec::new();
     for fe in cfg.frontends() {
         for b in &fe.binds {
-            let backlog = b
-                .backlog
-                .map_or(crate::listener::DEFAULT_BACKLOG, |n| n as i32);
+            let backlog = crate::listener::backlog_of(b, fe.backlog);
             for addr in &b.addrs {
+                // The worker sets the other options (and warns).
                 let (_, real) = binder
-                    .tcp(*addr, nbthread, backlog, b.v6only)
+                    .tcp(
+                        *addr,
+                        nbthread,
+                        backlog,
+                        &crate::listener::Creation::of(b),
+                        &mut Vec::new(),
+                    )
                     .map_err(|e| format!("{}: cannot bind {addr}: {e}", b.loc))?;
                 lines.push(format!("frontend {} on {real}", fe.name));
             }

@@ -283,28 +283,27 @@ pub struct FrontendRt {
     pub h2_conns_total: AtomicU64,
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
-    /// `option socket-stats`: one entry per listener (each address of each
-    /// `bind` line, in order); empty without the option.
+    /// One entry per listener (each address of each `bind` line, in
+    /// order) with `option socket-stats` or a bind line's `maxconn`;
+    /// empty without either.
     pub listeners: Vec<Arc<ListenerStats>>,
 }
 
-/// The listeners of a frontend with `option socket-stats`: each address
-/// (then each other socket) of each bind line, numbered from 1.
+/// The listeners of a frontend with `option socket-stats` or a bind line
+/// with `maxconn`: each address (then each other socket) of each bind
+/// line, numbered from 1. Without either, none: a connection then counts
+/// on no listener of its own.
 pub(super) fn listener_stats(p: &crate::config::Proxy) -> Vec<Arc<ListenerStats>> {
-    if !p.options.socket_stats {
+    let shown = p.options.socket_stats;
+    if !shown && p.binds.iter().all(|b| b.maxconn == 0) {
         return Vec::new();
     }
     let mut out = Vec::new();
     for b in &p.binds {
         for _ in 0..b.addrs.len() + b.sockets.len() {
             let luid = out.len() + 1;
-            out.push(Arc::new(ListenerStats {
-                name: b.name.clone().unwrap_or_else(|| format!("sock-{luid}")),
-                luid,
-                cur: AtomicU32::new(0),
-                max: AtomicU32::new(0),
-                total: AtomicU64::new(0),
-            }));
+            let name = b.name.clone().unwrap_or_else(|| format!("sock-{luid}"));
+            out.push(Arc::new(ListenerStats::new(name, luid, b.maxconn, shown)));
         }
     }
     out

@@ -87,7 +87,7 @@ pub struct BindFacts {
     pub no_upgrade: bool,
     /// `name`: what `so_name` gives.
     pub name: Option<Arc<str>>,
-    /// The listener's statistics (`option socket-stats`).
+    /// The listener's counters (`option socket-stats`, `maxconn`).
     pub stats: Option<Arc<crate::proxy::ListenerStats>>,
     /// The listener's position in its frontend (its statistics' after a
     /// reload).
@@ -97,7 +97,9 @@ pub struct BindFacts {
 /// Takes an accepted connection: runs the frontend's `tcp-request
 /// connection` rules on the real peer, then reads a PROXY header
 /// (`accept-proxy`, or `expect-proxy layer4`) or starts the connection
-/// in the frontend's mode.
+/// in the frontend's mode. `place`: the connection's place on its
+/// listener's counters (`option socket-stats`, the bind's `maxconn`),
+/// taken before it was accepted.
 #[allow(clippy::too_many_arguments)]
 pub fn accepted(
     ctx: &mut Ctx,
@@ -107,6 +109,7 @@ pub fn accepted(
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     bind: &BindFacts,
+    place: Option<crate::listener_stats::ListenerGuard>,
 ) -> std::io::Result<()> {
     let (accept_proxy, h2) = (bind.accept_proxy, bind.h2);
     let mut early = Early::new(&fe);
@@ -116,7 +119,7 @@ pub fn accepted(
     early.vars.get_mut().so_idx = u32::try_from(bind.index).unwrap_or(u32::MAX);
     // The connection counts on its listener until it is gone, whatever
     // the rules below decide (HAProxy counts at accept).
-    early.vars.get_mut().listener = bind.stats.as_ref().map(|l| l.accepted());
+    early.vars.get_mut().listener = place;
     let mut expect_proxy = false;
     let mut peer = peer;
     if !fe.l4.conn_rules.is_empty() {

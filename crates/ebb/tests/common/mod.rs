@@ -1089,3 +1089,62 @@ pub fn client_trusting(ca: &Path) -> std::sync::Arc<rustls::ClientConfig> {
         .with_no_client_auth(),
     )
 }
+
+/// The loop of [`proc_sockets`]: each TCP socket (IPv4 or IPv6) of
+/// process `argv[1]`, taken with `pidfd_getfd` (Linux 5.6, root or
+/// ptrace rights) as `s`, with `l` its address and `p` its peer's (None
+/// for a listener), then the caller's lines.
+const PROC_SOCKETS: &str = r#"
+import ctypes, os, socket, sys
+pid = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(pid)
+for fd in os.listdir("/proc/%d/fd" % pid):
+    try:
+        if not os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+            continue
+    except OSError:
+        continue
+    n = libc.syscall(438, pidfd, int(fd), 0)
+    if n < 0:
+        sys.exit("pidfd_getfd: errno %d" % ctypes.get_errno())
+    s = socket.socket(fileno=n)
+    try:
+        if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
+            continue
+        l = s.getsockname()
+        try:
+            p = s.getpeername()
+        except OSError:
+            p = None
+        EACH
+    except OSError:
+        pass
+    finally:
+        s.close()
+"#;
+
+/// Runs `each` (Python, indented by 8 spaces from its second line on)
+/// for every TCP socket of process `pid`, read through `pidfd_getfd`
+/// (see `PROC_SOCKETS`); the lines it printed, or None when the sockets
+/// cannot be read (no pidfd_getfd rights).
+pub fn proc_sockets(pid: u32, each: &str) -> Option<Vec<String>> {
+    let script = PROC_SOCKETS.replace("EACH", each);
+    let out = Command::new("python3")
+        .args(["-c", &script, &pid.to_string()])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        println!(
+            "sockets of {pid} unread: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect(),
+    )
+}

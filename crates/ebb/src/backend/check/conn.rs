@@ -369,15 +369,7 @@ fn step_tls(
     Ok(Some((cfg, sni)))
 }
 
-/// An I/O error as HAProxy words it: the system's text without Rust's
-/// ` (os error N)`.
-pub(in crate::backend) fn os_text(e: &std::io::Error) -> String {
-    let t = e.to_string();
-    match t.rfind(" (os error ") {
-        Some(i) if t.ends_with(')') => t[..i].to_string(),
-        _ => t,
-    }
-}
+pub(in crate::backend) use crate::net::os_text;
 
 pub(in crate::backend) fn timed_out(e: &std::io::Error) -> bool {
     matches!(

@@ -100,6 +100,41 @@ pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
     None
 }
 
+/// `mss N`: HAProxy's `atoi`, refused at 0 or beyond 65535 either way.
+fn parse_mss(v: &str) -> Result<i32, String> {
+    let n = v
+        .strip_prefix('-')
+        .unwrap_or(v)
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=65535).contains(n));
+    match n {
+        Some(n) if v.starts_with('-') => Ok(-(n as i32)),
+        Some(n) => Ok(n as i32),
+        None => {
+            Err("'mss' : expects an MSS with and absolute value between 1 and 65535".to_string())
+        }
+    }
+}
+
+/// `tcp-ut T`: a delay, milliseconds by default; 0 leaves the system's,
+/// a non-zero one under a millisecond is refused (HAProxy's underflow).
+fn parse_tcp_ut(v: &str) -> Result<u32, String> {
+    let d = parse_time(v).map_err(|_| {
+        if v.starts_with('-') {
+            "'tcp-ut' : expects a positive delay in milliseconds".to_string()
+        } else {
+            format!("'tcp-ut' : invalid delay '{v}' (expects a delay in milliseconds by default)")
+        }
+    })?;
+    if !d.is_zero() && d.as_millis() == 0 {
+        return Err(format!(
+            "timer underflow in argument '{v}' to 'tcp-ut' (minimum non-null value is 1 ms)"
+        ));
+    }
+    Ok(u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
+}
+
 pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
@@ -116,6 +151,8 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut proto_none = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
+    let mut maxconn = 0;
+    let mut tcp = TcpBindOpts::default();
     let mut name = None;
     let mut v6only = None;
     let mut ssl = false;
@@ -127,11 +164,13 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     while i < w.len() {
         let opt = w[i].as_str();
         match opt {
-            "ssl" | "v4v6" | "v6only" | "strict-sni" => {
+            "ssl" | "v4v6" | "v6only" | "strict-sni" | "tfo" | "transparent" => {
                 match opt {
                     "ssl" => ssl = true,
                     "strict-sni" => strict_sni = true,
                     "v4v6" => v6only = Some(false),
+                    "tfo" => tcp.tfo = true,
+                    "transparent" => tcp.transparent = true,
                     _ => v6only = Some(true),
                 }
                 i += 1;
@@ -176,8 +215,30 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 }
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
-            "expose-fd" | "accept-netscaler-cip" | "tfo"
-            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
+            // 0: no limit of the listener's own (HAProxy's default).
+            "maxconn" => maxconn = parse_u32_range(opt, v?, 0, i32::MAX as u32)?,
+            "mss" => tcp.mss = Some(parse_mss(v?)?),
+            "tcp-ut" => tcp.user_timeout_ms = parse_tcp_ut(v?)?,
+            "interface" => {
+                let v = v?;
+                // The kernel's IFNAMSIZ (16) holds the name and its NUL.
+                if v.is_empty() || v.len() > 15 || v.contains('/') {
+                    return Err(format!(
+                        "'interface' : invalid interface name '{v}' (1 to 15 bytes)"
+                    ));
+                }
+                tcp.interface = Some(v.to_string());
+            }
+            "namespace" => {
+                let v = v?;
+                // HAProxy opens the namespace while it reads the line.
+                let p = std::path::Path::new(NETNS_DIR).join(v);
+                if v.is_empty() || v.contains('/') || std::fs::File::open(&p).is_err() {
+                    return Err(format!("Cannot open namespace '{v}'."));
+                }
+                tcp.namespace = Some(v.to_string());
+            }
+            "expose-fd" | "accept-netscaler-cip"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
@@ -291,5 +352,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         proto_h2,
         proto_h1,
         proto_none,
+        maxconn,
+        tcp,
     })
 }

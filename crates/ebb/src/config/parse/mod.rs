@@ -891,6 +891,8 @@ impl<'e> Parser<'e> {
                             proto_h2: false,
                             proto_h1: false,
                             proto_none: false,
+                            maxconn: 0,
+                            tcp: Default::default(),
                         });
                     }
                 }

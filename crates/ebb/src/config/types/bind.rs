@@ -42,7 +42,44 @@ pub struct Bind {
     /// `proto none` (a tcp frontend's): the connection never becomes
     /// HTTP (`switch-mode http` or an HTTP backend ends it).
     pub proto_none: bool,
+    /// `maxconn N`: each listener of the line (each address, each other
+    /// socket) accepts at most N connections at once, the others wait in
+    /// the kernel's backlog; 0 (the default): the frontend's limit only.
+    pub maxconn: u32,
+    /// Socket options of the line's TCP listeners.
+    pub tcp: TcpBindOpts,
 }
+
+/// The socket options of a bind line's TCP listeners (its addresses),
+/// HAProxy 2.6's: ignored on `fd@`, UNIX and abstract sockets, as
+/// `defer-accept` is.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TcpBindOpts {
+    /// `mss N` (1 to 65535 either sign): a positive N is the MSS the
+    /// listener advertises (`TCP_MAXSEG`); a negative one is taken and,
+    /// as by HAProxy 2.6, not applied (the system's MSS stays).
+    pub mss: Option<i32>,
+    /// `tcp-ut T`: `TCP_USER_TIMEOUT` of the accepted connections, in
+    /// milliseconds (0: the system's).
+    pub user_timeout_ms: u32,
+    /// `tfo`: TCP fast open on the listener (`TCP_FASTOPEN`, its queue
+    /// the listener's backlog).
+    pub tfo: bool,
+    /// `transparent`: the listener may bind an address that is not
+    /// local (`IP_TRANSPARENT`/`IPV6_TRANSPARENT`, else `IP_FREEBIND`).
+    /// Set on sockets ebb creates only.
+    pub transparent: bool,
+    /// `interface NAME`: the listener takes packets from that interface
+    /// only (`SO_BINDTODEVICE`). Set on sockets ebb creates only.
+    pub interface: Option<String>,
+    /// `namespace NAME`: the listener's socket is made in the network
+    /// namespace [`NETNS_DIR`]`/NAME` (iproute2's named namespaces).
+    pub namespace: Option<String>,
+}
+
+/// Where `bind ... namespace NAME` finds NAME (iproute2's directory, and
+/// HAProxy's).
+pub const NETNS_DIR: &str = "/var/run/netns";
 
 /// A listening socket that is not a TCP address ebb binds itself.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -481,21 +481,20 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
 }
 
 /// A listener's row (`option socket-stats`): HAProxy's `sock-N` lines.
-fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_full: bool) -> Row {
+fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats) -> Row {
     let mut r = Row::new(&fe.name, &l.name, Kind::Listener, i, l.luid);
     r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
-    let cur = l.cur.load(Ordering::Relaxed);
-    r.scur = u64::from(cur);
+    r.scur = u64::from(l.cur.load(Ordering::Relaxed));
     r.smax = Some(u64::from(l.max.load(Ordering::Relaxed)));
-    // A listener's limit is its frontend's maxconn (no `maxconn` on
-    // bind lines in ebb).
-    r.slim = fe.maxconn.map(u64::from);
+    // The bind line's own `maxconn`, 0 without one (HAProxy shows the
+    // listener's, not its frontend's).
+    r.slim = Some(u64::from(l.maxconn));
     r.stot = ld(&l.total);
-    // HAProxy's listener states: FULL at its limit, WAITING while held
-    // back by a process-wide limit, else OPEN.
-    r.status = if fe.maxconn.is_some_and(|m| cur >= m) {
+    // HAProxy's listener states: FULL at its own limit, WAITING while
+    // its accepting waits on the frontend's or the process's, else OPEN.
+    r.status = if l.full() {
         "FULL"
-    } else if global_full {
+    } else if l.limited.load(Ordering::Relaxed) {
         "WAITING"
     } else {
         "OPEN"
@@ -639,13 +638,11 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
 pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     let mut out = Vec::new();
     let keep = |n: &str| only.is_none_or(|o| o == n);
-    let global_full = crate::registry::Process::global()
-        .is_some_and(|p| p.shared.actconn.load(Ordering::Relaxed) >= p.shared.maxconn);
     for fe in &c.frontends {
         if keep(&fe.name) {
             out.push(fe_row(fe.uuid, fe));
-            for l in &fe.listeners {
-                out.push(li_row(fe.uuid, fe, l, global_full));
+            for l in fe.listeners.iter().filter(|l| l.shown) {
+                out.push(li_row(fe.uuid, fe, l));
             }
         }
     }
