@@ -283,6 +283,7 @@ pub fn compile_keeping(
                 accept_invalid: p.options.accept_invalid_resp,
                 invalid_rep: Default::default(),
                 stopped: p.disabled.is_some(),
+                rates: Default::default(),
             })
         })();
         match r {
@@ -371,6 +372,7 @@ pub fn compile_keeping(
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 sess_limit: crate::rate::RateLimit::new(p.rate_limit_sessions),
+                rates: Default::default(),
                 timeouts: FeTimeouts {
                     http_request: head_ms,
                     keep_alive,
@@ -454,6 +456,7 @@ pub fn compile_keeping(
                 h2_conns_total: AtomicU64::new(0),
                 h2_streams: AtomicU64::new(0),
                 listeners: listener_stats(p),
+                socket_stats: p.options.socket_stats,
             })
         })();
         match r {

@@ -169,6 +169,8 @@ pub struct FrontendRt {
     /// `rate-limit sessions N`: the frontend's own session rate, and its
     /// limit (0: none); its listeners pause while it is reached.
     pub sess_limit: crate::rate::RateLimit,
+    /// Sessions and requests per second (`fe_sess_rate`, `fe_req_rate`).
+    pub rates: super::state::Rates,
     pub timeouts: FeTimeouts,
     /// Whether client connections are kept between requests: only
     /// `option httpclose` closes them (`http-server-close` closes the
@@ -283,15 +285,18 @@ pub struct FrontendRt {
     pub h2_conns_total: AtomicU64,
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
-    /// `option socket-stats`: one entry per listener (each address of each
-    /// `bind` line, in order); empty without the option.
+    /// One entry per listener (each address of each `bind` line, in
+    /// order) with `option socket-stats` or when a `dst_conn` fetch reads
+    /// them ([`crate::sample::DST_CONN`]); empty otherwise.
     pub listeners: Vec<Arc<ListenerStats>>,
+    /// `option socket-stats`: the stats list the listeners.
+    pub socket_stats: bool,
 }
 
 /// The listeners of a frontend with `option socket-stats`: each address
 /// (then each other socket) of each bind line, numbered from 1.
 pub(super) fn listener_stats(p: &crate::config::Proxy) -> Vec<Arc<ListenerStats>> {
-    if !p.options.socket_stats {
+    if !p.options.socket_stats && !crate::sample::DST_CONN.load(Ordering::Relaxed) {
         return Vec::new();
     }
     let mut out = Vec::new();

@@ -644,7 +644,7 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     for fe in &c.frontends {
         if keep(&fe.name) {
             out.push(fe_row(fe.uuid, fe));
-            for l in &fe.listeners {
+            for l in fe.listeners.iter().filter(|_| fe.socket_stats) {
                 out.push(li_row(fe.uuid, fe, l, global_full));
             }
         }
