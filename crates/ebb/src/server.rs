@@ -770,58 +770,15 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             sessions.end_on_servers(uids, why, &handle);
         }));
     }
-    // `fe_conn`, `be_conn`, `srv_conn`: read from the configuration in
-    // force (`scur` of the stats).
+    // The state fetches (`fe_conn`, `nbsrv`, `srv_is_up`...) and
+    // `fe_defbe`: read from the configuration in force.
     let counts_live = Arc::clone(&live);
     crate::sample::set_counts(Box::new(move |what, proxy, server| {
-        use crate::sample::Count;
-        use std::sync::atomic::Ordering;
-        let c = counts_live.compiled();
-        match what {
-            Count::FeConn | Count::FeClientTimeout => {
-                let fe = c.frontends.iter().find(|f| f.name == proxy)?;
-                return Some(i64::from(if what == Count::FeConn {
-                    fe.cur_conns()
-                } else {
-                    fe.client_ms.unwrap_or(0)
-                }));
-            }
-            Count::FeId => {
-                let fe = c.frontends.iter().find(|f| f.name == proxy)?;
-                return i64::try_from(fe.uuid).ok();
-            }
-            Count::BeId => {
-                let be = c.backends.iter().find(|b| b.name == proxy)?;
-                return i64::try_from(be.uuid).ok();
-            }
-            Count::BeServerTimeout | Count::BeTunnelTimeout => {
-                let be = c.backends.iter().find(|b| b.name == proxy)?;
-                let t = if what == Count::BeServerTimeout {
-                    be.server_ms
-                } else {
-                    be.tunnel_ms
-                };
-                return Some(i64::from(t.unwrap_or(0)));
-            }
-            Count::BeConn | Count::SrvConn | Count::SrvSessRate => {}
-        }
-        let be = c.backends.iter().find(|b| b.name == proxy)?;
-        let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
-            return Some(0);
-        };
-        let mut n = 0i64;
-        for s in &sv.farm.servers {
-            if server.is_none_or(|name| s.name == name) {
-                if what == Count::SrvSessRate {
-                    return Some(i64::from(s.counters.sess_rate()));
-                }
-                n += i64::from(s.cur.load(Ordering::Relaxed));
-                if server.is_some() {
-                    return Some(n);
-                }
-            }
-        }
-        server.is_none().then_some(n)
+        crate::proxy::state::count(&counts_live.compiled(), what, proxy, server)
+    }));
+    let defbe_live = Arc::clone(&live);
+    crate::sample::set_default_backend(Box::new(move |fe| {
+        crate::proxy::state::default_backend(&defbe_live.compiled(), fe)
     }));
     // The `unique-id` fetch: the exchange's frontend's format, from the
     // configuration in force.

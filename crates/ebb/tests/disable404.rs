@@ -59,24 +59,6 @@ fn origin(name: &'static str, chk: Arc<AtomicU16>) -> SocketAddr {
     a
 }
 
-/// HAProxy (`hap`, if installed) or ebb running `cfg`: what keeps it
-/// running, its admin socket, its frontend and its name.
-fn side(
-    hap: bool,
-    name: &str,
-    cfg: impl Fn(&Path, &str) -> String,
-) -> Option<(Box<dyn std::any::Any>, PathBuf, SocketAddr, &'static str)> {
-    if hap {
-        let (h, fe) = haproxy_beside(name, cfg)?;
-        let s = h.sock.clone();
-        Some((Box::new(h), s, fe, "haproxy"))
-    } else {
-        let (e, s) = ebb_with_admin(name, cfg);
-        let fe = e.addr();
-        Some((Box::new(e), s, fe, "ebb"))
-    }
-}
-
 /// Origins `a` and `b` whose checks pass, and a log receiver.
 fn two_origins() -> (SocketAddr, SocketAddr, Syslog) {
     let a = origin("a", Arc::new(AtomicU16::new(200)));
@@ -172,7 +154,7 @@ fn a_404_takes_an_up_server_out_of_balancing_as_haproxy() {
                 logged_head(sock, la, "http")
             )
         };
-        let Some((_keep, sock, fe, who)) = side(hap, "disable404", cfg) else {
+        let Some((_keep, sock, fe, who)) = ebb_or_haproxy(hap, "disable404", cfg) else {
             continue;
         };
         wait_until("a and b checked UP", || {
@@ -295,7 +277,7 @@ fn set_server_health_forces_the_state_as_haproxy() {
              backend b2\n    server t {b} track b/a\n"
         );
         let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
-        let Some((_keep, sock, _, who)) = side(hap, "health-cli", cfg) else {
+        let Some((_keep, sock, _, who)) = ebb_or_haproxy(hap, "health-cli", cfg) else {
             continue;
         };
         a_checked(&sock);
@@ -374,7 +356,7 @@ fn set_server_health_on_a_server_without_check() {
         let la = log.addr();
         let be = format!("server a {a}\n    server b {b}\n");
         let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
-        let Some((_keep, sock, fe, who)) = side(hap, "health-nocheck", cfg) else {
+        let Some((_keep, sock, fe, who)) = ebb_or_haproxy(hap, "health-nocheck", cfg) else {
             continue;
         };
         let cmd = |c: &str| cli_cmd(&sock, c).trim().to_string();
@@ -508,7 +490,7 @@ fn down_from_nolb_or_drain_is_a_notice() {
              \x20   server a {a} check inter 1h\n    server b {b} check inter 1h\n"
         );
         let cfg = |sock: &Path, bind: &str| fe_to_b(sock, la, bind, &be);
-        let Some((_keep, sock, _, who)) = side(hap, "down-level", cfg) else {
+        let Some((_keep, sock, _, who)) = ebb_or_haproxy(hap, "down-level", cfg) else {
             continue;
         };
         a_checked(&sock);

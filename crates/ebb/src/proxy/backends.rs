@@ -203,4 +203,6 @@ pub struct BackendRt {
     /// HAProxy never sets one up, no analyser of its runs, and a request
     /// routed there is logged without its request time (TR -1).
     pub stopped: bool,
+    /// Streams entering it per second (`be_sess_rate`).
+    pub rates: super::state::Rates,
 }

@@ -287,6 +287,7 @@ pub fn compile_keeping(
                 accept_invalid: p.options.accept_invalid_resp,
                 invalid_rep: Default::default(),
                 stopped: p.disabled.is_some(),
+                rates: Default::default(),
             })
         })();
         match r {
@@ -380,6 +381,7 @@ pub fn compile_keeping(
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 sess_limit: crate::rate::RateLimit::new(p.rate_limit_sessions),
+                rates: Default::default(),
                 timeouts: FeTimeouts {
                     http_request: head_ms,
                     keep_alive,

@@ -169,6 +169,8 @@ pub struct FrontendRt {
     /// `rate-limit sessions N`: the frontend's own session rate, and its
     /// limit (0: none); its listeners pause while it is reached.
     pub sess_limit: crate::rate::RateLimit,
+    /// Sessions and requests per second (`fe_sess_rate`, `fe_req_rate`).
+    pub rates: super::state::Rates,
     pub timeouts: FeTimeouts,
     /// Whether client connections are kept between requests: only
     /// `option httpclose` closes them (`http-server-close` closes the
@@ -284,8 +286,9 @@ pub struct FrontendRt {
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
     /// One entry per listener (each address of each `bind` line, in
-    /// order) with `option socket-stats` or a bind line's `maxconn`;
-    /// empty without either.
+    /// order) with `option socket-stats`, a bind line's `maxconn`, or
+    /// when a `dst_conn` fetch reads them ([`crate::sample::DST_CONN`]);
+    /// empty otherwise.
     pub listeners: Vec<Arc<ListenerStats>>,
 }
 
@@ -295,7 +298,10 @@ pub struct FrontendRt {
 /// on no listener of its own.
 pub(super) fn listener_stats(p: &crate::config::Proxy) -> Vec<Arc<ListenerStats>> {
     let shown = p.options.socket_stats;
-    if !shown && p.binds.iter().all(|b| b.maxconn == 0) {
+    if !shown
+        && p.binds.iter().all(|b| b.maxconn == 0)
+        && !crate::sample::DST_CONN.load(Ordering::Relaxed)
+    {
         return Vec::new();
     }
     let mut out = Vec::new();

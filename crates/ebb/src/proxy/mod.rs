@@ -9,8 +9,8 @@
 //!
 //! The parts: [`Compiled`] and the pass that makes it (`compile`), a
 //! frontend's side (`frontend`), a backend's (`backends`) and its servers
-//! (`servers`), the rules (`rules`), the counters (`counters`) and the
-//! stats page (`stats`).
+//! (`servers`), the rules (`rules`), the counters (`counters`), what the
+//! state fetches read (`state`) and the stats page (`stats`).
 
 mod backends;
 mod compile;
@@ -19,6 +19,7 @@ pub mod errors;
 mod frontend;
 mod rules;
 mod servers;
+pub mod state;
 mod stats;
 
 pub use backends::{

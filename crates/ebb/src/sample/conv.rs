@@ -17,6 +17,8 @@ use super::{cast, Ctx, Scratch, Type, Val};
 pub(super) enum Conv {
     /// A stick-table converter (`in_table`, `table_*`).
     Stk(super::stk::StkConv),
+    /// One of `conv_extra`'s.
+    Extra(super::conv_extra::Extra),
     Lower,
     Upper,
     Base64,
@@ -280,6 +282,9 @@ impl Conv {
         };
         if let Some(c) = super::stk::StkConv::compile(name, args) {
             return c.map(Conv::Stk);
+        }
+        if let Some(c) = super::conv_extra::Extra::compile(name, args) {
+            return c.map(Conv::Extra);
         }
         match name {
             "lower" => none(Conv::Lower),
@@ -776,6 +781,7 @@ impl Conv {
             }
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.in_type(),
+            Conv::Extra(e) => e.in_type(),
             _ => Type::Str,
         }
     }
@@ -814,6 +820,7 @@ impl Conv {
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
+            Conv::Extra(e) => e.out_type(),
             _ => Type::Str,
         }
     }
@@ -834,6 +841,7 @@ impl Conv {
         let v = cast(v, self.in_type(), s)?;
         match self {
             Conv::Stk(_) | Conv::SetVar(_) => None,
+            Conv::Extra(e) => e.apply(v, ctx, s),
             Conv::Lower => {
                 s.cur.make_ascii_lowercase();
                 Some(Val::Str)

@@ -22,6 +22,7 @@
 
 pub mod auth;
 mod conv;
+mod conv_extra;
 pub(crate) use conv::base64_encode;
 mod crypto;
 pub(crate) use conv::{websocket_accept, websocket_key};
@@ -119,7 +120,141 @@ pub enum Count {
     /// `proxy::proxy_uuid`).
     FeId,
     BeId,
+    /// `nbsrv`: the backend's usable servers (HAProxy's `be_usable_srv`:
+    /// the active ones, else 1 for the first backup, or every backup
+    /// with `option allbackups`).
+    Nbsrv,
+    /// `connslots`: free connection and queue slots of the servers not
+    /// down (-1 when one has no `maxconn` or `maxqueue`).
+    Connslots,
+    /// `queue`: streams waiting in the backend's and its servers' queues;
+    /// `avg_queue`: that per usable server, rounded up (twice it without
+    /// one).
+    Queue,
+    AvgQueue,
+    /// `be_sess_rate`, `fe_sess_rate`, `fe_req_rate`: sessions (requests)
+    /// per second, HAProxy's sliding counters.
+    BeSessRate,
+    FeSessRate,
+    FeReqRate,
+    /// `be_conn_free`: free slots of the servers the load balancer may
+    /// pick (-1 when one has no `maxconn`).
+    BeConnFree,
+    /// `srv_is_up`: not in maintenance, and not down by its checks (1 or
+    /// 0, a boolean sample).
+    SrvIsUp,
+    /// `srv_conn_free`: free slots under its (dynamic) `maxconn`, -1
+    /// without one.
+    SrvConnFree,
+    /// `srv_queue`: streams in the server's queue.
+    SrvQueue,
+    /// `srv_weight` (effective), `srv_iweight` (configured), `srv_uweight`
+    /// (in force: `set server ... weight`).
+    SrvWeight,
+    SrvIweight,
+    SrvUweight,
+    /// `dst_conn`: connections open on the listener (its index in the
+    /// frontend) the session came through.
+    DstConn(u32),
 }
+
+impl Count {
+    /// Whether it reads a frontend (else a backend): which kind of proxy
+    /// a name in its argument must be.
+    pub fn of_frontend(self) -> bool {
+        matches!(
+            self,
+            Count::FeConn
+                | Count::FeClientTimeout
+                | Count::FeId
+                | Count::FeSessRate
+                | Count::FeReqRate
+                | Count::DstConn(_)
+        )
+    }
+
+    /// Whether its argument names a server (`[BACKEND/]SERVER`).
+    pub fn per_server(self) -> bool {
+        matches!(
+            self,
+            Count::SrvConn
+                | Count::SrvSessRate
+                | Count::SrvIsUp
+                | Count::SrvConnFree
+                | Count::SrvQueue
+                | Count::SrvWeight
+                | Count::SrvIweight
+                | Count::SrvUweight
+        )
+    }
+
+    /// The fetch's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Count::FeConn => "fe_conn",
+            Count::BeConn => "be_conn",
+            Count::SrvConn => "srv_conn",
+            Count::SrvSessRate => "srv_sess_rate",
+            Count::BeServerTimeout => "be_server_timeout",
+            Count::BeTunnelTimeout => "be_tunnel_timeout",
+            Count::FeClientTimeout => "fe_client_timeout",
+            Count::FeId => "fe_id",
+            Count::BeId => "be_id",
+            Count::Nbsrv => "nbsrv",
+            Count::Connslots => "connslots",
+            Count::Queue => "queue",
+            Count::AvgQueue => "avg_queue",
+            Count::BeSessRate => "be_sess_rate",
+            Count::FeSessRate => "fe_sess_rate",
+            Count::FeReqRate => "fe_req_rate",
+            Count::BeConnFree => "be_conn_free",
+            Count::SrvIsUp => "srv_is_up",
+            Count::SrvConnFree => "srv_conn_free",
+            Count::SrvQueue => "srv_queue",
+            Count::SrvWeight => "srv_weight",
+            Count::SrvIweight => "srv_iweight",
+            Count::SrvUweight => "srv_uweight",
+            Count::DstConn(_) => "dst_conn",
+        }
+    }
+
+    /// The state fetches that take an optional proxy or a server
+    /// argument, by name.
+    pub(crate) fn by_name(name: &str) -> Option<Count> {
+        Some(match name {
+            "fe_conn" => Count::FeConn,
+            "be_conn" => Count::BeConn,
+            "srv_conn" => Count::SrvConn,
+            "srv_sess_rate" => Count::SrvSessRate,
+            "nbsrv" => Count::Nbsrv,
+            "connslots" => Count::Connslots,
+            "queue" => Count::Queue,
+            "avg_queue" => Count::AvgQueue,
+            "be_sess_rate" => Count::BeSessRate,
+            "fe_sess_rate" => Count::FeSessRate,
+            "fe_req_rate" => Count::FeReqRate,
+            "be_conn_free" => Count::BeConnFree,
+            "srv_is_up" => Count::SrvIsUp,
+            "srv_conn_free" => Count::SrvConnFree,
+            "srv_queue" => Count::SrvQueue,
+            "srv_weight" => Count::SrvWeight,
+            "srv_iweight" => Count::SrvIweight,
+            "srv_uweight" => Count::SrvUweight,
+            _ => return None,
+        })
+    }
+}
+
+/// Set at start when a `dst_conn` fetch reads the connections of a
+/// listener: frontends then count them per listener (as `option
+/// socket-stats` has them do).
+pub static DST_CONN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Set at start when a fetch reads a proxy's session or request rate
+/// (`fe_sess_rate`, `fe_req_rate`, `be_sess_rate`): frontends and
+/// backends then count them (a shared counter per event, which nothing
+/// pays for otherwise).
+pub static RATES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Answers a [`Count`] for a proxy name (and a server name for
 /// `SrvConn`); `None` when there is no such proxy or server.
@@ -135,6 +270,21 @@ pub fn set_counts(f: Box<CountFn>) {
 
 fn count(c: Count, proxy: &str, server: Option<&str>) -> Option<i64> {
     COUNTS.get()?(c, proxy, server)
+}
+
+/// Answers `fe_defbe`: the name of a frontend's default backend.
+pub type DefaultBackendFn = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+static DEFAULT_BACKEND: std::sync::OnceLock<Box<DefaultBackendFn>> = std::sync::OnceLock::new();
+
+/// Installs what answers `fe_defbe` (the server does, at start, as for
+/// [`set_counts`]).
+pub fn set_default_backend(f: Box<DefaultBackendFn>) {
+    let _ = DEFAULT_BACKEND.set(f);
+}
+
+fn default_backend(fe: &str) -> Option<String> {
+    DEFAULT_BACKEND.get()?(fe)
 }
 
 /// Renders the `unique-id-format` of the frontend named for the context

@@ -95,6 +95,7 @@ impl Stream {
         c.sess
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        c.fe.rates.note_req();
         // What the client sent, as HAProxy counts it (`crate::http1::htx`): the head
         // now, the body as it is forwarded (`%U`, the stats' `bin`).
         let h = &c.head;
@@ -305,6 +306,10 @@ impl Stream {
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
+        if be_at.is_none() {
+            // The stream enters the backend (HAProxy's `be_sess_rate`).
+            backend.rates.note_sess();
+        }
         if backend.l4.tcp_mode {
             // A tcp frontend's upgraded stream routed to a tcp backend
             // (`tcp::upgrade`): HAProxy cannot set it and closes the

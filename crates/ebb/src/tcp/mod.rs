@@ -155,6 +155,7 @@ pub fn accepted(
     // passed its `tcp-request connection` rules.
     w.shared.sess_rate.note(ctx.now());
     fe.sess_limit.note(ctx.now());
+    fe.rates.note_sess();
     if accept_proxy || expect_proxy {
         return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }

@@ -892,6 +892,25 @@ pub fn haproxy_beside(
     Some((h, bind.parse().ok()?))
 }
 
+/// HAProxy (`hap`, when installed: `None` otherwise) or ebb running
+/// `cfg(socket, bind)`: what keeps it running, its admin socket, its
+/// frontend's address and its name.
+pub fn ebb_or_haproxy(
+    hap: bool,
+    name: &str,
+    cfg: impl Fn(&Path, &str) -> String,
+) -> Option<(Box<dyn std::any::Any>, PathBuf, SocketAddr, &'static str)> {
+    if hap {
+        let (h, fe) = haproxy_beside(name, cfg)?;
+        let s = h.sock.clone();
+        Some((Box::new(h), s, fe, "haproxy"))
+    } else {
+        let (e, s) = ebb_with_admin(name, cfg);
+        let fe = e.addr();
+        Some((Box::new(e), s, fe, "ebb"))
+    }
+}
+
 /// Starts ebb on the configuration `cfg(socket, "BIND")` gives: the
 /// process and its admin socket.
 pub fn ebb_with_admin(name: &str, cfg: impl Fn(&Path, &str) -> String) -> (Ebb, PathBuf) {

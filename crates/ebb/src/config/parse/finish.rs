@@ -392,7 +392,7 @@ impl Parser<'_> {
         for (what, name, server, loc) in &self.proxy_refs {
             let found = px.iter().find(|p| {
                 &p.name == name
-                    && if *what == crate::sample::Count::FeConn {
+                    && if what.of_frontend() {
                         p.kind.is_frontend()
                     } else {
                         p.kind.is_backend()
@@ -401,7 +401,7 @@ impl Parser<'_> {
             let msg = match (found, server) {
                 (None, _) => Some(format!(
                     "no {} named '{name}'",
-                    if *what == crate::sample::Count::FeConn {
+                    if what.of_frontend() {
                         "frontend"
                     } else {
                         "backend"

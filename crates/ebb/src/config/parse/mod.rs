@@ -704,33 +704,32 @@ impl<'e> Parser<'e> {
             _ => None,
         };
         let in_defaults = matches!(self.section, Section::Defaults { .. });
-        let frontend_only = match self.section {
-            Section::Proxy(i) => self.proxies.get(i).is_some_and(|p| !p.kind.is_backend()),
-            _ => false,
+        let (frontend_only, backend_only) = match self.section {
+            Section::Proxy(i) => self.proxies.get(i).map_or((false, false), |p| {
+                (!p.kind.is_backend(), !p.kind.is_frontend())
+            }),
+            _ => (false, false),
         };
         let mut result = result;
         for (what, proxy, server) in crate::sample::take_proxy_refs() {
-            if frontend_only
-                && what == crate::sample::Count::BeConn
-                && proxy.is_none()
-                && result.is_ok()
-            {
+            let (front, per_server) = (what.of_frontend(), what.per_server());
+            let wrong_kind = if front { backend_only } else { frontend_only };
+            if wrong_kind && !per_server && proxy.is_none() && result.is_ok() {
                 // HAProxy resolves it against the proxy, which must be a
-                // backend (in any rule of a frontend).
+                // backend (a frontend) in any rule of a frontend (a
+                // backend).
+                let kind = if front { "frontend" } else { "backend" };
                 result = Err(format!(
-                    "proxy '{}', referenced by fetch 'be_conn' without a backend name, has no backend capability",
-                    own.as_deref().unwrap_or_default()
+                    "proxy '{}', referenced by fetch '{}' without a {kind} name, has no {kind} capability",
+                    own.as_deref().unwrap_or_default(),
+                    what.name()
                 ));
             }
             if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
                 // HAProxy: a server argument must name its backend there.
-                let f = if what == crate::sample::Count::SrvSessRate {
-                    "srv_sess_rate"
-                } else {
-                    "srv_conn"
-                };
                 result = Err(format!(
-                    "in a 'defaults' section, '{f}' must name the server's backend ('backend/{}')",
+                    "in a 'defaults' section, '{}' must name the server's backend ('backend/{}')",
+                    what.name(),
                     server.as_deref().unwrap_or_default()
                 ));
             }

@@ -344,18 +344,22 @@ impl Fetch {
                 Some(Val::Str)
             }
             Fetch::Count {
+                what: crate::sample::Count::DstConn(_),
+                ..
+            } => {
+                let li = ctx.vars?.try_borrow().ok()?.so_idx;
+                let n = crate::sample::count(crate::sample::Count::DstConn(li), ctx.fe, None)?;
+                Some(Val::Int(n))
+            }
+            Fetch::FeDefbe => put(s, crate::sample::default_backend(ctx.fe)?.as_bytes()),
+            Fetch::Count {
                 what,
                 proxy,
                 server,
             } => {
                 let p = match (what, proxy) {
                     (_, Some(p)) => p.as_str(),
-                    (
-                        crate::sample::Count::FeConn
-                        | crate::sample::Count::FeClientTimeout
-                        | crate::sample::Count::FeId,
-                        None,
-                    ) => ctx.fe,
+                    (w, None) if w.of_frontend() => ctx.fe,
                     // Before a backend is chosen HAProxy's stream has the
                     // frontend as its backend (see `be_name`).
                     (crate::sample::Count::BeId, None) if ctx.be.is_none() && ctx.req.is_some() => {
@@ -367,7 +371,11 @@ impl Fetch {
                     }
                     (_, None) => ctx.be?,
                 };
-                Some(Val::Int(crate::sample::count(*what, p, server.as_deref())?))
+                let n = crate::sample::count(*what, p, server.as_deref())?;
+                Some(match what {
+                    crate::sample::Count::SrvIsUp => Val::Bool(n != 0),
+                    _ => Val::Int(n),
+                })
             }
             Fetch::CaptureReq(what) => {
                 let st = ctx.vars?.try_borrow().ok()?;

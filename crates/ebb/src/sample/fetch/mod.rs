@@ -176,6 +176,8 @@ pub(super) enum Fetch {
         proxy: Option<String>,
         server: Option<String>,
     },
+    /// `fe_defbe`: the name of the frontend's `default_backend`.
+    FeDefbe,
     /// `capture.req.hdr(N)`, `capture.res.hdr(N)`: capture slot N of the
     /// request or response side, when it holds a value.
     Capture {
@@ -318,6 +320,7 @@ impl Fetch {
             | Fetch::FcAddr { .. }
             | Fetch::BcSrc { .. }
             | Fetch::Count { .. }
+            | Fetch::FeDefbe
             | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
@@ -402,6 +405,10 @@ impl Fetch {
             | Fetch::Addr(_)
             | Fetch::FcAddr { port: false, .. }
             | Fetch::BcSrc { port: false } => Type::Ip,
+            Fetch::Count {
+                what: super::Count::SrvIsUp,
+                ..
+            } => Type::Bool,
             Fetch::SrcPort
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }

@@ -395,17 +395,14 @@ impl Fetch {
                     tunnel: name == "cur_tunnel_timeout",
                 })
             }
-            "fe_conn" | "be_conn" | "srv_conn" | "srv_sess_rate" => {
-                let what = match name {
-                    "fe_conn" => crate::sample::Count::FeConn,
-                    "be_conn" => crate::sample::Count::BeConn,
-                    "srv_conn" => crate::sample::Count::SrvConn,
-                    _ => crate::sample::Count::SrvSessRate,
+            n if crate::sample::Count::by_name(n).is_some() => {
+                let Some(what) = crate::sample::Count::by_name(n) else {
+                    return Err(format!("unknown sample fetch '{name}'"));
                 };
-                let per_server = matches!(what, crate::sample::Count::SrvConn | crate::sample::Count::SrvSessRate);
-                let (proxy, server) = if per_server {
+                let (proxy, server) = if what.per_server() {
                     arg_count(name, args, 1, 1)?;
-                    match args[0].split_once('/') {
+                    // HAProxy splits at the last '/'.
+                    match args[0].rsplit_once('/') {
                         Some((b, s)) if !b.is_empty() && !s.is_empty() => {
                             (Some(b.to_string()), Some(s.to_string()))
                         }
@@ -420,17 +417,24 @@ impl Fetch {
                 } else {
                     arg_count(name, args, 0, 1)?;
                     let proxy = args.first().filter(|a| !a.is_empty()).cloned();
-                    if what == crate::sample::Count::BeConn
+                    if !what.of_frontend()
                         && proxy.is_none()
                         && scope == (Scope::Request { backend: false })
                     {
-                        return Err(
-                            "fetch 'be_conn' without a backend name needs a backend, which is not known yet in a frontend's http-request rules"
-                                .to_string(),
-                        );
+                        return Err(format!(
+                            "fetch '{name}' without a backend name needs a backend, which is not known yet in a frontend's http-request rules"
+                        ));
                     }
                     (proxy, None)
                 };
+                if matches!(
+                    what,
+                    crate::sample::Count::BeSessRate
+                        | crate::sample::Count::FeSessRate
+                        | crate::sample::Count::FeReqRate
+                ) {
+                    crate::sample::RATES.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 crate::sample::note_proxy_ref(what, proxy.clone(), server.clone());
                 Ok(Fetch::Count {
                     what,
@@ -438,6 +442,15 @@ impl Fetch {
                     server,
                 })
             }
+            "dst_conn" => {
+                crate::sample::DST_CONN.store(true, std::sync::atomic::Ordering::Relaxed);
+                none(Fetch::Count {
+                    what: crate::sample::Count::DstConn(0),
+                    proxy: None,
+                    server: None,
+                })
+            }
+            "fe_defbe" => none(Fetch::FeDefbe),
             "capture.req.hdr" | "capture.res.hdr" => {
                 arg_count(name, args, 1, 1)?;
                 let idx = usize::try_from(int_arg(&format!("fetch '{name}'"), &args[0])?)

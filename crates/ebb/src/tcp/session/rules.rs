@@ -116,6 +116,7 @@ impl Session {
                 return Ok(Err(Verdict::Reject));
             };
             let be = &fe.backends[bi];
+            be.rates.note_sess();
             if !be.l4.tcp_mode {
                 // An HTTP backend: the stream becomes HTTP, the backend's
                 // rules run on the request (HAProxy's implicit upgrade).
