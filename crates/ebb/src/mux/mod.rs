@@ -13,6 +13,7 @@
 //! tasklet of the side that owns it, so a server-side event never runs
 //! client-side code and vice versa.
 
+pub(crate) mod fcgi;
 pub mod h1;
 pub mod h2;
 
