@@ -513,3 +513,87 @@ fn socket_option_values() {
     );
     assert_eq!(get(e.addr(), "/").status, 200);
 }
+
+fn cip_cfg(sock: &Path, binds: [&str; 2]) -> String {
+    head(sock, "    log stdout format raw local0\n")
+        + &format!(
+            "frontend f\n    log global\n    bind {} accept-netscaler-cip 1234\n\
+             \x20   bind {} accept-proxy accept-netscaler-cip 1234\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port] %[fc_src]\"\n",
+            binds[0], binds[1]
+        )
+}
+
+/// What a proxy answers to `first` then a request on a new connection to
+/// `a`: the answer's body, or "closed" when it closed without one.
+fn cip_exchange(a: SocketAddr, first: &[u8]) -> String {
+    let mut c = std::net::TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut m = first.to_vec();
+    m.extend_from_slice(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    use std::io::{Read, Write};
+    let _ = c.write_all(&m);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let t = String::from_utf8_lossy(&out);
+    match t.split_once("\r\n\r\n") {
+        Some((_, body)) => body.to_string(),
+        None => "closed".to_string(),
+    }
+}
+
+/// `accept-netscaler-cip MAGIC`: the legacy and the standard form, over
+/// IPv4 and IPv6, give the session the client's addresses (`src`,
+/// `dst`; `fc_src` stays the socket's); a wrong magic or a header
+/// carrying UDP closes the connection, logged; with `accept-proxy` on the
+/// same line the NetScaler header comes first, then the PROXY header,
+/// whose addresses win (HAProxy's handshake order). Beside haproxy.
+#[test]
+fn netscaler_client_ip_insertion() {
+    use ebb::proxyproto::cip::encode;
+    let s4: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+    let d4: SocketAddr = "198.51.100.1:443".parse().unwrap();
+    let s6: SocketAddr = "[2001:db8::7]:40001".parse().unwrap();
+    let d6: SocketAddr = "[2001:db8::1]:8443".parse().unwrap();
+    let mut udp = encode(1234, false, s4, d4);
+    udp[12 + 9] = 17;
+    let mut pp = encode(1234, true, s6, d6);
+    pp.extend_from_slice(b"PROXY TCP4 203.0.113.9 198.51.100.9 6000 80\r\n");
+    let run = |hap: bool| -> Option<(Vec<String>, Option<String>)> {
+        let (keep, _pid, addrs) = start_two("cip", hap, cip_cfg)?;
+        let seen = vec![
+            cip_exchange(addrs[0], &encode(1234, true, s4, d4)),
+            cip_exchange(addrs[0], &encode(1234, false, s4, d4)),
+            cip_exchange(addrs[0], &encode(1234, false, s6, d6)),
+            cip_exchange(addrs[0], &encode(1235, false, s4, d4)),
+            cip_exchange(addrs[0], &udp),
+            cip_exchange(addrs[1], &pp),
+        ];
+        let logged = keep.downcast_ref::<Ebb>().map(|e| {
+            e.wait_stdout("NetScaler", std::time::Duration::from_secs(30))
+                .unwrap_or_default()
+        });
+        Some((seen, logged))
+    };
+    let (ebb, logged) = run(false).unwrap();
+    assert_eq!(
+        ebb,
+        [
+            "192.0.2.7:40000 198.51.100.1:443 127.0.0.1",
+            "192.0.2.7:40000 198.51.100.1:443 127.0.0.1",
+            "2001:db8::7:40001 2001:db8::1:8443 127.0.0.1",
+            "closed",
+            "closed",
+            "203.0.113.9:6000 198.51.100.9:80 127.0.0.1",
+        ]
+    );
+    let l = logged.unwrap();
+    assert!(
+        l.contains("Received an invalid NetScaler Client IP magic number: connection closed (accept-netscaler-cip)"),
+        "{l}"
+    );
+    if let Some((h, _)) = run(true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+}

@@ -153,6 +153,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut backlog = None;
     let mut maxconn = 0;
     let mut tcp = TcpBindOpts::default();
+    let mut netscaler_cip = None;
     let mut name = None;
     let mut v6only = None;
     let mut ssl = false;
@@ -238,7 +239,19 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 }
                 tcp.namespace = Some(v.to_string());
             }
-            "expose-fd" | "accept-netscaler-cip"
+            "accept-netscaler-cip" => {
+                // HAProxy reads it with `atol` into 32 bits and refuses 0.
+                let v = v?;
+                match v.parse::<u32>() {
+                    Ok(n) if n > 0 => netscaler_cip = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "'accept-netscaler-cip' : invalid value '{v}' (a magic number from 1 to 4294967295)"
+                        ))
+                    }
+                }
+            }
+            "expose-fd"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
@@ -354,5 +367,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         proto_none,
         maxconn,
         tcp,
+        netscaler_cip,
     })
 }
