@@ -28,6 +28,8 @@
 //!   match (the spec's "the receiver ... must verify"). With LOCAL, the
 //!   address block is skipped (the spec: the receiver must ignore it).
 
+pub mod cip;
+
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// The v2 signature: `\r\n\r\n\0\r\nQUIT\n`.

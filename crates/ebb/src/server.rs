@@ -386,6 +386,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             let backlog = crate::listener::backlog_of(b, fe_cfg.backlog);
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
+                netscaler_cip: b.netscaler_cip,
                 h2: b.proto_h2,
                 h1: b.proto_h1,
                 no_upgrade: b.proto_none,

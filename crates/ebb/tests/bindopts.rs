@@ -40,6 +40,15 @@ fn head(sock: &Path, global_more: &str) -> String {
     )
 }
 
+/// A configuration for `-c` checks only: a frontend on 127.0.0.1:19880
+/// with `opts` on its bind line.
+fn check_cfg(opts: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         frontend f\n    bind 127.0.0.1:19880 {opts}\n    http-request return status 200\n"
+    )
+}
+
 fn maxconn_cfg(sock: &Path, bind: &str) -> String {
     head(sock, "    nbthread 2\n")
         + &format!(
@@ -135,10 +144,7 @@ fn maxconn_values() {
         ("-1", "'maxconn' expects an integer"),
         ("", "expects a value"),
     ] {
-        let text = format!(
-            "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
-             frontend f\n    bind 127.0.0.1:0 maxconn {v}\n    http-request return status 200\n"
-        );
+        let text = check_cfg(&format!("maxconn {v}"));
         assert_refused(&d, "bad.cfg", &text, what, true);
     }
 }
@@ -213,7 +219,7 @@ fn sockopt_cfg(sock: &Path, binds: [&str; 2]) -> String {
     head(sock, "    nbthread 1\n")
         + &format!(
             "frontend f\n    bind {} mss 1000 tcp-ut 3s tfo interface lo transparent backlog 64\n\
-             \x20   bind {} mss -1000\n    http-request return status 200\n",
+             \x20   bind {} mss -1000 tcp-ut 500us\n    http-request return status 200\n",
             binds[0], binds[1]
         )
 }
@@ -231,7 +237,7 @@ fn client_mss(a: SocketAddr) -> u32 {
 /// sockets hold them (`getsockopt` on the proxy's own descriptors), the
 /// same in ebb as in haproxy: the MSS the line gives (a negative one is
 /// not applied, as by HAProxy 2.6), the user timeout (inherited by the
-/// accepted connections), fast open with the backlog as its queue, the
+/// accepted connections; part of a millisecond rounded up), fast open with the backlog as its queue, the
 /// device and IP_TRANSPARENT (the tests run as root); a client's MSS
 /// shows the one advertised.
 #[test]
@@ -263,7 +269,7 @@ fn tcp_socket_options_as_haproxy_sets_them() {
     let Some((ebb, mss)) = run(false) else { return };
     assert_eq!(
         ebb,
-        ["P0 1000 3000 64 1 0 lo", "P1 536 0 0 0 0 -", "conn P0 3000",],
+        ["P0 1000 3000 64 1 0 lo", "P1 536 1 0 0 0 -", "conn P0 3000",],
         "ebb"
     );
     // The client's MSS: the 1000 advertised, less 12 bytes of
@@ -306,6 +312,24 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0]).args(argv);
         c
+    }
+
+    /// The status of a GET of `/` on `addr` from inside the namespace
+    /// (curl's `000`: no answer).
+    fn status_of(&self, addr: &str) -> String {
+        let url = format!("http://{addr}/");
+        let w = "%{http_code}";
+        self.out(&[
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            w,
+            "--max-time",
+            "10",
+            &url,
+        ])
     }
 
     /// What a command run inside the namespace printed (stdout, trimmed).
@@ -433,19 +457,7 @@ fn interface_and_transparent() {
                 n = ns.0
             )
     };
-    let curl = |a: &SocketAddr| {
-        ns.out(&[
-            "curl",
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "10",
-            &format!("http://{a}/"),
-        ])
-    };
+    let curl = |a: &SocketAddr| ns.status_of(&a.to_string());
     let run = |hap: bool| -> Option<Vec<String>> {
         let (_keep, _pid, addrs) = start_two("iface", hap, cfg)?;
         Some(vec![curl(&addrs[0]), curl(&addrs[1])])
@@ -486,17 +498,13 @@ fn socket_option_values() {
             "tcp-ut -1",
             "'tcp-ut' : expects a positive delay in milliseconds",
         ),
-        ("tcp-ut 500us", "minimum non-null value is 1 ms"),
         (
             "namespace ebb-no-such-namespace",
             "Cannot open namespace 'ebb-no-such-namespace'.",
         ),
         ("interface", "bind option 'interface' expects a value"),
     ] {
-        let text = format!(
-            "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
-             frontend f\n    bind 127.0.0.1:0 {opt}\n    http-request return status 200\n"
-        );
+        let text = check_cfg(opt);
         assert_refused(&d, "bad.cfg", &text, what, true);
     }
     let e = Ebb::start(
@@ -512,4 +520,208 @@ fn socket_option_values() {
         "{w}"
     );
     assert_eq!(get(e.addr(), "/").status, 200);
+}
+
+fn cip_cfg(sock: &Path, binds: [&str; 2]) -> String {
+    head(sock, "    log stdout format raw local0\n")
+        + &format!(
+            "frontend f\n    log global\n    bind {} accept-netscaler-cip 1234\n\
+             \x20   bind {} accept-proxy accept-netscaler-cip 1234\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port] %[fc_src]\"\n",
+            binds[0], binds[1]
+        )
+}
+
+/// What a proxy answers to `first` then a request on a new connection to
+/// `a`: the answer's body, or "closed" when it closed without one.
+fn cip_exchange(a: SocketAddr, first: &[u8]) -> String {
+    let mut c = std::net::TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut m = first.to_vec();
+    m.extend_from_slice(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    use std::io::{Read, Write};
+    let _ = c.write_all(&m);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let t = String::from_utf8_lossy(&out);
+    match t.split_once("\r\n\r\n") {
+        Some((_, body)) => body.to_string(),
+        None => "closed".to_string(),
+    }
+}
+
+/// `accept-netscaler-cip MAGIC`: the legacy and the standard form, over
+/// IPv4 and IPv6, give the session the client's addresses (`src`,
+/// `dst`; `fc_src` stays the socket's); a wrong magic or a header
+/// carrying UDP closes the connection, logged; with `accept-proxy` on the
+/// same line the NetScaler header comes first, then the PROXY header,
+/// whose addresses win (HAProxy's handshake order). Beside haproxy.
+#[test]
+fn netscaler_client_ip_insertion() {
+    use ebb::proxyproto::cip::encode;
+    let s4: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+    let d4: SocketAddr = "198.51.100.1:443".parse().unwrap();
+    let s6: SocketAddr = "[2001:db8::7]:40001".parse().unwrap();
+    let d6: SocketAddr = "[2001:db8::1]:8443".parse().unwrap();
+    let mut udp = encode(1234, false, s4, d4);
+    udp[12 + 9] = 17;
+    let mut pp = encode(1234, true, s6, d6);
+    pp.extend_from_slice(b"PROXY TCP4 203.0.113.9 198.51.100.9 6000 80\r\n");
+    let run = |hap: bool| -> Option<(Vec<String>, Option<String>)> {
+        let (keep, _pid, addrs) = start_two("cip", hap, cip_cfg)?;
+        let seen = vec![
+            cip_exchange(addrs[0], &encode(1234, true, s4, d4)),
+            cip_exchange(addrs[0], &encode(1234, false, s4, d4)),
+            cip_exchange(addrs[0], &encode(1234, false, s6, d6)),
+            cip_exchange(addrs[0], &encode(1235, false, s4, d4)),
+            cip_exchange(addrs[0], &udp),
+            cip_exchange(addrs[1], &pp),
+        ];
+        let logged = keep.downcast_ref::<Ebb>().map(|e| {
+            e.wait_stdout("NetScaler", std::time::Duration::from_secs(30))
+                .unwrap_or_default()
+        });
+        Some((seen, logged))
+    };
+    let (ebb, logged) = run(false).unwrap();
+    assert_eq!(
+        ebb,
+        [
+            "192.0.2.7:40000 198.51.100.1:443 127.0.0.1",
+            "192.0.2.7:40000 198.51.100.1:443 127.0.0.1",
+            "2001:db8::7:40001 2001:db8::1:8443 127.0.0.1",
+            "closed",
+            "closed",
+            "203.0.113.9:6000 198.51.100.9:80 127.0.0.1",
+        ]
+    );
+    let l = logged.unwrap();
+    assert!(
+        l.contains("Received an invalid NetScaler Client IP magic number: connection closed (accept-netscaler-cip)"),
+        "{l}"
+    );
+    if let Some((h, _)) = run(true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+}
+
+/// A process killed when dropped.
+struct Proc(std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The inodes of the sockets listening on `port` inside `ns`.
+fn listen_inodes(ns: &Netns, port: u16) -> Vec<String> {
+    let mut v: Vec<String> = ns
+        .out(&["ss", "-Htlne", &format!("sport = :{port}")])
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("ino:").map(String::from))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `expose-fd listeners` on a stats socket and `-x`, with sockets made
+/// in a namespace and bound to an interface: `_getsocks` sends their
+/// namespace and interface names and the new process matches them, so
+/// the very socket (its inode) passes from haproxy to ebb and back from
+/// ebb to haproxy, and serves throughout.
+#[test]
+fn getsocks_hands_namespaced_sockets_over_both_ways() {
+    if !have("haproxy") {
+        eprintln!("SKIP: haproxy is not installed");
+        return;
+    }
+    let Some(ns) = Netns::new(&[]) else { return };
+    let d = scratch("getsocks");
+    let port = free_port();
+    let cfg = |sock: &Path| {
+        format!(
+            "global\n    stats socket {} level admin expose-fd listeners\n    nbthread 1\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend f\n    bind 127.0.0.1:{port} namespace {} interface lo\n    http-request return status 200\n",
+            sock.display(),
+            ns.0
+        )
+    };
+    let (hsock, esock) = (d.join("h.sock"), d.join("e.sock"));
+    std::fs::write(d.join("h.cfg"), cfg(&hsock)).unwrap();
+    std::fs::write(d.join("e.cfg"), cfg(&esock)).unwrap();
+    let get = || ns.status_of(&format!("127.0.0.1:{port}"));
+    let haproxy = |args: &[&str]| {
+        let c = Command::new("haproxy")
+            .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = Proc(c);
+        wait_until("haproxy's socket", || {
+            std::os::unix::net::UnixStream::connect(&hsock).is_ok()
+                && cli_cmd(&hsock, "show info").contains(&format!("Pid: {}", p.0.id()))
+        });
+        p
+    };
+    // haproxy first, then ebb takes its socket.
+    let mut h = haproxy(&[]);
+    wait_until("haproxy serving", || get() == "200");
+    let ino = listen_inodes(&ns, port);
+    assert_eq!(ino.len(), 1, "{ino:?}");
+    let hpid = h.0.id().to_string();
+    let e = Ebb::start_args(
+        &[
+            "-x",
+            hsock.to_str().unwrap(),
+            "-sf",
+            &hpid,
+            "-f",
+            d.join("e.cfg").to_str().unwrap(),
+        ],
+        d.clone(),
+    );
+    wait_until("haproxy gone", || h.0.try_wait().is_ok_and(|s| s.is_some()));
+    assert_eq!(get(), "200");
+    assert_eq!(
+        listen_inodes(&ns, port),
+        ino,
+        "ebb made a socket of its own"
+    );
+    // Then haproxy takes it back from ebb.
+    let epid = e.pid().to_string();
+    let _h2 = haproxy(&["-x", esock.to_str().unwrap(), "-sf", &epid]);
+    let mut e = e;
+    assert!(e.wait_exit(std::time::Duration::from_secs(30)).is_some());
+    assert_eq!(get(), "200");
+    assert_eq!(
+        listen_inodes(&ns, port),
+        ino,
+        "haproxy made a socket of its own"
+    );
+}
+
+/// `expose-fd listeners` on a proxy's bind line: taken, as HAProxy 2.6
+/// takes it (it means nothing there: only a stats socket answers
+/// `_getsocks`); any other value refused in HAProxy's words.
+#[test]
+fn expose_fd_on_a_bind_line() {
+    let d = scratch("exposefd");
+    let text = |v: &str| check_cfg(&format!("expose-fd {v}"));
+    std::fs::write(d.join("ok.cfg"), text("listeners")).unwrap();
+    let (rc, _, err) = run_ebb(&["-c", "-f", "ok.cfg"], &d);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!haproxy_refuses(&d.join("ok.cfg")).unwrap_or(false));
+    assert_refused(
+        &d,
+        "bad.cfg",
+        &text("all"),
+        "'expose-fd' only supports 'listeners' (got 'all')",
+        true,
+    );
 }

@@ -79,6 +79,9 @@ impl Early {
 pub struct BindFacts {
     /// `accept-proxy`: a PROXY header comes first.
     pub accept_proxy: bool,
+    /// `accept-netscaler-cip MAGIC`: a NetScaler Client IP header comes
+    /// first (after the PROXY header if both).
+    pub netscaler_cip: Option<u32>,
     /// `proto h2`: HTTP/2 from the first byte.
     pub h2: bool,
     /// `proto h1`: HTTP/1 only (no HTTP/2 on its preface).
@@ -156,8 +159,12 @@ pub fn accepted(
     w.shared.sess_rate.note(ctx.now());
     fe.sess_limit.note(ctx.now());
     fe.rates.note_sess();
-    if accept_proxy || expect_proxy {
-        return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
+    if accept_proxy || expect_proxy || bind.netscaler_cip.is_some() {
+        let hdrs = pphdr::Headers {
+            proxy: accept_proxy || expect_proxy,
+            cip: bind.netscaler_cip,
+        };
+        return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2, hdrs);
     }
     let dst = early.dst;
     start(ctx, sock, peer, dst, fe, w, tls, early, h2)

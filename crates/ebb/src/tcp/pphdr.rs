@@ -1,7 +1,10 @@
 //! `accept-proxy`: the PROXY protocol header (v1 or v2) every connection
 //! of the bind line starts with, read before anything else (before TLS,
 //! before HTTP), by a tasklet of its own that then hands the socket over
-//! with the addresses the header gave.
+//! with the addresses the header gave; and `accept-netscaler-cip MAGIC`:
+//! NetScaler's Client IP header ([`crate::proxyproto::cip`]), read the
+//! same way, before the PROXY header when the line asks for both
+//! (HAProxy's handshake order: the PROXY header's addresses then win).
 //!
 //! The header is *peeked* ([`std::net::TcpStream::peek`]) until it is
 //! whole, then exactly its bytes are read: the payload behind it stays in
@@ -10,7 +13,12 @@
 //! not a valid header, or that closes or stays silent for `timeout client`
 //! before one is whole, is closed and logged. (A header split over several
 //! segments is waited for; HAProxy 2.6 peeks once and refuses it.) A LOCAL (v2) or UNKNOWN (v1)
-//! header keeps the connection's real addresses (the spec's rule).
+//! header keeps the connection's real addresses (the spec's rule). A
+//! NetScaler header is waited for whole likewise (HAProxy 2.6 peeks once:
+//! the protocol sends it in one segment); a wrong magic number, a
+//! protocol other than TCP over IPv4 or IPv6, a length that cannot hold
+//! the headers, a close or `timeout client` before it is whole, closes the
+//! connection with HAProxy's texts, logged.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -30,7 +38,22 @@ use crate::worker::Worker;
 /// bound, so a header one accepts the other does.
 const MAX_HEADER: usize = 16384;
 
+/// The headers a connection starts with.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Headers {
+    /// A NetScaler Client IP header with this magic number.
+    pub cip: Option<u32>,
+    /// Then a PROXY header (`accept-proxy`, `expect-proxy layer4`).
+    pub proxy: bool,
+}
+
 struct Reader {
+    /// The headers still to read.
+    hdrs: Headers,
+    /// The addresses a header read so far gave, and the PROXY header's
+    /// TLVs.
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    tlvs: Option<Vec<crate::proxyproto::Tlv>>,
     sock: Option<TcpStream>,
     peer: SocketAddr,
     fe: Arc<FrontendRt>,
@@ -57,11 +80,15 @@ pub(super) fn spawn(
     tls: Option<Arc<rustls::ServerConfig>>,
     early: super::Early,
     h2: bool,
+    hdrs: Headers,
 ) -> std::io::Result<()> {
     // Non-blocking since `accept4` (the listener).
     let fd = sock.as_raw_fd();
     let deadline = ticks::add(ctx.now(), fe.timeouts.client);
     let r = Reader {
+        hdrs,
+        addrs: None,
+        tlvs: None,
         sock: Some(sock),
         peer,
         fe,
@@ -90,7 +117,7 @@ enum Step {
     Done(
         usize,
         Option<(SocketAddr, SocketAddr)>,
-        Vec<crate::proxyproto::Tlv>,
+        Option<Vec<crate::proxyproto::Tlv>>,
     ),
 }
 
@@ -105,7 +132,21 @@ fn judge(buf: &[u8], closed: bool) -> Step {
         }
         Parsed::Partial => Step::Wait,
         Parsed::Error(e) => Step::Fail(e.to_string()),
-        Parsed::Done(h, n) => Step::Done(n, h.addrs.socket_addrs(), h.tlvs),
+        Parsed::Done(h, n) => Step::Done(n, h.addrs.socket_addrs(), Some(h.tlvs)),
+    }
+}
+
+/// The same for a NetScaler Client IP header with `magic`.
+fn judge_cip(buf: &[u8], closed: bool, magic: u32) -> Step {
+    use crate::proxyproto::cip;
+    match cip::parse(buf, magic) {
+        cip::Cip::Partial if closed && buf.is_empty() => Step::Fail(cip::EMPTY.to_string()),
+        cip::Cip::Partial if closed || buf.len() >= MAX_HEADER => {
+            Step::Fail(cip::TRUNCATED.to_string())
+        }
+        cip::Cip::Partial => Step::Wait,
+        cip::Cip::Error(e) => Step::Fail(e.to_string()),
+        cip::Cip::Done { len, src, dst } => Step::Done(len, Some((src, dst)), None),
     }
 }
 
@@ -134,8 +175,14 @@ impl Reader {
         } else {
             self.w.log_error(
                 format!(
-                    "{}: {}: {why}: connection closed (accept-proxy)",
-                    self.fe.name, self.peer
+                    "{}: {}: {why}: connection closed ({})",
+                    self.fe.name,
+                    self.peer,
+                    if self.hdrs.cip.is_some() {
+                        "accept-netscaler-cip"
+                    } else {
+                        "accept-proxy"
+                    }
                 )
                 .into_bytes(),
             );
@@ -173,26 +220,50 @@ impl sched::TaskletFn for Reader {
         // A FIN behind a partial header does not show in a peek (the
         // bytes before it stay unread): the poller's hang-up event says
         // it came, and the header can no longer be completed.
-        match judge(&buf[..n], closed) {
+        let step = match self.hdrs.cip {
+            Some(magic) => judge_cip(&buf[..n], closed, magic),
+            None => judge(&buf[..n], closed),
+        };
+        match step {
             Step::Fail(why) => self.fail(ctx, &why),
             Step::Wait => {
                 if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
-                    return self.fail(ctx, "timeout before a complete PROXY header");
+                    let what = if self.hdrs.cip.is_some() {
+                        crate::proxyproto::cip::TIMEOUT
+                    } else {
+                        "timeout before a complete PROXY header"
+                    };
+                    return self.fail(ctx, what);
                 }
                 Status::Continue
             }
             Step::Done(len, addrs, tlvs) => {
                 let mut hdr = vec![0u8; len];
-                let mut s = match self.sock.take() {
-                    Some(s) => s,
-                    None => return Status::Done,
+                let Some(s) = self.sock.as_mut() else {
+                    return Status::Done;
                 };
                 // The bytes were peeked: this read takes exactly them.
                 if let Err(e) = s.read_exact(&mut hdr) {
-                    self.sock = Some(s);
                     return self.fail(ctx, &format!("read error: {e}"));
                 }
+                // A LOCAL PROXY header keeps what came before (none).
+                if addrs.is_some() {
+                    self.addrs = addrs;
+                }
+                if tlvs.is_some() {
+                    self.tlvs = tlvs;
+                }
+                if self.hdrs.cip.take().is_some() && self.hdrs.proxy {
+                    // The PROXY header follows: read on (what came behind
+                    // the NetScaler header may already hold it).
+                    ctx.tasklet_wakeup(me);
+                    return Status::Continue;
+                }
+                let Some(s) = self.sock.take() else {
+                    return Status::Done;
+                };
                 let _ = ctx.deregister_fd(s.as_raw_fd());
+                let addrs = self.addrs;
                 let conn_dst = self.early.as_ref().and_then(|e| e.dst);
                 let (peer, dst) = match addrs {
                     Some((src, dst)) => (src, Some(dst)),
@@ -202,15 +273,17 @@ impl sched::TaskletFn for Reader {
                 let Some(mut early) = self.early.take() else {
                     return Status::Done;
                 };
-                // As HAProxy 2.6 (conn_recv_proxy): the header's addresses
-                // are the session's (`src`, `dst`); the connection's
-                // (`fc_src`, `fc_dst`) stay the socket's, as the
-                // `tcp-request connection` rules left them.
+                // As HAProxy 2.6 (conn_recv_proxy, conn_recv_netscaler_cip):
+                // the header's addresses are the session's (`src`, `dst`);
+                // the connection's (`fc_src`, `fc_dst`) stay the socket's,
+                // as the `tcp-request connection` rules left them.
                 if addrs.is_some() {
                     let fc_dst = conn_dst.or_else(|| s.local_addr().ok());
                     early.vars.get_mut().fc_addrs = Some((self.peer, fc_dst));
                 }
-                early.vars.get_mut().pp_tlvs = Some(tlvs.into());
+                if let Some(tlvs) = self.tlvs.take() {
+                    early.vars.get_mut().pp_tlvs = Some(tlvs.into());
+                }
                 let w = Rc::clone(&self.w);
                 if let Err(e) =
                     super::start(ctx, s, peer, dst, fe, w, self.tls.take(), early, self.h2)

@@ -117,8 +117,8 @@ fn parse_mss(v: &str) -> Result<i32, String> {
     }
 }
 
-/// `tcp-ut T`: a delay, milliseconds by default; 0 leaves the system's,
-/// a non-zero one under a millisecond is refused (HAProxy's underflow).
+/// `tcp-ut T`: a delay, milliseconds by default, a part of a millisecond
+/// rounded up (HAProxy's `parse_time_err`); 0 leaves the system's.
 fn parse_tcp_ut(v: &str) -> Result<u32, String> {
     let d = parse_time(v).map_err(|_| {
         if v.starts_with('-') {
@@ -127,12 +127,7 @@ fn parse_tcp_ut(v: &str) -> Result<u32, String> {
             format!("'tcp-ut' : invalid delay '{v}' (expects a delay in milliseconds by default)")
         }
     })?;
-    if !d.is_zero() && d.as_millis() == 0 {
-        return Err(format!(
-            "timer underflow in argument '{v}' to 'tcp-ut' (minimum non-null value is 1 ms)"
-        ));
-    }
-    Ok(u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
+    Ok(u32::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u32::MAX))
 }
 
 pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
@@ -153,6 +148,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut backlog = None;
     let mut maxconn = 0;
     let mut tcp = TcpBindOpts::default();
+    let mut netscaler_cip = None;
     let mut name = None;
     let mut v6only = None;
     let mut ssl = false;
@@ -238,8 +234,31 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 }
                 tcp.namespace = Some(v.to_string());
             }
-            "expose-fd" | "accept-netscaler-cip"
-            | "process" | "thread" | "shards" | "level" | "severity-output" => {
+            "accept-netscaler-cip" => {
+                // HAProxy reads it with `atol` into 32 bits and refuses 0.
+                let v = v?;
+                match v.parse::<u32>() {
+                    Ok(n) if n > 0 => netscaler_cip = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "'accept-netscaler-cip' : invalid value '{v}' (a magic number from 1 to 4294967295)"
+                        ))
+                    }
+                }
+            }
+            // A stats socket's option (`stats socket ... expose-fd
+            // listeners`: `_getsocks` answered there, for `-x`), which
+            // HAProxy 2.6 also takes on a proxy's bind line, where it
+            // means nothing: no CLI command reaches a proxy's listener. In
+            // master-worker mode neither needs it: the master hands the
+            // listeners to each new worker itself (`crate::handover`).
+            "expose-fd" => {
+                let v = v?;
+                if v != "listeners" {
+                    return Err(format!("'expose-fd' only supports 'listeners' (got '{v}')"));
+                }
+            }
+            "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
             // HAProxy's priority of the listener's connections in its
@@ -271,7 +290,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, v4v6, v6only, ssl, crt, crt-list, key, verify, ca-file, ca-verify-file, crl-file, ca-ignore-err, crt-ignore-err, no-ca-names, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
+                    "unknown bind option '{o}' (supported: name, v4v6, v6only, mode, user, group, uid, gid, proto, backlog, maxconn, accept-proxy, accept-netscaler-cip, defer-accept, mss, tcp-ut, tfo, transparent, interface, namespace, expose-fd, ssl, crt, crt-list, key, verify, ca-file, ca-verify-file, crl-file, ca-ignore-err, crt-ignore-err, no-ca-names, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
                 ))
             }
         }
@@ -354,5 +373,6 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         proto_none,
         maxconn,
         tcp,
+        netscaler_cip,
     })
 }

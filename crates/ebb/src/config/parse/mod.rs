@@ -892,6 +892,7 @@ impl<'e> Parser<'e> {
                             proto_none: false,
                             maxconn: 0,
                             tcp: Default::default(),
+                            netscaler_cip: None,
                         });
                     }
                 }

@@ -48,6 +48,11 @@ pub struct Bind {
     pub maxconn: u32,
     /// Socket options of the line's TCP listeners.
     pub tcp: TcpBindOpts,
+    /// `accept-netscaler-cip MAGIC`: every connection starts with a
+    /// NetScaler Client IP header with that magic number (after the
+    /// PROXY header when `accept-proxy` is there too), whose addresses
+    /// are then the client's.
+    pub netscaler_cip: Option<u32>,
 }
 
 /// The socket options of a bind line's TCP listeners (its addresses),
