@@ -320,6 +320,12 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     eprintln!("ebb: warning: {w}");
                 }
             }
+            if cfg.global.zero_warning && !c.warnings.is_empty() {
+                if !opts.quiet {
+                    eprintln!("ebb: {}", crate::proxy::ZERO_WARNING_ABORT);
+                }
+                return 1;
+            }
             crate::sample::vars::run_global(&cfg.global.set_vars);
             crate::sample::patref::install(&cfg.pat_refs);
             c
@@ -498,17 +504,42 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
+    let strict = cfg.global.strict_limits;
     if let Some(n) = cfg.global.ulimit_n {
         // HAProxy 2.6's default `strict-limits`: a limit that cannot be
-        // raised stops the start.
+        // raised stops the start; without it, a warning and the most the
+        // hard limit allows.
         if let Err(e) = crate::sys::set_nofile(n) {
-            let now = crate::sys::nofile().map_or(0, |l| l.0);
-            eprintln!("ebb: cannot raise FD limit to {n}, limit is {now} (ulimit-n): {e}");
-            return 1;
+            let got = crate::sys::raise_nofile(n).unwrap_or(0);
+            if strict {
+                eprintln!("ebb: cannot raise FD limit to {n}, limit is {got} (ulimit-n): {e}");
+                return 1;
+            }
+            if !opts.quiet {
+                eprintln!(
+                    "ebb: warning: cannot raise FD limit to {n}, limit is {got} (ulimit-n): {e}"
+                );
+            }
         }
     } else if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
-        let _ = crate::sys::raise_nofile(u64::from(m) * 2 + 64);
+        let got = crate::sys::raise_nofile(u64::from(m) * 2 + 64).unwrap_or(0);
+        // HAProxy's own count: two per connection, the listeners, a
+        // poller and a wake-up pipe per thread; short of that, HAProxy
+        // 2.6 does not start under `strict-limits`.
+        let listeners: usize = cfg.frontends().map(|f| f.binds.len()).sum();
+        let need = u64::from(m) * 2 + listeners as u64 + 3 * nbthread as u64;
+        if got < need {
+            if strict {
+                eprintln!("ebb: cannot raise FD limit to {need}, limit is {got} (maxconn {m})");
+                return 1;
+            }
+            if !opts.quiet {
+                eprintln!(
+                    "ebb: warning: cannot raise FD limit to {need}, limit is {got} (maxconn {m})"
+                );
+            }
+        }
     } else {
         let _ = crate::sys::raise_nofile(1 << 20);
     }
@@ -620,8 +651,16 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     }
     crate::ring::start_forwarders();
     if cfg.global.set_dumpable {
-        // HAProxy: each failure is a warning, the process goes on.
-        for w in crate::sys::make_dumpable() {
+        // HAProxy: each failure stops the start under `strict-limits`
+        // (its default), else it is a warning and the process goes on.
+        let failed = crate::sys::make_dumpable();
+        if strict && !failed.is_empty() {
+            for w in &failed {
+                eprintln!("ebb: set-dumpable: {w}");
+            }
+            return 1;
+        }
+        for w in failed {
             if !opts.quiet {
                 eprintln!("ebb: warning: set-dumpable: {w}");
             }
@@ -1356,6 +1395,9 @@ impl Reload {
         }
         for w in &compiled.warnings {
             eprintln!("ebb: warning: {w}");
+        }
+        if cfg.global.zero_warning && !compiled.warnings.is_empty() {
+            return Err(crate::proxy::ZERO_WARNING_ABORT.into());
         }
         crate::sample::vars::run_global(&cfg.global.set_vars);
         // The files read again by this parse, and the ACL lines' patterns:

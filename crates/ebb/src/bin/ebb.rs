@@ -259,6 +259,11 @@ fn main() -> ExitCode {
                 ebb::config::set_dash_dv();
                 None
             }
+            // `zero-warning` whatever the configuration says.
+            "-dW" => {
+                ebb::config::set_dash_dw();
+                None
+            }
             _ => Some(a),
         })
         .collect();
@@ -367,7 +372,18 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
         return match ebb::proxy::compile(&cfg) {
-            Ok(_) => {
+            Ok(c) => {
+                if !quiet {
+                    for w in &c.warnings {
+                        eprintln!("ebb: warning: {w}");
+                    }
+                }
+                if cfg.global.zero_warning && !c.warnings.is_empty() {
+                    if !quiet {
+                        eprintln!("ebb: {}", ebb::proxy::ZERO_WARNING_ABORT);
+                    }
+                    return ExitCode::from(1);
+                }
                 if !quiet {
                     println!("Configuration file is valid");
                 }

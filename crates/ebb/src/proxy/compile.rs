@@ -364,6 +364,20 @@ pub fn compile_keeping(
                 || p.log
                     .iter()
                     .any(|l| matches!(l, crate::config::ProxyLog::Target(_)));
+            // HAProxy 2.6 warns of a log format with nowhere to go.
+            let formatted = p.options.httplog
+                || p.options.tcplog
+                || p.options.httpslog
+                || p.log_format.is_some()
+                || p.log_format_sd.is_some();
+            if formatted && !logs {
+                warnings.push(format!(
+                    "{}: log format ignored for {} '{}' since it has no log address.",
+                    p.loc,
+                    p.kind.type_str(),
+                    p.name
+                ));
+            }
             let monitor = match &p.monitor_uri {
                 Some(u) => Some((
                     u.clone(),

@@ -27,6 +27,11 @@ pub use backends::{
     DEFAULT_SERVER_MS,
 };
 pub use compile::{compile, compile_keeping, merged_compression, proxy_uuid, Compiled};
+
+/// HAProxy's words when `zero-warning` (or `-dW`) refuses a configuration
+/// that gave warnings.
+pub const ZERO_WARNING_ABORT: &str =
+    "Some warnings were found and 'zero-warning' is set. Aborting.";
 pub use counters::{
     count_compressed, count_denied_req, count_denied_resp, count_request, status_class, H2Counters,
     HttpCounters, PerRequest, RuleCounts,

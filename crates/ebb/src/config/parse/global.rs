@@ -57,6 +57,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "ssl-load-extra-del-ext",
     "maxsslconn",
     "set-dumpable",
+    "strict-limits",
+    "zero-warning",
     "external-check",
     "insecure-fork-wanted",
     "insecure-setuid-wanted",
@@ -456,6 +458,22 @@ impl Parser<'_> {
                     return Err("'set-dumpable' takes no argument".to_string());
                 }
                 g.set_dumpable = true;
+            }
+            "strict-limits" | "zero-warning" => {
+                if w.len() > 1 {
+                    return Err(format!("'{kw}' takes no argument"));
+                }
+                if kw == "zero-warning" {
+                    g.zero_warning = true;
+                } else {
+                    g.strict_limits = true;
+                }
+            }
+            "no" if w.get(1).is_some_and(|k| k == "strict-limits") => {
+                if w.len() > 2 {
+                    return Err("'no strict-limits' takes no argument".to_string());
+                }
+                g.strict_limits = false;
             }
             "external-check" | "insecure-fork-wanted" | "insecure-setuid-wanted" => {
                 if w.len() > 1 {

@@ -89,6 +89,14 @@ pub struct Global {
     /// unlimited and the process marked dumpable again, so a crash can
     /// leave a core.
     pub set_dumpable: bool,
+    /// `strict-limits` (on by default, as in HAProxy 2.6; `no
+    /// strict-limits` turns it off): a resource limit that cannot be set
+    /// (`ulimit-n`, the descriptors `maxconn` needs, `set-dumpable`'s)
+    /// stops the start; off, it is a warning.
+    pub strict_limits: bool,
+    /// `zero-warning` (or `-dW`): a configuration that gives any warning
+    /// at start (or at a reload) is refused.
+    pub zero_warning: bool,
     /// `external-check`: backends may run external checks.
     pub external_check: bool,
     /// `insecure-fork-wanted` (`no insecure-fork-wanted` undoes it): ebb
@@ -171,6 +179,15 @@ pub enum CloseSpread {
     Infinite,
 }
 
+/// `-dW` on the command line: `zero-warning` for every parse (a reload's
+/// too).
+static DASH_DW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes `-dW` (HAProxy's command-line `zero-warning`).
+pub fn set_dash_dw() {
+    DASH_DW.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Default for Global {
     fn default() -> Self {
         Global {
@@ -205,6 +222,8 @@ impl Default for Global {
             quiet: false,
             maxsslconn: 0,
             set_dumpable: false,
+            strict_limits: true,
+            zero_warning: DASH_DW.load(std::sync::atomic::Ordering::Relaxed),
             external_check: false,
             insecure_fork: false,
             insecure_setuid: false,
