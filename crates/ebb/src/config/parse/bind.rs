@@ -251,7 +251,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             // HAProxy 2.6 also takes on a proxy's bind line, where it
             // means nothing: no CLI command reaches a proxy's listener. In
             // master-worker mode neither needs it: the master hands the
-            // listeners to each new worker itself (`crate::handover`).
+            // listeners to each new worker itself (the handover module).
             "expose-fd" => {
                 let v = v?;
                 if v != "listeners" {
