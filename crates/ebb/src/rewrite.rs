@@ -1089,6 +1089,8 @@ pub fn run_request_from(
                 let ctx = cur_ctx!();
                 e.run(ctx);
             }
+            // No early data: the handshake is over (see the action).
+            HttpRequestAction::WaitForHandshake => {}
             HttpRequestAction::SetPriority { offset, expr } => {
                 let ctx = cur_ctx!();
                 crate::l4rules::set_priority(*offset, expr, ctx);

@@ -255,6 +255,11 @@ fn pattern_file_actions_are_checked_at_start() {
         ),
         ("http-response sc-inc-gpc0(3)", "sc-inc-gpc0(0)"),
         ("http-response return status 99", "status"),
+        ("http-request wait-for-handshake now", "unexpected 'now'"),
+        (
+            "http-response wait-for-handshake",
+            "unknown 'http-response' action",
+        ),
     ] {
         assert_refused(&dir, "c.cfg", &cfg(rule), what, true);
     }
@@ -406,5 +411,38 @@ fn response_rules_return_drop_and_track() {
     drop(ebb);
     if let Some((h, a)) = haproxy_beside("actions2-resp", |s, b| response_cfg(s, b, la, o)) {
         check_response_actions(a, &h.sock, &log, "haproxy");
+    }
+}
+
+fn handshake_cfg(sock: &Path, bind: &str, pem: &Path) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n\
+         \x20   timeout connect 5s\n\
+         frontend f\n    bind {bind} ssl crt {}\n\
+         \x20   http-request wait-for-handshake\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"tls=%[ssl_fc]\"\n",
+        sock.display(),
+        pem.display()
+    )
+}
+
+/// `wait-for-handshake` holds early data only: without it (ebb takes
+/// none, and curl sends none), the request goes on at once.
+#[test]
+fn wait_for_handshake_lets_requests_after_the_handshake_through() {
+    let dir = scratch("actions2-hs");
+    let pem = dir.join("c.pem");
+    self_signed_pem(&pem, "localhost");
+    let check = |a: SocketAddr, who: &str| {
+        let url = format!("https://127.0.0.1:{}/", a.port());
+        let (ok, out, err) = curl(&["-sk", &url]);
+        assert!(ok, "{who}: {err}");
+        assert_eq!(out, "tls=1", "{who}");
+    };
+    let (ebb, _sock) = ebb_with_admin("actions2-hs", |s, b| handshake_cfg(s, b, &pem));
+    check(ebb.addr(), "ebb");
+    if let Some((_h, a)) = haproxy_beside("actions2-hs", |s, b| handshake_cfg(s, b, &pem)) {
+        check(a, "haproxy");
     }
 }

@@ -242,6 +242,10 @@ pub(super) fn parse_http_request(
         }
         "set-mark" | "set-tos" => HttpRequestAction::SockOpt(parse_sock_opt("http-request", action, args)?),
         "set-nice" => return Err(set_nice_refused("http-request")),
+        "wait-for-handshake" => match args {
+            [] => HttpRequestAction::WaitForHandshake,
+            [x, ..] => return Err(format!("unexpected '{x}' after 'http-request wait-for-handshake'")),
+        },
         "set-priority-class" | "set-priority-offset" => {
             parse_set_priority("http-request", action, args, request_scope(px))?
         }
@@ -350,7 +354,7 @@ pub(super) fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, early-hint, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, disable-l7-retry, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: add-acl, add-header, allow, auth, cache-use, capture, del-acl, del-header, del-map, deny, disable-l7-retry, early-hint, normalize-uri, redirect, reject, replace-header, replace-path, replace-pathq, replace-uri, replace-value, return, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-dst, set-dst-port, set-header, set-log-level, set-map, set-mark, set-method, set-path, set-pathq, set-priority-class, set-priority-offset, set-query, set-src, set-src-port, set-timeout, set-tos, set-uri, set-var, set-var-fmt, silent-drop, strict-mode, tarpit, track-sc0, track-sc1, track-sc2, unset-var, use-service, wait-for-body, wait-for-handshake)"
             ))
         }
     };

@@ -346,6 +346,12 @@ pub enum HttpRequestAction {
     /// `set-mark MARK`, `set-tos TOS` (also `tcp-request` and `tcp-response`
     /// rules): an option of the client connection's socket.
     SockOpt(FcSockOpt),
+    /// `wait-for-handshake`: HAProxy holds a request that came as TLS
+    /// early data until the handshake completes; ebb takes no early data
+    /// (`allow-0rtt` is refused), so every request comes after it and the
+    /// rule lets it through, as HAProxy 2.6 does on a connection without
+    /// early data.
+    WaitForHandshake,
     /// `add-acl(FILE) KEY`, `del-acl(FILE) KEY`, `set-map(FILE) KEY VALUE`,
     /// `del-map(FILE) KEY`: a change to a pattern file, as the CLI's.
     PatEdit(crate::sample::patref::PatEdit),
