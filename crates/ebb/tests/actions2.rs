@@ -257,6 +257,26 @@ fn pattern_file_actions_are_checked_at_start() {
         ("http-response return status 99", "status"),
         ("http-request wait-for-handshake now", "unexpected 'now'"),
         (
+            "http-request do-resolve(txn.x,nope) src",
+            "Can't find resolvers section 'nope' for do-resolve action",
+        ),
+        (
+            "http-request do-resolve(txn.x,nope,ipv5) src",
+            "'ipv4' and 'ipv6'",
+        ),
+        (
+            "http-request do-resolve(txn.x) src",
+            "do-resolve(<varname>,<resolvers>",
+        ),
+        (
+            "http-request do-resolve(txn.x,nope) src src",
+            "do-resolve(<varname>,<resolvers>",
+        ),
+        (
+            "http-response do-resolve(txn.x,nope) src",
+            "unknown 'http-response' action",
+        ),
+        (
             "http-response wait-for-handshake",
             "unknown 'http-response' action",
         ),
@@ -444,5 +464,90 @@ fn wait_for_handshake_lets_requests_after_the_handshake_through() {
     check(ebb.addr(), "ebb");
     if let Some((_h, a)) = haproxy_beside("actions2-hs", |s, b| handshake_cfg(s, b, &pem)) {
         check(a, "haproxy");
+    }
+}
+
+fn resolve_cfg(sock: &Path, bind: &str, dns: u16) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         resolvers dns\n    nameserver d 127.0.0.1:{dns}\n    resolve_retries 2\n\
+         \x20   timeout retry 1s\n    hold valid 10s\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n\
+         \x20   timeout connect 5s\n\
+         frontend f\n    bind {bind}\n\
+         \x20   http-request do-resolve(txn.v4,dns,ipv4) req.hdr(x-name)\n\
+         \x20   http-request do-resolve(txn.v6,dns) req.hdr(x-name)\n\
+         \x20   http-request set-var(txn.after) str(yes)\n\
+         \x20   http-request return status 200 hdr x-v4 %[var(txn.v4)] hdr x-v6 %[var(txn.v6)] hdr x-after %[var(txn.after)]\n",
+        sock.display()
+    )
+}
+
+/// The addresses `do-resolve` found for `name` (None: no `x-name`): the
+/// `x-v4` and `x-v6` fields; the rules after it ran.
+fn resolved(a: SocketAddr, name: Option<&str>, who: &str) -> (Option<String>, Option<String>) {
+    let mut c = Client::connect(a);
+    let field = name.map_or(String::new(), |n| format!("x-name: {n}\r\n"));
+    c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{field}\r\n").as_bytes());
+    let r = c.read_resp();
+    assert_eq!(
+        (r.status, r.header("x-after")),
+        (200, Some("yes")),
+        "{who} {name:?}"
+    );
+    let f = |n: &str| r.header(n).map(str::to_string);
+    (f("x-v4"), f("x-v6"))
+}
+
+fn check_resolve(a: SocketAddr, who: &str) {
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        resolved(a, Some("app.test"), who),
+        (s("127.0.0.2"), s("::2")),
+        "{who}"
+    );
+    // No AAAA record: the other family.
+    assert_eq!(
+        resolved(a, Some("four.test"), who),
+        (s("127.0.0.3"), s("127.0.0.3")),
+        "{who}"
+    );
+    // Case and a trailing dot do not matter.
+    assert_eq!(
+        resolved(a, Some("APP.Test."), who),
+        (s("127.0.0.2"), s("::2")),
+        "{who}"
+    );
+    // Nothing found, no name, a name that cannot be asked: no variable.
+    assert_eq!(resolved(a, Some("gone.test"), who), (None, None), "{who}");
+    assert_eq!(resolved(a, None, who), (None, None), "{who}");
+    assert_eq!(resolved(a, Some("a..test"), who), (None, None), "{who}");
+    // Several at once, on several connections.
+    let hs: Vec<_> = (0..4)
+        .map(|_| {
+            let who = who.to_string();
+            std::thread::spawn(move || resolved(a, Some("app.test"), &who))
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), (s("127.0.0.2"), s("::2")), "{who}");
+    }
+}
+
+#[test]
+fn do_resolve_sets_the_variable_from_a_resolvers_section() {
+    let dir = scratch("actions2-resolve");
+    let zone = r#"{"names": {
+        "app.test": {"A": ["127.0.0.2"], "AAAA": ["::2"]},
+        "four.test": {"A": ["127.0.0.3"]},
+        "gone.test": {"rcode": "NXDOMAIN"}
+    }}"#;
+    let dns = common::dnsd::Dnsd::start(&dir, zone);
+    let port = dns.port;
+    let (ebb, _sock) = ebb_with_admin("actions2-resolve", |s, b| resolve_cfg(s, b, port));
+    check_resolve(ebb.addr(), "ebb");
+    drop(ebb);
+    if let Some((_h, a)) = haproxy_beside("actions2-resolve", |s, b| resolve_cfg(s, b, port)) {
+        check_resolve(a, "haproxy");
     }
 }

@@ -289,6 +289,29 @@ pub(super) fn cross_check(res: &[Resolvers], proxies: &[Proxy]) -> Vec<ConfigErr
         }
     }
     for p in proxies {
+        // `do-resolve` rules (HAProxy's check_action_do_resolve).
+        let tcp = p.tcp_request.iter().filter_map(|r| match &r.action {
+            crate::config::TcpAction::Common(a) => Some((a, &r.loc)),
+            _ => None,
+        });
+        for (a, loc) in p
+            .http_request
+            .iter()
+            .map(|r| (&r.action, &r.loc))
+            .chain(tcp)
+        {
+            if let crate::config::HttpRequestAction::DoResolve(d) = a {
+                if !res.iter().any(|r| r.name == d.resolvers) {
+                    e(
+                        loc,
+                        format!(
+                            "Can't find resolvers section '{}' for do-resolve action",
+                            d.resolvers
+                        ),
+                    );
+                }
+            }
+        }
         for s in &p.servers {
             match &s.opts.resolvers {
                 Some(n) if !res.iter().any(|r| &r.name == n) => e(
