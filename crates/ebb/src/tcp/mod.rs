@@ -307,6 +307,7 @@ fn run_early(
         None,
         expect_proxy,
         Some(&addrs),
+        None,
     );
     (v, addrs.get())
 }
