@@ -543,6 +543,23 @@ fn check_resolve(a: SocketAddr, who: &str) {
     assert_eq!(resolved(a, Some("gone.test"), who), (None, None), "{who}");
     assert_eq!(resolved(a, None, who), (None, None), "{who}");
     assert_eq!(resolved(a, Some("a..test"), who), (None, None), "{who}");
+    // An HTTP/2 stream waits as well.
+    let url = format!("http://{a}/");
+    let (ok, out, err) = curl(&[
+        "--http2-prior-knowledge",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "-H",
+        "x-name: app.test",
+        &url,
+    ]);
+    assert!(ok, "{who}: {err}");
+    assert!(
+        out.starts_with("HTTP/2 200") && out.contains("x-v6: ::2"),
+        "{who}: {out}"
+    );
     // Several at once, on several connections.
     let hs: Vec<_> = (0..4)
         .map(|_| {
