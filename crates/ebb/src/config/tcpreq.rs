@@ -5,9 +5,10 @@
 //! (connection rules only), and those shared with `http-request`:
 //! `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-set-gpt0(N)`,
 //! `set-var(V)`, `set-var-fmt(V)`, `unset-var(V)`; and `capture SAMPLE
-//! len N` and `switch-mode http [proto h1|h2]` (a frontend's, see
-//! `tcp::upgrade`) in content rules. Any other action is refused at its
-//! line, never ignored.
+//! len N`, `do-resolve(V,RESOLVERS[,ipv4|ipv6]) EXPR` and `switch-mode
+//! http [proto h1|h2]` (a frontend's, see `tcp::upgrade`) in content
+//! rules. Any other action is refused at its line, never ignored
+//! (`set-nice` with its reason).
 
 use super::parse::{
     cond_of, is_shared_action, parse_do_resolve, parse_set_priority, parse_sock_opt, request_scope,
