@@ -89,14 +89,32 @@ pub fn run_rules(
     may_change: Option<&Cell<bool>>,
     expect_proxy: &mut bool,
 ) -> Verdict {
-    run_rules_addrs(rules, from, m, ctx, session, may_change, expect_proxy, None)
+    run_rules_addrs(
+        rules,
+        from,
+        m,
+        ctx,
+        session,
+        may_change,
+        expect_proxy,
+        None,
+        None,
+    )
 }
+
+/// Where a walk that may wait keeps the name a `do-resolve` rule asked
+/// for: the walk waits at the rule ([`Verdict::Wait`]) while the answer
+/// may still come within the inspection, and takes it when run again.
+pub type Resolving = Cell<Option<Arc<crate::resolvers::Lookup>>>;
 
 /// [`run_rules`] where `set-src`/`set-dst`/`set-src-port`/`set-dst-port`
 /// may run: the rules after one see the new addresses (as HAProxy's, which
 /// rewrite the connection's), and `addrs` receives the last ones for the
 /// caller to keep (it must, even when the walk waits or refuses: the rules
-/// before are not run again).
+/// before are not run again). `resolving`: a `do-resolve` rule may wait
+/// for its answer (see [`Resolving`]); without it, or once the
+/// inspection must decide, the rule takes only an answer there already
+/// (HAProxy's `ACT_OPT_FINAL`).
 #[allow(clippy::too_many_arguments)]
 pub fn run_rules_addrs(
     rules: &[TcpRuleRt],
@@ -107,6 +125,7 @@ pub fn run_rules_addrs(
     may_change: Option<&Cell<bool>>,
     expect_proxy: &mut bool,
     addrs: Option<&Cell<Option<Addrs>>>,
+    resolving: Option<&Resolving>,
 ) -> Verdict {
     let cur: Cell<Option<Addrs>> = Cell::new(None);
     let dstf = || match cur.get() {
@@ -179,6 +198,11 @@ pub fn run_rules_addrs(
                     }
                 }
             }
+            TcpAction::Common(HttpRequestAction::DoResolve(d)) => {
+                if do_resolve(d, ctx, resolving) {
+                    return Verdict::Wait(i);
+                }
+            }
             TcpAction::Common(a) => run_common(a, r.table.as_ref(), ctx, session),
         }
     }
@@ -239,6 +263,32 @@ pub(crate) fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Optio
         },
         _ => return None,
     })
+}
+
+/// `tcp-request content do-resolve`: true when the walk is to wait at the
+/// rule for the answer (HAProxy yields while the inspection may go on;
+/// once it must decide, the rule gives up the answer still to come).
+fn do_resolve(d: &crate::config::DoResolve, ctx: &Ctx<'_>, resolving: Option<&Resolving>) -> bool {
+    use crate::resolvers::lookup;
+    let may_wait = resolving.is_some() && ctx.payload.as_ref().is_some_and(|p| p.partial);
+    let asked = match resolving.and_then(Cell::take) {
+        Some(l) if l.result().is_some() => {
+            lookup::end(d, &l, ctx);
+            return false;
+        }
+        Some(l) => l,
+        None => match lookup::start(d, ctx) {
+            Some(l) => l,
+            None => return false,
+        },
+    };
+    match resolving {
+        Some(c) if may_wait => {
+            c.set(Some(asked));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// A `track-scN`, `sc-*` or variable action of a `tcp-request` rule

@@ -38,6 +38,10 @@
 //!   without a record is in `MAINT (resolution)`.
 //! - A failure (NX, refused, timeout, other) takes the servers down only
 //!   when no valid answer came within that status' `hold` period.
+//!
+//! Streams ask for names too (`do-resolve`, [`lookup`]): a name asked for
+//! joins the resolution of that name, or makes one that lives while
+//! streams wait for it.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
@@ -52,6 +56,9 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletId};
 use crate::backend::{Farm, ServerRt};
 use crate::config::Resolvers as Cfg;
 use crate::dns::{self, Failure, QType, SrvTarget};
+
+pub mod lookup;
+pub use lookup::{ask, dn_name, Asked, Lookup};
 
 /// One nameserver's counters, HAProxy's `show resolvers` names.
 #[derive(Default)]
@@ -104,6 +111,10 @@ pub struct Section {
     pub ns: Vec<NsCounters>,
     /// The section's tasklet, woken by [`kick`].
     wake: std::sync::OnceLock<(sched::RuntimeHandle, TaskletId)>,
+    /// Names streams asked for, not yet taken by the tasklet.
+    asks: Mutex<Vec<Arc<Lookup>>>,
+    /// The valid answers of the resolutions under way (see [`lookup`]).
+    fresh: Mutex<lookup::Fresh>,
 }
 
 /// Wakes every section's tasklet: servers changed (a reload swapped the
@@ -142,6 +153,8 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
                 .collect(),
             cfg: cfg.clone(),
             wake: std::sync::OnceLock::new(),
+            asks: Mutex::new(Vec::new()),
+            fresh: Mutex::new(HashMap::new()),
         });
         all.push(Arc::clone(&sec));
         let mut socks = Vec::new();
@@ -170,6 +183,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
             res: HashMap::new(),
             targets: HashMap::new(),
             known: std::collections::HashSet::new(),
+            waiting: HashMap::new(),
             rng: seed | 1,
             buf: vec![0u8; 65535],
         };
@@ -260,6 +274,8 @@ struct Runner {
     /// Servers seen at the last run: a new one (a reload, `set server
     /// fqdn`) has its name resolved at once, not after `hold valid`.
     known: std::collections::HashSet<u64>,
+    /// Streams waiting for a resolution, each with when it asked.
+    waiting: HashMap<Key, Vec<(Instant, Arc<Lookup>)>>,
     rng: u64,
     buf: Vec<u8>,
 }
@@ -270,12 +286,20 @@ type Members = Vec<(Arc<Farm>, Arc<ServerRt>)>;
 impl sched::TaskletFn for Runner {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
         if ctx.stopping() {
+            // Nothing more comes: the streams waiting go on without.
+            for (_, l) in self.waiting.drain().flat_map(|(_, v)| v) {
+                l.finish(None);
+            }
             return Status::Done;
         }
-        let members = self.members();
-        // Resolutions no server needs any more go.
-        self.res.retain(|k, _| members.contains_key(k));
         let now = Instant::now();
+        self.take_asks(now);
+        let mut members = self.members();
+        for k in self.waiting.keys() {
+            members.entry(k.clone()).or_default();
+        }
+        // Resolutions no server nor stream needs any more go.
+        self.res.retain(|k, _| members.contains_key(k));
         let mut seen = std::collections::HashSet::new();
         let hold_valid = self.sec.cfg.holds.valid;
         for (k, m) in &members {
@@ -312,6 +336,8 @@ impl sched::TaskletFn for Runner {
         if let Some(at) = self.flush_tcp(ctx, me, now) {
             next = next.min(at);
         }
+        self.deliver(&members);
+        self.publish();
         let wait = next.saturating_duration_since(Instant::now());
         let ms = wait.as_millis().clamp(1, 3_600_000) as u32;
         ctx.tasklet_set_expire(me, ticks::add(ctx.now(), ms));
@@ -320,6 +346,87 @@ impl sched::TaskletFn for Runner {
 }
 
 impl Runner {
+    /// Takes the names streams asked for: answered from a fresh valid
+    /// answer, else waiting for their resolution, started now unless it
+    /// runs (HAProxy's `resolv_trigger_resolution`).
+    fn take_asks(&mut self, now: Instant) {
+        let asks = std::mem::take(&mut *self.sec.asks.lock().unwrap_or_else(|p| p.into_inner()));
+        let hold = self.sec.cfg.holds.valid;
+        for l in asks {
+            let k = Key {
+                name: l.name.clone(),
+                srv: false,
+                prefer_v4: l.prefer_v4,
+            };
+            if let Some(r) = self.res.get_mut(&k) {
+                let valid = r.last_valid.is_some_and(|t| now.duration_since(t) <= hold);
+                if let Some((addrs, _, _)) = r.cached.as_ref().filter(|_| valid) {
+                    l.finish(dns::preferred(addrs, !k.prefer_v4));
+                    continue;
+                }
+                if r.pending.is_none() {
+                    r.last_run = None;
+                }
+            }
+            self.waiting.entry(k).or_default().push((now, l));
+        }
+    }
+
+    /// Gives the streams whose resolution ended since they asked its
+    /// answer: the address of the preferred family (else the other), or
+    /// none after a failure. A resolution that served streams only ends
+    /// with the last of them (HAProxy frees it then: a later stream
+    /// asks again).
+    fn deliver(&mut self, members: &HashMap<Key, Members>) {
+        let res = &self.res;
+        let mut ended = Vec::new();
+        self.waiting.retain(|k, list| {
+            let Some(r) = res.get(k).filter(|r| r.pending.is_none()) else {
+                return true;
+            };
+            let Some((done_at, ok)) = r.last_run else {
+                return true;
+            };
+            let addr = match &r.cached {
+                Some((addrs, _, _)) if ok => dns::preferred(addrs, !k.prefer_v4),
+                _ => None,
+            };
+            list.retain(|(since, l)| {
+                if done_at < *since {
+                    return true;
+                }
+                l.finish(addr);
+                false
+            });
+            if list.is_empty() {
+                ended.push(k.clone());
+            }
+            !list.is_empty()
+        });
+        for k in ended {
+            if members.get(&k).is_none_or(|m| m.is_empty()) {
+                self.res.remove(&k);
+            }
+        }
+    }
+
+    /// Publishes the valid answers of the resolutions (see [`lookup`]).
+    fn publish(&self) {
+        let fresh: lookup::Fresh = self
+            .res
+            .iter()
+            .filter(|(k, _)| !k.srv)
+            .filter_map(|(k, r)| {
+                let (addrs, _, _) = r.cached.as_ref()?;
+                Some((
+                    (k.name.clone(), k.prefer_v4),
+                    (r.last_valid?, addrs.clone()),
+                ))
+            })
+            .collect();
+        *self.sec.fresh.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+    }
+
     fn members(&self) -> HashMap<Key, Members> {
         let mut m: HashMap<Key, Members> = HashMap::new();
         for f in (self.farms)() {

@@ -186,6 +186,9 @@ pub struct ReqState<'a> {
     /// The last of `hints` is still open (the rule before was an
     /// `early-hint`: adjacent ones make one answer, as HAProxy groups them).
     hint_open: bool,
+    /// The name a `do-resolve` rule asked for: the rules stopped at it
+    /// until the answer came, then run it again, which takes the answer.
+    pub lookup: Option<std::sync::Arc<crate::resolvers::Lookup>>,
 }
 
 pub use crate::proxy::RuleCounts;
@@ -217,6 +220,7 @@ impl<'a> ReqState<'a> {
             counts: RuleCounts::default(),
             hints: Vec::new(),
             hint_open: false,
+            lookup: None,
         }
     }
 
@@ -1087,6 +1091,26 @@ pub fn run_request_from(
             HttpRequestAction::PatEdit(e) => {
                 let ctx = cur_ctx!();
                 e.run(ctx);
+            }
+            // No early data: the handshake is over (see the action).
+            HttpRequestAction::WaitForHandshake => {}
+            HttpRequestAction::DoResolve(d) => {
+                // (The context is made again: it borrows the request.)
+                fresh = None;
+                let waited = st.lookup.take();
+                let ctx = cur_ctx!();
+                let asked = match waited {
+                    // Back at the rule with the answer.
+                    Some(l) => {
+                        crate::resolvers::lookup::end(d, &l, ctx);
+                        None
+                    }
+                    None => crate::resolvers::lookup::start(d, ctx),
+                };
+                if let Some(l) = asked {
+                    st.lookup = Some(l);
+                    return Ok(Some(i));
+                }
             }
             HttpRequestAction::SetPriority { offset, expr } => {
                 let ctx = cur_ctx!();

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use common::origin::{read_head, serve_each};
+use common::origin::{read_head, serve_each, Mode};
 use common::*;
 
 /// The value of field `n` in the request head `h`.
@@ -255,9 +255,47 @@ fn pattern_file_actions_are_checked_at_start() {
         ),
         ("http-response sc-inc-gpc0(3)", "sc-inc-gpc0(0)"),
         ("http-response return status 99", "status"),
+        ("http-request wait-for-handshake now", "unexpected 'now'"),
+        (
+            "http-request do-resolve(txn.x,nope) src",
+            "Can't find resolvers section 'nope' for do-resolve action",
+        ),
+        (
+            "http-request do-resolve(txn.x,nope,ipv5) src",
+            "'ipv4' and 'ipv6'",
+        ),
+        (
+            "http-request do-resolve(txn.x) src",
+            "do-resolve(<varname>,<resolvers>",
+        ),
+        (
+            "http-request do-resolve(txn.x,nope) src src",
+            "do-resolve(<varname>,<resolvers>",
+        ),
+        (
+            "http-response do-resolve(txn.x,nope) src",
+            "unknown 'http-response' action",
+        ),
+        (
+            "tcp-request connection do-resolve(txn.x,nope) src",
+            "not supported by ebb",
+        ),
+        (
+            "tcp-request content do-resolve(txn.x,nope) src",
+            "Can't find resolvers section",
+        ),
+        (
+            "http-response wait-for-handshake",
+            "unknown 'http-response' action",
+        ),
     ] {
         assert_refused(&dir, "c.cfg", &cfg(rule), what, true);
     }
+    // An http proxy's content rules run once on the whole head in ebb:
+    // a do-resolve there cannot wait within an inspect delay.
+    let rule = "tcp-request inspect-delay 1s\n    tcp-request content do-resolve(txn.x,nope) src";
+    let what = "supported in the content rules of a tcp frontend or listen section only";
+    assert_refused(&dir, "c.cfg", &cfg(rule), what, false);
     // HAProxy's `set-nice` orders its stream tasks in its scheduler;
     // ebb's streams have no priority: refused with the reason.
     for rule in [
@@ -406,5 +444,203 @@ fn response_rules_return_drop_and_track() {
     drop(ebb);
     if let Some((h, a)) = haproxy_beside("actions2-resp", |s, b| response_cfg(s, b, la, o)) {
         check_response_actions(a, &h.sock, &log, "haproxy");
+    }
+}
+
+fn handshake_cfg(sock: &Path, bind: &str, pem: &Path) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n\
+         \x20   timeout connect 5s\n\
+         frontend f\n    bind {bind} ssl crt {}\n\
+         \x20   http-request wait-for-handshake\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"tls=%[ssl_fc]\"\n",
+        sock.display(),
+        pem.display()
+    )
+}
+
+/// `wait-for-handshake` holds early data only: without it (ebb takes
+/// none, and curl sends none), the request goes on at once.
+#[test]
+fn wait_for_handshake_lets_requests_after_the_handshake_through() {
+    let dir = scratch("actions2-hs");
+    let pem = dir.join("c.pem");
+    self_signed_pem(&pem, "localhost");
+    let check = |a: SocketAddr, who: &str| {
+        let url = format!("https://127.0.0.1:{}/", a.port());
+        let (ok, out, err) = curl(&["-sk", &url]);
+        assert!(ok, "{who}: {err}");
+        assert_eq!(out, "tls=1", "{who}");
+    };
+    let (ebb, _sock) = ebb_with_admin("actions2-hs", |s, b| handshake_cfg(s, b, &pem));
+    check(ebb.addr(), "ebb");
+    if let Some((_h, a)) = haproxy_beside("actions2-hs", |s, b| handshake_cfg(s, b, &pem)) {
+        check(a, "haproxy");
+    }
+}
+
+/// The `global`, `resolvers dns` (the DNS server on port `dns`) and
+/// `defaults` (`mode`) sections of the do-resolve tests.
+fn dns_head(sock: &Path, dns: u16, mode: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         resolvers dns\n    nameserver d 127.0.0.1:{dns}\n    resolve_retries 2\n\
+         \x20   timeout retry 1s\n    hold valid 10s\n\
+         defaults\n    mode {mode}\n    timeout client 30s\n    timeout server 30s\n\
+         \x20   timeout connect 5s\n",
+        sock.display()
+    )
+}
+
+fn resolve_cfg(sock: &Path, bind: &str, dns: u16) -> String {
+    format!(
+        "{}frontend f\n    bind {bind}\n\
+         \x20   http-request do-resolve(txn.v4,dns,ipv4) req.hdr(x-name)\n\
+         \x20   http-request do-resolve(txn.v6,dns) req.hdr(x-name)\n\
+         \x20   http-request set-var(txn.after) str(yes)\n\
+         \x20   http-request return status 200 hdr x-v4 %[var(txn.v4)] hdr x-v6 %[var(txn.v6)] hdr x-after %[var(txn.after)]\n",
+        dns_head(sock, dns, "http")
+    )
+}
+
+/// The addresses `do-resolve` found for `name` (None: no `x-name`): the
+/// `x-v4` and `x-v6` fields; the rules after it ran.
+fn resolved(a: SocketAddr, name: Option<&str>, who: &str) -> (Option<String>, Option<String>) {
+    let mut c = Client::connect(a);
+    let field = name.map_or(String::new(), |n| format!("x-name: {n}\r\n"));
+    c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{field}\r\n").as_bytes());
+    let r = c.read_resp();
+    assert_eq!(
+        (r.status, r.header("x-after")),
+        (200, Some("yes")),
+        "{who} {name:?}"
+    );
+    let f = |n: &str| r.header(n).map(str::to_string);
+    (f("x-v4"), f("x-v6"))
+}
+
+fn check_resolve(a: SocketAddr, who: &str) {
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        resolved(a, Some("app.test"), who),
+        (s("127.0.0.2"), s("::2")),
+        "{who}"
+    );
+    // No AAAA record: the other family.
+    assert_eq!(
+        resolved(a, Some("four.test"), who),
+        (s("127.0.0.3"), s("127.0.0.3")),
+        "{who}"
+    );
+    // Case and a trailing dot do not matter.
+    assert_eq!(
+        resolved(a, Some("APP.Test."), who),
+        (s("127.0.0.2"), s("::2")),
+        "{who}"
+    );
+    // Nothing found, no name, a name that cannot be asked: no variable.
+    assert_eq!(resolved(a, Some("gone.test"), who), (None, None), "{who}");
+    assert_eq!(resolved(a, None, who), (None, None), "{who}");
+    assert_eq!(resolved(a, Some("a..test"), who), (None, None), "{who}");
+    // An HTTP/2 stream waits as well.
+    let url = format!("http://{a}/");
+    let (ok, out, err) = curl(&[
+        "--http2-prior-knowledge",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "-H",
+        "x-name: app.test",
+        &url,
+    ]);
+    assert!(ok, "{who}: {err}");
+    assert!(
+        out.starts_with("HTTP/2 200") && out.contains("x-v6: ::2"),
+        "{who}: {out}"
+    );
+    // Several at once, on several connections.
+    let hs: Vec<_> = (0..4)
+        .map(|_| {
+            let who = who.to_string();
+            std::thread::spawn(move || resolved(a, Some("app.test"), &who))
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), (s("127.0.0.2"), s("::2")), "{who}");
+    }
+}
+
+#[test]
+fn do_resolve_sets_the_variable_from_a_resolvers_section() {
+    let dir = scratch("actions2-resolve");
+    let zone = r#"{"names": {
+        "app.test": {"A": ["127.0.0.2"], "AAAA": ["::2"]},
+        "four.test": {"A": ["127.0.0.3"]},
+        "gone.test": {"rcode": "NXDOMAIN"}
+    }}"#;
+    let dns = common::dnsd::Dnsd::start(&dir, zone);
+    let port = dns.port;
+    let (ebb, _sock) = ebb_with_admin("actions2-resolve", |s, b| resolve_cfg(s, b, port));
+    check_resolve(ebb.addr(), "ebb");
+    drop(ebb);
+    if let Some((_h, a)) = haproxy_beside("actions2-resolve", |s, b| resolve_cfg(s, b, port)) {
+        check_resolve(a, "haproxy");
+    }
+}
+
+fn tcp_resolve_cfg(sock: &Path, bind: &str, dns: u16, port: u16, other: u16) -> String {
+    format!(
+        "{}listen t\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+         \x20   tcp-request content do-resolve(sess.ip,dns,ipv4) str(app.test)\n\
+         \x20   tcp-request content do-resolve(sess.nx,dns) str(gone.test)\n\
+         \x20   tcp-request content reject if {{ var(sess.nx) -m found }}\n\
+         \x20   tcp-request content set-dst var(sess.ip)\n\
+         \x20   server s 0.0.0.0:{port}\n\
+         listen u\n    bind 127.0.0.1:{other}\n\
+         \x20   tcp-request content do-resolve(sess.ip,dns,ipv4) str(app.test)\n\
+         \x20   tcp-request content reject unless {{ var(sess.ip) -m found }}\n\
+         \x20   server s 127.0.0.1:{port}\n",
+        dns_head(sock, dns, "tcp")
+    )
+}
+
+fn check_tcp_resolve(a: SocketAddr, other: u16, who: &str) {
+    // The content rules wait for the answer within the inspect delay;
+    // the server's address comes from it.
+    let mut c = Client::connect(a);
+    c.send(b"GET /p HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!((r.status, r.text().as_str()), (200, "o /p"), "{who}");
+    // Without a delay the rules decide at once: no answer yet, no
+    // variable (HAProxy's final run).
+    let mut c = Client::connect(SocketAddr::from(([127, 0, 0, 1], other)));
+    c.send(b"GET /p HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(c.read_resp_opt(false).is_none(), "{who}");
+}
+
+#[test]
+fn tcp_content_do_resolve_waits_within_the_inspect_delay() {
+    let dir = scratch("actions2-tcp-resolve");
+    let zone = r#"{"names": {
+        "app.test": {"A": ["127.0.0.2"]},
+        "gone.test": {"rcode": "NXDOMAIN"}
+    }}"#;
+    let dns = common::dnsd::Dnsd::start(&dir, zone);
+    let port = free_port();
+    let _o = common::origin::Origin::start_on(&format!("127.0.0.2:{port}"), "o", Mode::Ok);
+    let (d, other) = (dns.port, free_port());
+    let (ebb, _sock) = ebb_with_admin("actions2-tcpres", |s, b| {
+        tcp_resolve_cfg(s, b, d, port, other)
+    });
+    check_tcp_resolve(ebb.addr(), other, "ebb");
+    drop(ebb);
+    let other = free_port();
+    let h = haproxy_beside("actions2-tcpres", |s, b| {
+        tcp_resolve_cfg(s, b, d, port, other)
+    });
+    if let Some((_h, a)) = h {
+        check_tcp_resolve(a, other, "haproxy");
     }
 }

@@ -273,6 +273,10 @@ pub(super) fn server_template(
         .collect())
 }
 
+/// Why a `tcp-request content do-resolve` is refused where ebb would not
+/// wait for its answer.
+const NO_WAIT: &str = "'tcp-request content do-resolve' with a 'tcp-request inspect-delay' is supported in the content rules of a tcp frontend or listen section only: HAProxy waits there for the answer within the delay, ebb runs an http proxy's content rules once on the whole request head and a backend's once on what the frontend's took (use 'http-request do-resolve', or no delay: then, as in HAProxy, only an answer a resolution of the name holds already is taken)";
+
 /// Checks that need every section: the `resolvers` a server names exist,
 /// SRV slots have resolvers, each section has a nameserver.
 pub(super) fn cross_check(res: &[Resolvers], proxies: &[Proxy]) -> Vec<ConfigError> {
@@ -289,6 +293,35 @@ pub(super) fn cross_check(res: &[Resolvers], proxies: &[Proxy]) -> Vec<ConfigErr
         }
     }
     for p in proxies {
+        // `do-resolve` rules (HAProxy's check_action_do_resolve). Where
+        // HAProxy would wait for the answer within the inspect delay but
+        // ebb runs the content rules once on what came (an http proxy's,
+        // on the whole head; a backend's, on what the frontend's took),
+        // a content rule is refused.
+        let no_wait = p.inspect_delay.is_some_and(|d| !d.is_zero())
+            && (p.mode == ProxyMode::Http || p.kind == ProxyKind::Backend);
+        let tcp = p.tcp_request.iter().filter_map(|r| match &r.action {
+            TcpAction::Common(a) => Some((a, &r.loc, true)),
+            _ => None,
+        });
+        let http = p.http_request.iter().map(|r| (&r.action, &r.loc, false));
+        for (a, loc, content) in http.chain(tcp) {
+            let HttpRequestAction::DoResolve(d) = a else {
+                continue;
+            };
+            if content && no_wait {
+                e(loc, NO_WAIT.to_string());
+            }
+            if !res.iter().any(|r| r.name == d.resolvers) {
+                e(
+                    loc,
+                    format!(
+                        "Can't find resolvers section '{}' for do-resolve action",
+                        d.resolvers
+                    ),
+                );
+            }
+        }
         for s in &p.servers {
             match &s.opts.resolvers {
                 Some(n) if !res.iter().any(|r| &r.name == n) => e(

@@ -5,12 +5,13 @@
 //! (connection rules only), and those shared with `http-request`:
 //! `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-set-gpt0(N)`,
 //! `set-var(V)`, `set-var-fmt(V)`, `unset-var(V)`; and `capture SAMPLE
-//! len N` and `switch-mode http [proto h1|h2]` (a frontend's, see
-//! `tcp::upgrade`) in content rules. Any other action is refused at its
-//! line, never ignored.
+//! len N`, `do-resolve(V,RESOLVERS[,ipv4|ipv6]) EXPR` and `switch-mode
+//! http [proto h1|h2]` (a frontend's, see `tcp::upgrade`) in content
+//! rules. Any other action is refused at its line, never ignored
+//! (`set-nice` with its reason).
 
 use super::parse::{
-    cond_of, is_shared_action, parse_set_priority, parse_sock_opt, request_scope,
+    cond_of, is_shared_action, parse_do_resolve, parse_set_priority, parse_sock_opt, request_scope,
     set_log_level_arg, set_nice_refused, shared_action, split_cond,
 };
 use super::values::{parse_time, parse_u32_range};
@@ -95,9 +96,12 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
             TcpAction::Common(shared_action(&kw, a, args, request_scope(px))?)
         }
         "set-nice" if when == TcpWhen::Content => return Err(set_nice_refused(&kw)),
+        a if when == TcpWhen::Content && a.starts_with("do-resolve(") => TcpAction::Common(
+            HttpRequestAction::DoResolve(Box::new(parse_do_resolve(&kw, a, args, request_scope(px))?)),
+        ),
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, set-mark, set-tos, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, set-log-level, set-priority-class, set-priority-offset, switch-mode http in content rules)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, set-mark, set-tos, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, do-resolve, set-log-level, set-priority-class, set-priority-offset, switch-mode http in content rules)"
             ))
         }
     };

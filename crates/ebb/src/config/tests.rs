@@ -949,6 +949,11 @@ fn mode_tcp_and_its_keywords() {
     err1(
         &be("    tcp-request content do-resolve(txn.ip,r) src"),
         "t.cfg:2: ",
+        "Can't find resolvers section 'r' for do-resolve action",
+    );
+    err1(
+        &be("    tcp-request content frobnicate"),
+        "t.cfg:2: ",
         "(supported actions: accept, reject, silent-drop",
     );
     err1(

@@ -23,8 +23,9 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
-    /// An `http-response deny` or `redirect` rule held: the rules
-    /// stopped there and the answer is to be replaced.
+    /// An `http-response deny`, `redirect`, `return` or `silent-drop`
+    /// rule held: the rules stopped there and the answer is to be
+    /// replaced (or, for `silent-drop`, dropped with the connection).
     pub denied: Option<Denied>,
     /// The bytes the fields may take (HAProxy's room for rewrites: see
     /// [`ResHead::room`]); None: no bound (an answer ebb wrote itself).
@@ -42,8 +43,8 @@ pub struct ResHead {
     pub framing_at: Option<usize>,
 }
 
-/// The `http-response deny` or `redirect` rule that stopped a response's
-/// rules.
+/// The `http-response deny`, `redirect`, `return` or `silent-drop` rule
+/// that stopped a response's rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Denied {
     /// The rule set (0: the backend's, 1: the frontend's) and the rule.
@@ -51,6 +52,7 @@ pub struct Denied {
     pub rule: usize,
     /// A `redirect`: its `Location`, evaluated on the response.
     pub location: Option<Vec<u8>>,
+    /// Which of those rules it is.
     pub stop: Stop,
 }
 

@@ -32,6 +32,9 @@ pub(super) struct BodyWait {
     pub(super) seen: usize,
     /// `http-request strict-mode` as the rules before left it.
     pub(super) strict: bool,
+    /// A `do-resolve` rule's name asked for (the rules wait for its
+    /// answer, not for the body: [`Act::WaitResolve`](super::decide::Act)).
+    pub(super) lookup: Option<std::sync::Arc<crate::resolvers::Lookup>>,
 }
 
 /// What of a message's body framed by `framing` is in `after` (the bytes

@@ -67,6 +67,8 @@ pub(super) enum Act {
     Cache(usize, Box<crate::httpcache::Hit>),
     /// The rules wait for the request's body first.
     WaitBody(Box<BodyWait>),
+    /// The rules wait for a `do-resolve` rule's answer (`lookup`).
+    WaitResolve(Box<BodyWait>),
     /// `http-request auth`: 401 with this realm (the rule's backend, or
     /// the frontend's).
     Auth(Option<usize>, String),
@@ -188,6 +190,7 @@ impl Stream {
             st.edited = l.edited;
             st.cache_hit = l.cache_hit;
             st.strict = l.strict;
+            st.lookup = l.lookup;
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst.as_deref().copied());
@@ -208,6 +211,7 @@ impl Stream {
                 read_deadline: 0,
                 seen: 0,
                 strict: true,
+                lookup: None,
             }))
         };
         let (fe_from, be_at) = match at {
@@ -531,23 +535,9 @@ impl Stream {
                 };
                 Act::Auth(be, r)
             }
-            HttpRequestAction::WaitForBody(w) => {
-                let at = match be {
-                    Some(b) => Resume::Be(b, Some(i)),
-                    None => Resume::Fe(i),
-                };
-                Act::WaitBody(Box::new(BodyWait {
-                    at,
-                    edited: st.edited.take(),
-                    cache_hit: st.cache_hit.take(),
-                    at_least: w.at_least,
-                    time_ms: Some(w.time_ms),
-                    deadline: 0,
-                    read_deadline: 0,
-                    seen: 0,
-                    strict: st.strict,
-                }))
-            }
+            HttpRequestAction::WaitForBody(w) => Act::WaitBody(wait_at_rule(be, i, st, Some(w))),
+            // The rules wait at this rule for the name it asked for.
+            HttpRequestAction::DoResolve(_) => Act::WaitResolve(wait_at_rule(be, i, st, None)),
             HttpRequestAction::Reject => Act::Reject(false, be, true),
             HttpRequestAction::SilentDrop => Act::Reject(true, be, true),
             // A strict normalizer refused the target.
@@ -555,6 +545,32 @@ impl Stream {
             _ => Act::Service,
         })
     }
+}
+
+/// The rules of proxy `be` (`None`: the frontend's) stopped at rule `i`
+/// to wait: for the body (`body`: its `wait-for-body`), or for a
+/// `do-resolve` rule's answer; what they left in `st` goes with the wait.
+fn wait_at_rule(
+    be: Option<usize>,
+    i: usize,
+    st: &mut crate::rewrite::ReqState<'_>,
+    body: Option<&crate::config::WaitForBody>,
+) -> Box<BodyWait> {
+    Box::new(BodyWait {
+        at: match be {
+            Some(b) => Resume::Be(b, Some(i)),
+            None => Resume::Fe(i),
+        },
+        edited: st.edited.take(),
+        cache_hit: st.cache_hit.take(),
+        at_least: body.map_or(0, |w| w.at_least),
+        time_ms: body.map(|w| w.time_ms),
+        deadline: 0,
+        read_deadline: 0,
+        seen: 0,
+        strict: st.strict,
+        lookup: st.lookup.take(),
+    })
 }
 
 /// Whether a proxy's `http-request` rules from `from` on are none (most

@@ -47,6 +47,21 @@ impl Stream {
         let head_req = c.head.method == Method::Head;
         match act {
             Act::WaitBody(w) => self.wait_body(c, ctx, w),
+            Act::WaitResolve(w) => {
+                // Woken by the resolver once the answer is there (at once
+                // when it came already).
+                let waits = match (&w.lookup, c.me) {
+                    (Some(l), Some(me)) => l.wake_when_done(ctx.handle(), me),
+                    _ => false,
+                };
+                c.input = In::Stream;
+                self.wait = Wait::Resolve(w);
+                if !waits {
+                    if let Some(me) = c.me {
+                        ctx.tasklet_wakeup(me);
+                    }
+                }
+            }
             Act::Auth(bi, realm) => {
                 // HAProxy's http_action_auth: the proxy's 401 answer with
                 // `WWW-Authenticate`, the connection kept; an HTTP error

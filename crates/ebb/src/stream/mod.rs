@@ -90,6 +90,9 @@ enum Wait {
     /// http-buffer-request`, `http-request wait-for-body`); the head and
     /// what arrived of the body stay in the buffer.
     Body(Box<BodyWait>),
+    /// The rules wait for the answer of a `do-resolve` rule's name (the
+    /// resolver wakes the connection); the head stays in the buffer.
+    Resolve(Box<BodyWait>),
 }
 
 /// One exchange at a time of a client connection (reused for the next).
@@ -192,6 +195,15 @@ impl Exchange for Stream {
         match std::mem::take(&mut self.wait) {
             Wait::None | Wait::Proxy => false,
             Wait::Body(w) => self.body_step(c, ctx, w),
+            Wait::Resolve(w) => {
+                if w.lookup.as_ref().is_some_and(|l| l.result().is_none()) {
+                    self.wait = Wait::Resolve(w);
+                    return false;
+                }
+                let act = self.decide_from(c, w.at, Some(w));
+                self.dispatch(c, ctx, act);
+                true
+            }
             Wait::Disk(slot) => {
                 let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                 let Some(found) = done else {
@@ -246,7 +258,7 @@ impl Exchange for Stream {
     }
 
     fn holds_head(&self) -> bool {
-        matches!(self.wait, Wait::Disk(_) | Wait::Page(_))
+        matches!(self.wait, Wait::Disk(_) | Wait::Page(_) | Wait::Resolve(_))
     }
 
     fn deadline(&self) -> Option<Tick> {

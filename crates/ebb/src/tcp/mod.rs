@@ -318,6 +318,7 @@ fn run_early(
         None,
         expect_proxy,
         Some(&addrs),
+        None,
     );
     (v, addrs.get())
 }

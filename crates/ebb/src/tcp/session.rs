@@ -124,6 +124,8 @@ pub(super) struct Session {
     /// that waited for more bytes is evaluated again, those before it
     /// are not run twice.
     content_pos: usize,
+    /// The name a `tcp-request content do-resolve` rule waits for.
+    resolving: crate::l4rules::Resolving,
     /// `silent-drop`: close with a reset and no log.
     silent: bool,
     /// The log line went out at the connect (`option logasap`).
@@ -215,6 +217,7 @@ impl Session {
             vars: early.vars,
             stk: early.stk,
             content_pos: 0,
+            resolving: Default::default(),
             silent: false,
             logged: false,
             res_inspect: None,

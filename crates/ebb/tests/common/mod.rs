@@ -3,6 +3,7 @@
 //! when its handle drops, so a failing test leaves nothing running.
 #![allow(dead_code)]
 
+pub mod dnsd;
 pub mod origin;
 
 use std::io::{BufRead, BufReader, Read, Write};

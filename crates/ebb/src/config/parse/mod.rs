@@ -36,8 +36,8 @@ pub use bind::{parse_octal_mode, parse_sock_spec, unix_owner_opt};
 pub use global::quiet_seen;
 pub use proxy::unreachable_rules;
 pub(super) use rules::{
-    is_shared_action, parse_set_priority, parse_sock_opt, request_scope, set_log_level_arg,
-    set_nice_refused, shared_action,
+    is_shared_action, parse_do_resolve, parse_set_priority, parse_sock_opt, request_scope,
+    set_log_level_arg, set_nice_refused, shared_action,
 };
 pub(super) use server::no_check_port;
 pub use server::{agent_addr, parse_dynamic_server};

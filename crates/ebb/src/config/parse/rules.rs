@@ -242,6 +242,13 @@ pub(super) fn parse_http_request(
         }
         "set-mark" | "set-tos" => HttpRequestAction::SockOpt(parse_sock_opt("http-request", action, args)?),
         "set-nice" => return Err(set_nice_refused("http-request")),
+        a if a.starts_with("do-resolve(") => HttpRequestAction::DoResolve(Box::new(
+            parse_do_resolve("http-request", a, args, request_scope(px))?,
+        )),
+        "wait-for-handshake" => match args {
+            [] => HttpRequestAction::WaitForHandshake,
+            [x, ..] => return Err(format!("unexpected '{x}' after 'http-request wait-for-handshake'")),
+        },
         "set-priority-class" | "set-priority-offset" => {
             parse_set_priority("http-request", action, args, request_scope(px))?
         }
@@ -350,7 +357,7 @@ pub(super) fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, early-hint, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, disable-l7-retry, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: add-acl, add-header, allow, auth, cache-use, capture, del-acl, del-header, del-map, deny, disable-l7-retry, do-resolve, early-hint, normalize-uri, redirect, reject, replace-header, replace-path, replace-pathq, replace-uri, replace-value, return, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-dst, set-dst-port, set-header, set-log-level, set-map, set-mark, set-method, set-path, set-pathq, set-priority-class, set-priority-offset, set-query, set-src, set-src-port, set-timeout, set-tos, set-uri, set-var, set-var-fmt, silent-drop, strict-mode, tarpit, track-sc0, track-sc1, track-sc2, unset-var, use-service, wait-for-body, wait-for-handshake)"
             ))
         }
     };
@@ -491,6 +498,51 @@ pub(super) fn http_response_kw(
         px.http_after_response.push(rule);
     }
     Ok(())
+}
+
+/// `do-resolve(VAR,RESOLVERS[,ipv4|ipv6]) EXPR` of rule `kw` (HAProxy
+/// 2.6's `resolv_parse_do_resolve`; the section is looked for once every
+/// one is read).
+pub(in crate::config) fn parse_do_resolve(
+    kw: &str,
+    a: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<crate::config::DoResolve, String> {
+    let usage = || {
+        format!("'{kw} {a}': expects 'do-resolve(<varname>,<resolvers>[,<options>]) <expr>'. Available options are 'ipv4' and 'ipv6'")
+    };
+    let inner = a
+        .strip_prefix("do-resolve(")
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(usage)?;
+    let mut parts = inner.split(',');
+    let (Some(var), Some(resolvers)) = (parts.next(), parts.next()) else {
+        return Err(usage());
+    };
+    if resolvers.is_empty() {
+        return Err(usage());
+    }
+    // HAProxy's default: IPv6 first; the last option given wins.
+    let mut prefer_v4 = false;
+    for o in parts {
+        prefer_v4 = match o {
+            "ipv4" => true,
+            "ipv6" => false,
+            _ => return Err(usage()),
+        };
+    }
+    let [e] = args else {
+        return Err(usage());
+    };
+    let var = VarRef::parse(var).map_err(|x| format!("'{kw} {a}': {x}"))?;
+    let expr = Expr::parse(e, scope).map_err(|x| format!("'{kw} {a}': {x}"))?;
+    Ok(crate::config::DoResolve {
+        var,
+        resolvers: resolvers.to_string(),
+        prefer_v4,
+        expr,
+    })
 }
 
 /// Why `set-nice` (HAProxy's priority of a stream's task in its

@@ -346,9 +346,31 @@ pub enum HttpRequestAction {
     /// `set-mark MARK`, `set-tos TOS` (also `tcp-request` and `tcp-response`
     /// rules): an option of the client connection's socket.
     SockOpt(FcSockOpt),
+    /// `do-resolve(VAR,RESOLVERS[,ipv4|ipv6]) EXPR` (also `tcp-request
+    /// content`): the name EXPR gives resolved by a `resolvers` section,
+    /// the rules waiting for the answer (see `resolvers::lookup`).
+    DoResolve(Box<DoResolve>),
+    /// `wait-for-handshake`: HAProxy holds a request that came as TLS
+    /// early data until the handshake completes; ebb takes no early data
+    /// (`allow-0rtt` is refused), so every request comes after it and the
+    /// rule lets it through, as HAProxy 2.6 does on a connection without
+    /// early data.
+    WaitForHandshake,
     /// `add-acl(FILE) KEY`, `del-acl(FILE) KEY`, `set-map(FILE) KEY VALUE`,
     /// `del-map(FILE) KEY`: a change to a pattern file, as the CLI's.
     PatEdit(crate::sample::patref::PatEdit),
+}
+
+/// `do-resolve(VAR,RESOLVERS[,ipv4|ipv6]) EXPR`: VAR gets the address
+/// (of the preferred family, IPv6 unless `ipv4`, else of the other) that
+/// the section RESOLVERS finds for the name EXPR gives; nothing when it
+/// finds none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoResolve {
+    pub var: crate::sample::VarRef,
+    pub resolvers: String,
+    pub prefer_v4: bool,
+    pub expr: crate::sample::Expr,
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.

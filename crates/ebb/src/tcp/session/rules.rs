@@ -84,6 +84,7 @@ impl Session {
                 Some(&may_change),
                 &mut xp,
                 Some(&addrs),
+                Some(&self.resolving),
             );
             match v {
                 Verdict::Wait(i) => return Err(Some(i)),
@@ -140,6 +141,7 @@ impl Session {
                 None,
                 &mut xp,
                 Some(&addrs),
+                None,
             );
             if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
                 // HAProxy 2.6 counts the frontend's `dreq`, and for a
@@ -165,6 +167,14 @@ impl Session {
         if let Some(a) = addrs.get() {
             self.peer = a.src;
             self.dst = a.dst;
+        }
+        // A `do-resolve` rule waits for its answer: the resolver wakes
+        // the session (at once when the answer came already).
+        if let (Some(l), Some(me)) = (self.resolving.take(), self.me) {
+            if !l.wake_when_done(ctx.handle(), me) {
+                ctx.tasklet_wakeup(me);
+            }
+            self.resolving.set(Some(l));
         }
         match r {
             Err(Some(i)) => {
