@@ -11,7 +11,7 @@ mod common;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 

@@ -19,9 +19,18 @@ fn auth_user(
     ctx: &Ctx<'_>,
     list: &str,
 ) -> Option<(std::sync::Arc<crate::sample::auth::Userlist>, usize)> {
-    let r = ctx.req?;
-    let v = r.head.header(r.buf, "authorization")?;
-    crate::sample::auth::check(list, v)
+    crate::sample::auth::check(list, &authorization(ctx)?)
+}
+
+/// The first value of the request's `Authorization` field (HAProxy's
+/// `http_find_header` without `full`).
+pub(super) fn authorization(ctx: &Ctx<'_>) -> Option<Vec<u8>> {
+    let mut first = None;
+    values(ctx, false, "authorization", false, &mut |v| {
+        first = Some(v.to_vec());
+        true
+    });
+    first
 }
 impl Fetch {
     pub(in crate::sample) fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
@@ -32,6 +41,7 @@ impl Fetch {
         };
         match self {
             Fetch::Stk(f) => f.eval(ctx),
+            Fetch::Extra(f) => f.eval(ctx, s),
             Fetch::Src => Some(Val::Ip(ctx.src_addr().ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src_addr().port() as i64)),
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
@@ -103,8 +113,10 @@ impl Fetch {
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
             Fetch::HttpAuth(l) => {
                 // HAProxy: no sample without well-formed Basic credentials.
-                let r = ctx.req?;
-                crate::sample::auth::basic(r.head.header(r.buf, "authorization")?)?;
+                let c = crate::sample::auth::credentials(&authorization(ctx)?)?;
+                if !matches!(c, crate::sample::auth::Creds::Basic { .. }) {
+                    return None;
+                }
                 Some(Val::Bool(auth_user(ctx, l).is_some()))
             }
             Fetch::HttpAuthBearer(hdr) => {
@@ -537,20 +549,11 @@ impl Fetch {
                         }
                         // HAProxy's parser drops `close` and `keep-alive`
                         // from Connection, and the field when none is left.
-                        let rest: Vec<&[u8]> = v
-                            .split(|&c| c == b',')
-                            .map(<[u8]>::trim_ascii)
-                            .filter(|t| {
-                                !t.is_empty()
-                                    && !t.eq_ignore_ascii_case(b"close")
-                                    && !t.eq_ignore_ascii_case(b"keep-alive")
-                            })
-                            .collect();
-                        match rest.len() {
+                        let mut clean = Vec::new();
+                        super::msg::clean_connection(v, &mut clean);
+                        match clean.len() {
                             0 => 0,
-                            k => {
-                                n.len() + rest.iter().map(|t| t.len()).sum::<usize>() + 2 * (k - 1)
-                            }
+                            k => n.len() + k,
                         }
                     })
                     .sum();

@@ -12,6 +12,7 @@
 use super::Type;
 
 mod eval;
+mod extra;
 mod msg;
 mod parse;
 mod sslc;
@@ -178,6 +179,8 @@ pub(super) enum Fetch {
     },
     /// `fe_defbe`: the name of the frontend's `default_backend`.
     FeDefbe,
+    /// One of `extra`'s.
+    Extra(extra::Extra),
     /// `capture.req.hdr(N)`, `capture.res.hdr(N)`: capture slot N of the
     /// request or response side, when it holds a value.
     Capture {
@@ -289,6 +292,7 @@ impl Fetch {
     /// What this fetch reads.
     pub(super) fn layer(&self) -> Layer {
         match self {
+            Fetch::Extra(f) => f.layer(),
             Fetch::Src
             | Fetch::SrcPort
             | Fetch::Dst
@@ -341,6 +345,7 @@ impl Fetch {
     /// `Some(true)` the response, `None` neither.
     pub(super) fn reads_response(&self) -> Option<bool> {
         match self {
+            Fetch::Extra(f) => f.reads_response(),
             Fetch::Method
             | Fetch::Path
             | Fetch::PathQ
@@ -388,6 +393,7 @@ impl Fetch {
 
     pub(super) fn out_type(&self) -> Type {
         match self {
+            Fetch::Extra(f) => f.out_type(),
             Fetch::ReqLen
             | Fetch::ReqSslHelloType
             | Fetch::RdpCookie { cnt: true, .. }
