@@ -118,6 +118,10 @@ REQ_FETCHES = [
     "base32,hex", "url32+src,hex", "req.hdrs_bin,hex", "payload_lv(0,1)", "req.payload_lv(0,1,2)",
     "req.payload_lv(0,1,+2)", "req.payload_lv(0,1,-1)", "req.payload_lv(1,0)",
     "req.payload_lv(-1,1)", "req.payload_lv(0,1,x)", "req.payload_lv(0,1,-3)",
+    "fc_rtt", "fc_rtt(us)", "fc_rtt(ms)", "fc_rtt(s)", "fc_rttvar", "fc_rttvar(us)", "fc_unacked",
+    "fc_unacked(x)", "fc_sacked", "fc_retrans", "fc_fackets", "fc_lost", "fc_reordering",
+    "src_is_local", "dst_is_local", "fc_src_is_local", "fc_dst_is_local", "fc_http_major",
+    "bc_http_major", "bc_dst", "bc_err",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -145,6 +149,8 @@ RES_FETCHES = [
     "srv_queue(s1)", "srv_is_up(s1)", "fe_defbe",
     "res.hdrs", "res.hdrs_bin", "res.hdr_names", "res.hdr_names(:)", "capture.res.ver",
     "cookie(sc)", "cookie", "hdr(x-srv)", "hdr(x-srv,1)", "res.payload_lv(0,1)",
+    "bc_dst", "bc_dst_port", "bc_err", "bc_err_str", "bc_http_major", "bc_dst,ipmask(24)",
+    "bc_src", "fc_http_major", "fc_rtt(us),bool", "src_is_local",
 ]
 
 # Inputs for converters, by the type the converter takes.
@@ -282,6 +288,8 @@ ACLS = [
     "req.hdr_beg(x-s) Hel", "req.hdr_sub(x-s) lo",
     "nbsrv(be) lt 1", "nbsrv(be) ge 1", "srv_is_up(be/s1)", "connslots(be) lt 0",
     "queue(be) gt 0", "be_conn_free(be) -1", "fe_defbe be", "srv_weight(be/s1) 1",
+    "bc_dst 127.0.0.1", "bc_src 127.0.0.1", "src_is_local", "fc_http_major 1",
+    "fc_rtt lt 1000", "hdr_cnt 1.2", "hdr_cnt 1/",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's
@@ -307,6 +315,11 @@ KNOWN = {
     "sc0_kbytes_in": BYTES,
     "fe_conn": TIMING,
     "thread": "the thread a connection lands on is the kernel's choice",
+    "fc_rtt": "the kernel's estimate of the round trip",
+    "fc_rtt(us)": "the kernel's estimate of the round trip",
+    "fc_rtt(ms)": "the kernel's estimate of the round trip",
+    "fc_rttvar": "the kernel's estimate of the round trip",
+    "fc_rttvar(us)": "the kernel's estimate of the round trip",
     "date_us": "the current microsecond",
     "res.hdrs": HIDDEN_CL,
     "res.hdrs_bin": HIDDEN_CL,

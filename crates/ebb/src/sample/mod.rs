@@ -463,6 +463,9 @@ pub struct Ctx<'a> {
     /// The client connection's socket (`set-mark`, `set-tos`), under TLS
     /// or HTTP/2 too; `None` outside an exchange (checks, start-up).
     pub fc: Option<&'a std::net::TcpStream>,
+    /// `tcp-request connection` and `session` rules: no stream exists yet
+    /// (HAProxy's fetches that need one, `fc_rtt`..., find nothing).
+    pub early: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -488,6 +491,7 @@ impl<'a> Ctx<'a> {
             payload: None,
             res_body: None,
             fc: None,
+            early: false,
         }
     }
     /// Notes `loc` as the exchange's last final rule (`last_rule_file`,

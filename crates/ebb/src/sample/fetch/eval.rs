@@ -22,6 +22,23 @@ fn auth_user(
     crate::sample::auth::check(list, &authorization(ctx)?)
 }
 
+/// The connection's source (`dst`: destination) address, as `fc_src` and
+/// `fc_dst` read it: what `tcp-request connection` rules and a PROXY
+/// header left, not what later rules set for the stream.
+pub(super) fn fc_addr(ctx: &Ctx<'_>, dst: bool) -> Option<std::net::SocketAddr> {
+    let fc = ctx
+        .vars
+        .and_then(|v| v.try_borrow().ok())
+        .and_then(|v| v.fc_addrs);
+    Some(match (fc, dst) {
+        (Some((src, _)), false) => src,
+        (Some((_, Some(d))), true) => d,
+        // Not asked at accept: no rule moved `dst`.
+        (Some((_, None)) | None, true) => (ctx.dst)()?,
+        (None, false) => ctx.src,
+    })
+}
+
 /// The first value of the request's `Authorization` field (HAProxy's
 /// `http_find_header` without `full`).
 pub(super) fn authorization(ctx: &Ctx<'_>) -> Option<Vec<u8>> {
@@ -42,6 +59,7 @@ impl Fetch {
         match self {
             Fetch::Stk(f) => f.eval(ctx),
             Fetch::Extra(f) => f.eval(ctx, s),
+            Fetch::Conn(f) => f.eval(ctx, s),
             Fetch::Src => Some(Val::Ip(ctx.src_addr().ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src_addr().port() as i64)),
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
@@ -508,17 +526,7 @@ impl Fetch {
                 })
             }
             Fetch::FcAddr { dst, port } => {
-                let fc = ctx
-                    .vars
-                    .and_then(|v| v.try_borrow().ok())
-                    .and_then(|v| v.fc_addrs);
-                let a = match (fc, dst) {
-                    (Some((src, _)), false) => src,
-                    (Some((_, Some(d))), true) => d,
-                    // Not asked at accept: no rule moved `dst`.
-                    (Some((_, None)) | None, true) => (ctx.dst)()?,
-                    (None, false) => ctx.src,
-                };
+                let a = fc_addr(ctx, *dst)?;
                 Some(if *port {
                     Val::Int(i64::from(a.port()))
                 } else {

@@ -129,16 +129,23 @@ impl Fetch {
                 None => Ok(Fetch::Extra(f)),
             };
         }
-        if let Some(f) = super::sslc::SslC::compile(name, args) {
-            let f = f?;
-            // HAProxy 2.6: the server connection's (`ssl_bc*`) does not
-            // exist yet in a request rule.
-            if f.reads_server_conn() && scope != Scope::Response {
+        // HAProxy 2.6: the server connection (`ssl_bc*`, `bc_*`) does not
+        // exist yet in a request rule.
+        let server_conn = |needs: bool, f: Fetch| -> Result<Fetch, String> {
+            if needs && scope != Scope::Response {
                 return Err(format!(
                     "fetch '{name}' needs the server-side connection, which is not available in a request rule"
                 ));
             }
-            return Ok(Fetch::SslC(f));
+            Ok(f)
+        };
+        if let Some(f) = super::conn::Conn::compile(name, args) {
+            let f = f?;
+            return server_conn(f.reads_server_conn(), Fetch::Conn(f));
+        }
+        if let Some(f) = super::sslc::SslC::compile(name, args) {
+            let f = f?;
+            return server_conn(f.reads_server_conn(), Fetch::SslC(f));
         }
         match name {
             "src" => none(Fetch::Src),
