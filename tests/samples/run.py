@@ -110,6 +110,18 @@ REQ_FETCHES = [
     "fe_sess_rate(fe)", "fe_req_rate", "fe_req_rate(fe)", "be_sess_rate(be)",
     "str(be),nbsrv", "str(fe),nbsrv", "str(nope),nbsrv", "str(be/s1),srv_queue",
     "str(s1),srv_queue", "str(be/nope),srv_queue",
+    "base32", "base32+src", "baseq", "url32", "url32+src", "url_ip", "url_port",
+    "req.hdrs", "req.hdrs_bin", "req.hdr_names", "req.hdr_names(;)", "req.hdr_names()",
+    "req.hdr_names(ab)", "capture.res.ver", "cookie(a)", "cookie", "cookie(b)", "always_true",
+    "always_false", "hostname", "proc", "thread", "date_us", "http_auth_type", "http_auth_user",
+    "http_auth_pass", "http_auth(ul)", "http_auth_group(ul)", "meth(GET)", "meth(foo)",
+    "base32,hex", "url32+src,hex", "req.hdrs_bin,hex", "payload_lv(0,1)", "req.payload_lv(0,1,2)",
+    "req.payload_lv(0,1,+2)", "req.payload_lv(0,1,-1)", "req.payload_lv(1,0)",
+    "req.payload_lv(-1,1)", "req.payload_lv(0,1,x)", "req.payload_lv(0,1,-3)",
+    "fc_rtt", "fc_rtt(us)", "fc_rtt(ms)", "fc_rtt(s)", "fc_rttvar", "fc_rttvar(us)", "fc_unacked",
+    "fc_unacked(x)", "fc_sacked", "fc_retrans", "fc_fackets", "fc_lost", "fc_reordering",
+    "src_is_local", "dst_is_local", "fc_src_is_local", "fc_dst_is_local", "fc_http_major",
+    "bc_http_major", "bc_dst", "bc_err",
 ]
 
 # Response-side fetches (http-response set-header).
@@ -135,6 +147,10 @@ RES_FETCHES = [
     "ssl_bc_use_keysize", "ssl_s_sha1", "ssl_s_chain_der",
     "nbsrv", "connslots", "queue", "avg_queue", "be_conn_free", "be_sess_rate",
     "srv_queue(s1)", "srv_is_up(s1)", "fe_defbe",
+    "res.hdrs", "res.hdrs_bin", "res.hdr_names", "res.hdr_names(:)", "capture.res.ver",
+    "cookie(sc)", "cookie", "hdr(x-srv)", "hdr(x-srv,1)", "res.payload_lv(0,1)",
+    "bc_dst", "bc_dst_port", "bc_err", "bc_err_str", "bc_http_major", "bc_dst,ipmask(24)",
+    "bc_src", "fc_http_major", "fc_rtt(us),bool", "src_is_local",
 ]
 
 # Inputs for converters, by the type the converter takes.
@@ -272,6 +288,8 @@ ACLS = [
     "req.hdr_beg(x-s) Hel", "req.hdr_sub(x-s) lo",
     "nbsrv(be) lt 1", "nbsrv(be) ge 1", "srv_is_up(be/s1)", "connslots(be) lt 0",
     "queue(be) gt 0", "be_conn_free(be) -1", "fe_defbe be", "srv_weight(be/s1) 1",
+    "bc_dst 127.0.0.1", "bc_src 127.0.0.1", "src_is_local", "fc_http_major 1",
+    "fc_rtt lt 1000", "hdr_cnt 1.2", "hdr_cnt 1/",
 ]
 
 # Deliberate differences: case text -> reason. Kept when HAProxy's
@@ -296,6 +314,17 @@ KNOWN = {
     "sc0_bytes_in_rate": BYTES,
     "sc0_kbytes_in": BYTES,
     "fe_conn": TIMING,
+    "thread": "the thread a connection lands on is the kernel's choice",
+    "fc_rtt": "the kernel's estimate of the round trip",
+    "fc_rtt(us)": "the kernel's estimate of the round trip",
+    "fc_rtt(ms)": "the kernel's estimate of the round trip",
+    "fc_rttvar": "the kernel's estimate of the round trip",
+    "fc_rttvar(us)": "the kernel's estimate of the round trip",
+    "date_us": "the current microsecond",
+    "res.hdrs": HIDDEN_CL,
+    "res.hdrs_bin": HIDDEN_CL,
+    "res.hdr_names": HIDDEN_CL,
+    "res.hdr_names(:)": HIDDEN_CL,
     "dst_conn": TIMING,
     "fe_sess_rate": RATE,
     "fe_sess_rate(fe)": RATE,
@@ -326,6 +355,14 @@ REQUESTS = [
     b"GET /%2Fa%20b/%zz/c;p=1?x=%41%2&y=a+b;z=1 HTTP/1.1\r\nHost: EXAMPLE.com:80\r\n"
     b"X-S: a\"b\\c%41%zz<>&'\xe9\t t\r\nX-N:  12abc\r\nX-IP: 1.2.3\r\n"
     b"Cookie: a=; a=2;b=\"q\"; =c\r\nX-M: ,,\r\n\r\n",
+    # an absolute target holding an address, Connection tokens, credentials
+    b"GET http://10.1.2.3:8080/ip/p?q=1 HTTP/1.1\r\nHost: 10.1.2.3:8080\r\n"
+    b"Connection: keep-alive, X-Foo ,close, y\r\nX-Foo: 1\r\n"
+    b"Authorization: Basic dTE6cHc6eA==\r\nCookie: b=3\r\n\r\n",
+    b"GET https://1.2.3.4/s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+    b"Authorization: bearer  tok, x\r\n\r\n",
+    b"GET /u HTTP/1.1\r\nHost: h\r\nAuthorization: Ba dTE6cHc=\r\nConnection: a,,close,b\r\n\r\n",
+    b"GET /v HTTP/1.1\r\nHost: h\r\nAuthorization: Basic dTE6cHc\r\n\r\n",
     # large numbers
     b"GET /9223372036854775807?n=99999999999999999999 HTTP/1.1\r\nHost: h\r\n"
     b"X-S: 9223372036854775807\r\nX-N: 99999999999999999999\r\nX-M: 1\r\nX-M: 2\r\n\r\n",

@@ -406,7 +406,8 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         vars: e.vars,
         payload: None,
         res_body: None,
-        fc: None,
+        fc: e.fc,
+        early: false,
         stk: None,
     };
     let mut out = Vec::with_capacity(160 + e.request_line.len());
@@ -460,6 +461,7 @@ mod tests {
             ncaps: (0, 0),
             fmt: None,
             asap: false,
+            fc: None,
         });
         if crate::sys::utc_offset(0) != 0 {
             // The date below is UTC; HAProxy writes local time.

@@ -817,7 +817,8 @@ pub fn before_server(
 
 /// The persistence cookie and `capture cookie` on a response head from
 /// server `srv` (`crate::backend::cookie::response`), before the
-/// response rules run; notes the server's id for `srv_id`. `get_or_head` and `post` describe the request.
+/// response rules run; notes the server's id and address for `srv_id`,
+/// `bc_dst`. `get_or_head` and `post` describe the request.
 pub fn cookie_response(
     fe: &crate::proxy::FrontendRt,
     be: &crate::proxy::BackendRt,
@@ -829,6 +830,8 @@ pub fn cookie_response(
     use crate::http1::Method;
     if let (Some(s), Ok(mut v)) = (srv, vars.try_borrow_mut()) {
         v.info.srv_id = Some(s.id);
+        // `bc_dst`, `bc_dst_port` in the response rules.
+        v.info.srv_addr = s.addr();
     }
     let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
         return;

@@ -682,6 +682,7 @@ mod tests {
             sni: None,
             client_cert: None,
             fc: None,
+            early: false,
             req: Some(crate::sample::Req {
                 buf,
                 head: &head,
@@ -962,6 +963,7 @@ mod tests {
             sni: None,
             client_cert: None,
             fc: None,
+            early: false,
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,

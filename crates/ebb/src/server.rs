@@ -837,6 +837,10 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let per_thread = Mutex::new(per_thread.into_iter().map(Some).collect::<Vec<_>>());
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
+    crate::sample::BUFSIZE.store(
+        u32::try_from(bufsize).unwrap_or(u32::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let limits = Limits {
         // HAProxy keeps `tune.maxrewrite` (default 1024, at most half the
         // buffer) free for rewrites; the head gets the rest.

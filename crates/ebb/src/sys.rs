@@ -785,6 +785,13 @@ pub fn accept_queue_len(fd: RawFd) -> Option<u32> {
     // The kernel's TCP_LISTEN state (include/net/tcp_states.h), which the
     // libc crate does not name.
     const TCP_STATE_LISTEN: u8 = 10;
+    let info = tcp_info(fd)?;
+    (info.tcpi_state == TCP_STATE_LISTEN).then_some(info.tcpi_unacked)
+}
+
+/// `TCP_INFO` of a TCP socket, when the kernel's answer reaches
+/// `tcpi_reordering` (every field up to it); `None` for another socket.
+fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain data, filled in by getsockopt.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -799,12 +806,39 @@ pub fn accept_queue_len(fd: RawFd) -> Option<u32> {
             &mut len,
         )
     };
-    // The field's end: a shorter answer (an old kernel) does not hold it.
-    let need = std::mem::offset_of!(libc::tcp_info, tcpi_unacked) + 4;
-    if rc != 0 || (len as usize) < need || info.tcpi_state != TCP_STATE_LISTEN {
-        return None;
-    }
-    Some(info.tcpi_unacked)
+    // The fields' end: a shorter answer (an old kernel) does not hold them.
+    let need = std::mem::offset_of!(libc::tcp_info, tcpi_reordering) + 4;
+    (rc == 0 && (len as usize) >= need).then_some(info)
+}
+
+/// What HAProxy's `fc_rtt`, `fc_rttvar`, `fc_unacked`, `fc_sacked`,
+/// `fc_lost`, `fc_retrans`, `fc_fackets` and `fc_reordering` read of a
+/// connection's `TCP_INFO` (times in microseconds).
+#[derive(Clone, Copy, Debug)]
+pub struct TcpInfo {
+    pub rtt: u32,
+    pub rttvar: u32,
+    pub unacked: u32,
+    pub sacked: u32,
+    pub lost: u32,
+    pub retrans: u32,
+    pub fackets: u32,
+    pub reordering: u32,
+}
+
+/// The [`TcpInfo`] of a connected TCP socket; `None` for another one.
+pub fn conn_tcp_info(fd: RawFd) -> Option<TcpInfo> {
+    let i = tcp_info(fd)?;
+    Some(TcpInfo {
+        rtt: i.tcpi_rtt,
+        rttvar: i.tcpi_rttvar,
+        unacked: i.tcpi_unacked,
+        sacked: i.tcpi_sacked,
+        lost: i.tcpi_lost,
+        retrans: i.tcpi_retrans,
+        fackets: i.tcpi_fackets,
+        reordering: i.tcpi_reordering,
+    })
 }
 
 /// `bind ... defer-accept`: the kernel hands a connection to `accept`

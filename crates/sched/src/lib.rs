@@ -75,6 +75,7 @@ pub use activity::ActivitySnapshot;
 pub use ctx::{Ctx, MAX_POLL_MS};
 pub use profile::{ProfileRow, ProfilingMode, ReportOpts, SortBy};
 pub use runtime::{default_runqueue_depth, Config, Runtime, RuntimeHandle};
+pub use shared::worker_thread;
 pub use sys::Events;
 pub use task::{Class, Reasons, Status, TaskFn, TaskId, TaskletFn, TaskletId};
 pub use ticks::{Clock, ManualClock, MonotonicClock, Tick, ETERNITY};

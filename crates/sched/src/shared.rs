@@ -51,6 +51,12 @@ thread_local! {
     static WORKER: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
+/// The number of the scheduler thread running the caller (from 0), of
+/// whichever runtime; `None` off a worker.
+pub fn worker_thread() -> Option<usize> {
+    WORKER.with(|w| w.get().map(|(_, t)| t))
+}
+
 /// Monotonic nanoseconds since the first call in the process (vDSO clock),
 /// never 0. One clock read and a subtraction: a turn reads it twice.
 #[inline]

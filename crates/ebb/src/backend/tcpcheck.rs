@@ -169,6 +169,7 @@ impl<'a> Env<'a> {
             }),
             res_body: None,
             fc: None,
+            early: false,
         };
         f(&ctx)
     }

@@ -2100,9 +2100,9 @@ fn acl_errors() {
     err1(&a("acl x"), "t.cfg:3: ", "missing ACL criterion");
     err1(&a("acl x/y path /"), "t.cfg:3: ", "invalid ACL name");
     err1(
-        &a("acl x cookie(a) b"),
+        &a("acl x cookiez(a) b"),
         "t.cfg:3: ",
-        "unknown ACL criterion 'cookie'",
+        "unknown ACL criterion 'cookiez'",
     );
     // (`hdr` without a name is HAProxy's: it finds nothing.)
     err1(&a("acl x hdr(host"), "t.cfg:3: ", "missing ')'");

@@ -105,6 +105,8 @@ impl FrontendRt {
             ncaps: (0, 0),
             fmt: None,
             asap: false,
+            // No stream: HAProxy's `fc_rtt`... find none.
+            fc: None,
         }
     }
 

@@ -58,18 +58,40 @@ pub(super) fn note_ref(name: &str) {
     REFS.with(|r| r.borrow_mut().push(name.to_string()));
 }
 
-/// The decoded `user:password` of Basic credentials (an `Authorization`
-/// value), when they are well formed (scheme, base64, a colon).
-pub(super) fn basic(authz: &[u8]) -> Option<Vec<u8>> {
-    let (scheme, cred) = authz
-        .trim_ascii()
-        .split_at(authz.trim_ascii().iter().position(|&b| b == b' ')?);
-    if !scheme.eq_ignore_ascii_case(b"basic") {
-        return None;
+/// Credentials of an `Authorization` value.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Creds {
+    Basic { user: Vec<u8>, pass: Vec<u8> },
+    Bearer,
+}
+
+/// The credentials of an `Authorization` value (its first comma-separated
+/// value, trimmed), as HAProxy 2.6's `get_http_auth` reads them: the
+/// scheme is the text before the first space (none, or a value starting
+/// with one: nothing) and names `Basic` or `Bearer` when it is the start
+/// of that word in any case (`strncasecmp` on the scheme's length: `Bas`
+/// is Basic); the spaces after it are skipped; Basic credentials are
+/// strict base64 of `user:password`, read as a C string (up to a NUL; no
+/// colon before it: nothing).
+pub(super) fn credentials(v: &[u8]) -> Option<Creds> {
+    let p = v.iter().position(|&b| b == b' ').filter(|&p| p > 0)?;
+    let scheme = &v[..p];
+    let rest = &v[p..];
+    let rest = &rest[rest.iter().take_while(|&&c| c == b' ').count()..];
+    let names = |word: &[u8]| {
+        scheme.len() <= word.len() && word[..scheme.len()].eq_ignore_ascii_case(scheme)
+    };
+    if names(b"Basic") {
+        let mut raw = Vec::new();
+        super::conv::base64_decode(rest, &mut raw)?;
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        raw.truncate(end);
+        let colon = raw.iter().position(|&b| b == b':')?;
+        let pass = raw[colon + 1..].to_vec();
+        raw.truncate(colon);
+        return Some(Creds::Basic { user: raw, pass });
     }
-    let mut raw = Vec::new();
-    super::conv::base64_decode(cred.trim_ascii(), &mut raw)?;
-    raw.contains(&b':').then_some(raw)
+    names(b"Bearer").then_some(Creds::Bearer)
 }
 
 /// The token of Bearer credentials, from `value` (the first value of
@@ -112,9 +134,10 @@ pub(super) fn bearer(value: Option<&[u8]>, named: bool) -> Option<&[u8]> {
 /// `Authorization` value) are valid.
 pub(super) fn check(list: &str, authz: &[u8]) -> Option<(Arc<Userlist>, usize)> {
     let l = find(list)?;
-    let raw = basic(authz)?;
-    let colon = raw.iter().position(|&b| b == b':')?;
-    let (user, pass) = (&raw[..colon], &raw[colon + 1..]);
+    let Creds::Basic { user, pass } = credentials(authz)? else {
+        return None;
+    };
+    let (user, pass) = (&user[..], &pass[..]);
     let i = l.users.iter().position(|u| u.name.as_bytes() == user)?;
     let ok = match &l.users[i].pass {
         Pass::Insecure(p) => p.as_bytes() == pass,

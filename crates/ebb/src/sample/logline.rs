@@ -1142,6 +1142,8 @@ pub struct Entry<'a> {
     /// Logged early (`option logasap`): `%B`, `%Ta`, `%Tt` and `%Tu` are
     /// what they were then, written with a `+` before them.
     pub asap: bool,
+    /// The client connection's socket while it is open (`fc_rtt`...).
+    pub fc: Option<&'a std::net::TcpStream>,
 }
 
 #[cfg(test)]
@@ -1182,6 +1184,7 @@ mod tests {
             ncaps: (2, 0),
             fmt: None,
             asap: false,
+            fc: None,
         }
     }
 
@@ -1198,6 +1201,7 @@ mod tests {
             sni: None,
             client_cert: None,
             fc: None,
+            early: false,
             req: None,
             res: None,
             vars: e.vars,
@@ -1342,6 +1346,7 @@ mod tests {
             sni: None,
             client_cert: None,
             fc: None,
+            early: false,
             req: Some(super::super::Req {
                 buf: raw,
                 head: &head,

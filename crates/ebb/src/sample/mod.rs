@@ -245,6 +245,10 @@ impl Count {
     }
 }
 
+/// `tune.bufsize` in force (`payload_lv`: a block longer than a buffer
+/// never comes).
+pub static BUFSIZE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(16_384);
+
 /// Set at start when a `dst_conn` fetch reads the connections of a
 /// listener: frontends then count them per listener (as `option
 /// socket-stats` has them do).
@@ -459,6 +463,9 @@ pub struct Ctx<'a> {
     /// The client connection's socket (`set-mark`, `set-tos`), under TLS
     /// or HTTP/2 too; `None` outside an exchange (checks, start-up).
     pub fc: Option<&'a std::net::TcpStream>,
+    /// `tcp-request connection` and `session` rules: no stream exists yet
+    /// (HAProxy's fetches that need one, `fc_rtt`..., find nothing).
+    pub early: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -484,6 +491,7 @@ impl<'a> Ctx<'a> {
             payload: None,
             res_body: None,
             fc: None,
+            early: false,
         }
     }
     /// Notes `loc` as the exchange's last final rule (`last_rule_file`,
@@ -1048,12 +1056,13 @@ impl<'t> Parser<'t> {
         self.text.as_bytes().get(self.pos).copied()
     }
 
-    /// A keyword: letters, digits, `_`, `.`, `-`.
+    /// A keyword: letters, digits, `_`, `.`, `-`, `+` (`base32+src`).
     fn name(&mut self) -> &'t str {
         let b = self.text.as_bytes();
         let start = self.pos;
         while self.pos < b.len()
-            && (b[self.pos].is_ascii_alphanumeric() || matches!(b[self.pos], b'_' | b'.' | b'-'))
+            && (b[self.pos].is_ascii_alphanumeric()
+                || matches!(b[self.pos], b'_' | b'.' | b'-' | b'+'))
         {
             self.pos += 1;
         }
@@ -1129,7 +1138,8 @@ impl<'t> Parser<'t> {
         let mut args = self.args()?;
         // HAProxy reads `hdr()` as one empty name (every header), `hdr`
         // as no name (nothing): see `fetch::parse`'s `hdr_name`.
-        if empty_parens && fetch::Fetch::is_header_fetch(name) {
+        // So does `req.hdr_names()`: an empty delimiter (a NUL).
+        if empty_parens && (fetch::Fetch::is_header_fetch(name) || name.ends_with(".hdr_names")) {
             args.push(String::new());
         }
         // Bytes that are not UTF-8 are read as bytes by str() alone.

@@ -118,10 +118,10 @@ pub fn int_range(k: &str) -> Option<(i64, i64)> {
     }
 }
 
-/// HAProxy's `strl2llrc`: an optional `-`, then bytes each read as a
-/// digit (a byte below `0` counts as a negative one, as HAProxy reads
-/// it; one above `9` is refused); `None` when empty, refused or past the
-/// 64-bit range.
+/// HAProxy's `strl2llrc`: an optional `-`, then digits; `None` when
+/// empty, past the 64-bit range or with another byte (one above `9` is
+/// refused as invalid; one below `0` reads as a negative digit, which its
+/// overflow checks then refuse).
 pub fn strl2llrc(s: &[u8]) -> Option<i64> {
     let (neg, d) = match s.split_first()? {
         (b'-', rest) => (true, rest),
@@ -130,7 +130,7 @@ pub fn strl2llrc(s: &[u8]) -> Option<i64> {
     let mut i: i64 = 0;
     for &c in d {
         let j = i64::from(c) - i64::from(b'0');
-        if j > 9 {
+        if !(0..=9).contains(&j) {
             return None;
         }
         i = i.checked_mul(10)?;

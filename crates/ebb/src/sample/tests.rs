@@ -42,6 +42,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         sni: None,
         client_cert: None,
         fc: None,
+        early: false,
         req: Some(Req {
             buf,
             head: &head,
@@ -223,6 +224,7 @@ fn json_matches_haproxy() {
         sni: None,
         client_cert: None,
         fc: None,
+        early: false,
         req: Some(Req {
             buf: b"",
             head: &ctx_head,

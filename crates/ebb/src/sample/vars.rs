@@ -402,6 +402,9 @@ pub struct TxnInfo {
     pub srv_queue: u32,
     pub be_queue: u32,
     pub srv_addr: Option<std::net::SocketAddr>,
+    /// The exchange's server connection was set up (`bc_err`: 0 then,
+    /// nothing after a failed connect).
+    pub srv_connected: bool,
     /// The server connection's local address (`%bi:%bp`, `bc_src`,
     /// `bc_src_port`), known only while [`crate::sample::BACK_LOCAL`].
     pub srv_local: Option<crate::sample::BackLocal>,

@@ -464,5 +464,6 @@ pub(crate) fn sample_ctx<'a>(
         payload: None,
         res_body: None,
         fc: Some(tr.tcp()),
+        early: false,
     }
 }

@@ -307,6 +307,7 @@ fn run_early(
         payload: None,
         res_body: None,
         fc: Some(sock),
+        early: true,
     };
     let addrs = std::cell::Cell::new(None);
     let v = crate::l4rules::run_rules_addrs(

@@ -312,6 +312,7 @@ impl Session {
             payload,
             res_body: None,
             fc: Some(tr.tcp()),
+            early: false,
         };
         f(&sctx)
     }

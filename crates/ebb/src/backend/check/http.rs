@@ -809,6 +809,7 @@ fn check_sample<R>(
         payload: None,
         res_body: None,
         fc: None,
+        early: false,
     };
     f(&ctx)
 }

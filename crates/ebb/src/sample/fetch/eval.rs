@@ -19,9 +19,35 @@ fn auth_user(
     ctx: &Ctx<'_>,
     list: &str,
 ) -> Option<(std::sync::Arc<crate::sample::auth::Userlist>, usize)> {
-    let r = ctx.req?;
-    let v = r.head.header(r.buf, "authorization")?;
-    crate::sample::auth::check(list, v)
+    crate::sample::auth::check(list, &authorization(ctx)?)
+}
+
+/// The connection's source (`dst`: destination) address, as `fc_src` and
+/// `fc_dst` read it: what `tcp-request connection` rules and a PROXY
+/// header left, not what later rules set for the stream.
+pub(super) fn fc_addr(ctx: &Ctx<'_>, dst: bool) -> Option<std::net::SocketAddr> {
+    let fc = ctx
+        .vars
+        .and_then(|v| v.try_borrow().ok())
+        .and_then(|v| v.fc_addrs);
+    Some(match (fc, dst) {
+        (Some((src, _)), false) => src,
+        (Some((_, Some(d))), true) => d,
+        // Not asked at accept: no rule moved `dst`.
+        (Some((_, None)) | None, true) => (ctx.dst)()?,
+        (None, false) => ctx.src,
+    })
+}
+
+/// The first value of the request's `Authorization` field (HAProxy's
+/// `http_find_header` without `full`).
+pub(super) fn authorization(ctx: &Ctx<'_>) -> Option<Vec<u8>> {
+    let mut first = None;
+    values(ctx, false, "authorization", false, &mut |v| {
+        first = Some(v.to_vec());
+        true
+    });
+    first
 }
 impl Fetch {
     pub(in crate::sample) fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
@@ -32,6 +58,8 @@ impl Fetch {
         };
         match self {
             Fetch::Stk(f) => f.eval(ctx),
+            Fetch::Extra(f) => f.eval(ctx, s),
+            Fetch::Conn(f) => f.eval(ctx, s),
             Fetch::Src => Some(Val::Ip(ctx.src_addr().ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src_addr().port() as i64)),
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
@@ -103,8 +131,10 @@ impl Fetch {
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
             Fetch::HttpAuth(l) => {
                 // HAProxy: no sample without well-formed Basic credentials.
-                let r = ctx.req?;
-                crate::sample::auth::basic(r.head.header(r.buf, "authorization")?)?;
+                let c = crate::sample::auth::credentials(&authorization(ctx)?)?;
+                if !matches!(c, crate::sample::auth::Creds::Basic { .. }) {
+                    return None;
+                }
                 Some(Val::Bool(auth_user(ctx, l).is_some()))
             }
             Fetch::HttpAuthBearer(hdr) => {
@@ -496,17 +526,7 @@ impl Fetch {
                 })
             }
             Fetch::FcAddr { dst, port } => {
-                let fc = ctx
-                    .vars
-                    .and_then(|v| v.try_borrow().ok())
-                    .and_then(|v| v.fc_addrs);
-                let a = match (fc, dst) {
-                    (Some((src, _)), false) => src,
-                    (Some((_, Some(d))), true) => d,
-                    // Not asked at accept: no rule moved `dst`.
-                    (Some((_, None)) | None, true) => (ctx.dst)()?,
-                    (None, false) => ctx.src,
-                };
+                let a = fc_addr(ctx, *dst)?;
                 Some(if *port {
                     Val::Int(i64::from(a.port()))
                 } else {
@@ -537,20 +557,11 @@ impl Fetch {
                         }
                         // HAProxy's parser drops `close` and `keep-alive`
                         // from Connection, and the field when none is left.
-                        let rest: Vec<&[u8]> = v
-                            .split(|&c| c == b',')
-                            .map(<[u8]>::trim_ascii)
-                            .filter(|t| {
-                                !t.is_empty()
-                                    && !t.eq_ignore_ascii_case(b"close")
-                                    && !t.eq_ignore_ascii_case(b"keep-alive")
-                            })
-                            .collect();
-                        match rest.len() {
+                        let mut clean = Vec::new();
+                        super::msg::clean_connection(v, &mut clean);
+                        match clean.len() {
                             0 => 0,
-                            k => {
-                                n.len() + rest.iter().map(|t| t.len()).sum::<usize>() + 2 * (k - 1)
-                            }
+                            k => n.len() + k,
                         }
                     })
                     .sum();

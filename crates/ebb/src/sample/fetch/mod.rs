@@ -11,7 +11,9 @@
 
 use super::Type;
 
+mod conn;
 mod eval;
+mod extra;
 mod msg;
 mod parse;
 mod sslc;
@@ -178,6 +180,10 @@ pub(super) enum Fetch {
     },
     /// `fe_defbe`: the name of the frontend's `default_backend`.
     FeDefbe,
+    /// One of `extra`'s.
+    Extra(extra::Extra),
+    /// One of `conn`'s.
+    Conn(conn::Conn),
     /// `capture.req.hdr(N)`, `capture.res.hdr(N)`: capture slot N of the
     /// request or response side, when it holds a value.
     Capture {
@@ -289,6 +295,7 @@ impl Fetch {
     /// What this fetch reads.
     pub(super) fn layer(&self) -> Layer {
         match self {
+            Fetch::Extra(f) => f.layer(),
             Fetch::Src
             | Fetch::SrcPort
             | Fetch::Dst
@@ -321,6 +328,7 @@ impl Fetch {
             | Fetch::BcSrc { .. }
             | Fetch::Count { .. }
             | Fetch::FeDefbe
+            | Fetch::Conn(_)
             | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
@@ -341,6 +349,8 @@ impl Fetch {
     /// `Some(true)` the response, `None` neither.
     pub(super) fn reads_response(&self) -> Option<bool> {
         match self {
+            Fetch::Extra(f) => f.reads_response(),
+            Fetch::Conn(f) if f.reads_server_conn() => Some(true),
             Fetch::Method
             | Fetch::Path
             | Fetch::PathQ
@@ -388,6 +398,8 @@ impl Fetch {
 
     pub(super) fn out_type(&self) -> Type {
         match self {
+            Fetch::Extra(f) => f.out_type(),
+            Fetch::Conn(f) => f.out_type(),
             Fetch::ReqLen
             | Fetch::ReqSslHelloType
             | Fetch::RdpCookie { cnt: true, .. }
@@ -396,15 +408,15 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Type::Int,
+            // HAProxy declares `bc_src` an integer (it gives an address).
             Fetch::FcAddr { port: true, .. }
-            | Fetch::BcSrc { port: true }
+            | Fetch::BcSrc { .. }
             | Fetch::LastRule { line: true } => Type::Int,
             Fetch::Src
             | Fetch::Dst
             | Fetch::HdrIp { .. }
             | Fetch::Addr(_)
-            | Fetch::FcAddr { port: false, .. }
-            | Fetch::BcSrc { port: false } => Type::Ip,
+            | Fetch::FcAddr { port: false, .. } => Type::Ip,
             Fetch::Count {
                 what: super::Count::SrvIsUp,
                 ..

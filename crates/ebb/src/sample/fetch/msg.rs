@@ -455,6 +455,57 @@ pub(super) fn hello_alpn(b: &[u8]) -> Result<Vec<&[u8]>, bool> {
     Err(false)
 }
 
+/// A request's `Connection` value as HAProxy's HTTP/1 parser leaves it
+/// (`h1_parse_connection_header` with `H1_MF_CLEAN_CONN_HDR`): without its
+/// `close` and `keep-alive` tokens; the value as written up to the first
+/// token dropped, the tokens after it joined by a bare `,`. Appended to
+/// `out` (nothing left: the field goes).
+pub(super) fn clean_connection(v: &[u8], out: &mut Vec<u8>) {
+    let lws = |c: u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    let start = out.len();
+    // Whether nothing was dropped yet (the value kept as written).
+    let mut verbatim = true;
+    // Each word starts after the previous one's comma (an empty one
+    // between two commas is a word).
+    let mut i = 0;
+    let mut first = true;
+    while i < v.len() {
+        if !first {
+            // Past the comma that ended the previous word.
+            i += 1;
+        }
+        first = false;
+        while i < v.len() && lws(v[i]) {
+            i += 1;
+        }
+        if i >= v.len() {
+            break;
+        }
+        let n = i + crate::sample::split_values_untrimmed(&v[i..])
+            .next()
+            .map_or(0, <[u8]>::len);
+        let mut w = &v[i..n];
+        while let [rest @ .., last] = w {
+            if !lws(*last) {
+                break;
+            }
+            w = rest;
+        }
+        if w.eq_ignore_ascii_case(b"keep-alive") || w.eq_ignore_ascii_case(b"close") {
+            verbatim = false;
+        } else if verbatim {
+            out.truncate(start);
+            out.extend_from_slice(&v[..n]);
+        } else {
+            if out.len() > start {
+                out.push(b',');
+            }
+            out.extend_from_slice(w);
+        }
+        i = n;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::hello_alpn;
@@ -511,5 +562,21 @@ mod tests {
         assert_eq!(hello_alpn(&hello(&bad)), Ok(vec![&b"h2"[..]]));
         bad[2] = 40; // the first one's
         assert_eq!(hello_alpn(&hello(&bad)), Err(false));
+    }
+
+    #[test]
+    fn connection_loses_close_and_keep_alive_as_haproxy_writes_it() {
+        let c = |v: &str| {
+            let mut o = Vec::new();
+            super::clean_connection(v.as_bytes(), &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        assert_eq!(c("close"), "");
+        assert_eq!(c("Keep-Alive, close"), "");
+        assert_eq!(c("a, b"), "a, b");
+        assert_eq!(c("a , close, b ,c"), "a ,b,c");
+        assert_eq!(c("close, a"), "a");
+        assert_eq!(c("a,,close,b"), "a,,b");
+        assert_eq!(c(",a"), ",a");
     }
 }

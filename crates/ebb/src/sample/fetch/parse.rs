@@ -121,16 +121,31 @@ impl Fetch {
         if let Some(f) = crate::sample::stk::StkFetch::compile(name, args) {
             return f.map(Fetch::Stk);
         }
-        if let Some(f) = super::sslc::SslC::compile(name, args) {
+        if let Some(f) = super::extra::Extra::compile(name, args, scope == Scope::Response) {
             let f = f?;
-            // HAProxy 2.6: the server connection's (`ssl_bc*`) does not
-            // exist yet in a request rule.
-            if f.reads_server_conn() && scope != Scope::Response {
+            return match f.reads_response() {
+                Some(false) => req_only(Fetch::Extra(f)),
+                Some(true) => res_only(Fetch::Extra(f)),
+                None => Ok(Fetch::Extra(f)),
+            };
+        }
+        // HAProxy 2.6: the server connection (`ssl_bc*`, `bc_*`) does not
+        // exist yet in a request rule.
+        let server_conn = |needs: bool, f: Fetch| -> Result<Fetch, String> {
+            if needs && scope != Scope::Response {
                 return Err(format!(
                     "fetch '{name}' needs the server-side connection, which is not available in a request rule"
                 ));
             }
-            return Ok(Fetch::SslC(f));
+            Ok(f)
+        };
+        if let Some(f) = super::conn::Conn::compile(name, args) {
+            let f = f?;
+            return server_conn(f.reads_server_conn(), Fetch::Conn(f));
+        }
+        if let Some(f) = super::sslc::SslC::compile(name, args) {
+            let f = f?;
+            return server_conn(f.reads_server_conn(), Fetch::SslC(f));
         }
         match name {
             "src" => none(Fetch::Src),
@@ -208,7 +223,17 @@ impl Fetch {
             "base" => req_only(none(Fetch::Base)?),
             "req.ver" | "req_ver" => req_only(none(Fetch::ReqVer)?),
             "res.ver" | "resp_ver" => res_only(none(Fetch::ResVer)?),
+            // `hdr` and `cookie` read the message of the rule's direction.
+            "hdr" if scope == Scope::Response => hdr(false, true),
             "hdr" | "req.hdr" => req_only(hdr(false, false)?),
+            "cookie" => {
+                arg_count(name, args, 0, 1)?;
+                let n = args.first().filter(|a| !a.is_empty()).cloned();
+                Ok(Fetch::Cook(n, scope == Scope::Response))
+            }
+            "always_true" => none(Fetch::Bool(true)),
+            "always_false" => none(Fetch::Bool(false)),
+            "proc" => none(Fetch::Int(1)),
             "req.fhdr" => req_only(hdr(true, false)?),
             "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
             "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" | "req.hdr_val" | "hdr_val"

@@ -14,6 +14,7 @@ impl Stream {
             let side = self.side.borrow();
             let info = &mut c.vars.get_mut().info;
             info.srv_local = side.local;
+            info.srv_connected = true;
             // An HTTP/2 stream's connection kept it when its handshake
             // ended.
             info.srv_tls = match side.sock.as_ref() {
@@ -851,6 +852,9 @@ pub(super) fn log_line(
         (Some(sv), Some(c)) => d(sv, c),
         _ => -1,
     };
+    if let Some(Ok(mut v)) = c.vars.cell().map(|v| v.try_borrow_mut()) {
+        v.info.srv_connected = up.t_conn.is_some();
+    }
     let tr = match (up.t_conn, up.t_resp) {
         (Some(c), Some(r)) => d(c, r),
         _ => -1,

@@ -240,6 +240,7 @@ impl Session {
                 v.info.srv_queue = u32::try_from(self.queues.0).unwrap_or(u32::MAX);
                 v.info.be_queue = u32::try_from(self.queues.1).unwrap_or(u32::MAX);
                 v.info.srv_local = self.pipe.borrow().srv_local;
+                v.info.srv_connected = tc >= 0;
                 // At the session's end HAProxy 2.6 has released the server
                 // connection: `ssl_bc*` and `ssl_s_*` find none (at the
                 // connect, `option logasap`, they read it).
@@ -280,6 +281,8 @@ impl Session {
                 ncaps: (0, 0),
                 fmt: self.fe.log_format.as_ref(),
                 asap,
+                // (Closed by now, or about to be.)
+                fc: None,
             };
             sd = self.fe.log_sd(&entry);
             if self.fe.log_format.is_some() {

@@ -98,6 +98,10 @@ impl Session {
         s.counters.note_session(ctx.now_ns());
         self.attempt_noted = true;
         self.sess.target.store(s.uid, Ordering::Relaxed);
+        // `bc_dst`, `bc_dst_port` in `tcp-response` rules.
+        if let Ok(mut v) = self.vars.try_borrow_mut() {
+            v.info.srv_addr = s.addr();
+        }
         self.server = Some(s);
         self.connect(ctx);
     }

@@ -69,6 +69,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref().or(tcp_fmt),
             asap: false,
+            fc: Some(self.tr.tcp()),
         }
     }
 
