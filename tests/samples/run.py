@@ -86,7 +86,7 @@ REQ_FETCHES = [
     "var(txn.missing,dflt)", "var(sess.s)", "var(req.r)", "var(proc.p)",
     "req.body", "req.body_len", "req.body_size", "req.body_param(k)",
     "req.body_param(a)", "req.body_param", "http_auth(ul)",
-    "http_auth_group(ul)", "req.len", "req.payload(0,4)",
+    "http_auth_group(ul)", "http_auth_type", "http_auth_user", "req.len", "req.payload(0,4)",
     "sc_http_req_cnt(0)", "sc0_http_req_cnt", "sc0_conn_cnt", "sc0_conn_cur",
     "sc0_get_gpc0", "sc0_gpc0_rate", "sc0_tracked", "sc0_trackers",
     "sc1_tracked", "sc_get_gpc(0,0)", "sc_get_gpt(0,0)", "sc0_get_gpt0",

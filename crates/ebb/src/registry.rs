@@ -41,6 +41,9 @@ pub struct Shared {
     /// Each backend's own targets, by backend name (its alerts: health
     /// checks, `option checkcache`).
     pub be_loggers: Arc<std::collections::HashMap<String, Logger>>,
+    /// Each FastCGI application's `log-stderr` targets (tagged with its
+    /// name), by application name.
+    pub fcgi_loggers: std::collections::HashMap<String, Arc<Logger>>,
     /// Whether request errors also go to stderr (no `log` target set).
     pub errors_to_stderr: bool,
     /// `-d`: one stderr line per connection accepted and closed.

@@ -496,7 +496,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
     }
 
-    let (logger, fe_loggers, be_loggers) = match open_loggers(&cfg) {
+    let (logger, fe_loggers, be_loggers, fcgi_loggers) = match open_loggers(&cfg) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("{e}");
@@ -546,6 +546,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let be_loggers = Arc::new(be_loggers);
     let shared = Arc::new(Shared {
         be_loggers: Arc::clone(&be_loggers),
+        fcgi_loggers,
         actconn: AtomicU32::new(0),
         maxconn,
         conn_rate: crate::rate::RateLimit::new(cfg.global.max_conn_rate),
@@ -831,6 +832,18 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         fmt.render(ctx, &mut v);
         Some(v)
     }));
+    // `fcgi.docroot`, `fcgi.index`: the backend's application, from the
+    // configuration in force.
+    let fcgi_live = Arc::clone(&live);
+    crate::sample::set_fcgi_app(Box::new(move |be| {
+        let c = fcgi_live.compiled();
+        let b = c.backends.iter().find(|b| b.name == be)?;
+        let crate::proxy::BackendKind::Servers(sr) = &b.kind else {
+            return None;
+        };
+        let f = sr.fcgi.as_ref()?;
+        Some((f.docroot().to_vec(), f.index().map(<[u8]>::to_vec)))
+    }));
     let cli_socks = Mutex::new(Some(cli_socks));
     let heavy_tasklets = cfg.global.heavy_tasklets;
     let resolvers_cfg = cfg.resolvers.clone();
@@ -1092,8 +1105,10 @@ fn client_sock_opts(
 /// lines, plus the global ones where it says `log global`), opened. A
 /// backend's targets receive its health-check events, as in HAProxy.
 type Loggers = std::collections::HashMap<String, Logger>;
+/// The FastCGI applications' `log-stderr` targets, by application name.
+type AppLoggers = std::collections::HashMap<String, Arc<Logger>>;
 
-fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
+fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers, AppLoggers), String> {
     crate::ring::install(&cfg.rings);
     let host = cfg.global.log_send_hostname.is_some();
     let open = |t: &crate::config::LogTarget| {
@@ -1144,7 +1159,30 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     for b in cfg.backends() {
         per_be.insert(b.name.clone(), proxy(b)?);
     }
-    Ok((Logger::new(global, ident(None)), per_fe, per_be))
+    // A FastCGI application's error stream: its `log-stderr` targets,
+    // tagged with its name (HAProxy's `app_log`).
+    let mut fcgi = std::collections::HashMap::new();
+    for a in &cfg.fcgi_apps {
+        let mut v = Vec::new();
+        for l in &a.log_stderr {
+            match l {
+                crate::config::FcgiLog::Global => {
+                    for t in &cfg.global.log {
+                        v.push(open(t)?);
+                    }
+                }
+                crate::config::FcgiLog::Target(t) => v.push(open(t)?),
+            }
+        }
+        if !v.is_empty() {
+            let id = Ident {
+                tag: a.name.clone(),
+                host: cfg.global.log_send_hostname.clone(),
+            };
+            fcgi.insert(a.name.clone(), Arc::new(Logger::new(v, id)));
+        }
+    }
+    Ok((Logger::new(global, ident(None)), per_fe, per_be, fcgi))
 }
 
 /// systemd's notification socket (`Type=notify` units), connected before

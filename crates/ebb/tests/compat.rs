@@ -919,11 +919,11 @@ fn return_fields_in_haproxys_order() {
     }
 }
 
-/// `fcgi-app` sections: read and checked as HAProxy checks them; what would
-/// use one (`use-fcgi-app`, `proto fcgi`) is refused, since ebb has no
-/// FastCGI client. HAProxy's `-c` agrees on the texts both accept or refuse.
+/// `fcgi-app` sections: read and checked as HAProxy checks them (their
+/// use by a backend: `tests/fcgi.rs`). HAProxy's `-c` agrees on the texts
+/// both accept or refuse.
 #[test]
-fn fcgi_app_sections_are_checked_and_never_used() {
+fn fcgi_app_sections_are_checked() {
     let d = scratch("fcgi");
     // Each text ends with a listener, which `haproxy -c` wants.
     let check = |name: &str, text: &str| {
@@ -987,20 +987,20 @@ fn fcgi_app_sections_are_checked_and_never_used() {
         "{err}"
     );
     assert_ne!(hap, Some(true));
-    // Using an application: HAProxy would speak FastCGI, ebb refuses.
+    // Used by a backend, its values are parsed: an unknown fetch is
+    // refused then, by both.
     let used = "defaults\n    mode http\nbackend be2\n    use-fcgi-app php\n\
-         \x20   server s 127.0.0.1:9000 proto fcgi\nfcgi-app php\n    docroot /var/www\n";
+         \x20   server s 127.0.0.1:9000 proto fcgi\nfcgi-app php\n    docroot /var/www\n\
+         \x20   set-param UNUSED %[parsed_only_when_used]\n";
     let (code, err, hap) = check("used.cfg", used);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("used.cfg:4: 'use-fcgi-app' is not supported"),
-        "{err}"
+    assert!(err.contains("used.cfg:8: "), "{err}");
+    assert!(err.contains("parsed_only_when_used"), "{err}");
+    assert_ne!(
+        hap,
+        Some(true),
+        "haproxy accepts an unknown fetch in a used fcgi-app"
     );
-    assert!(
-        err.contains("used.cfg:5: server option 'proto fcgi' is not supported"),
-        "{err}"
-    );
-    assert_ne!(hap, Some(false), "haproxy refuses a used fcgi-app");
     // And a configuration with an unused section serves.
     let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
     let e = common::Ebb::start(&format!(

@@ -368,7 +368,10 @@ fn unsupported_server_protocols_are_refused() {
     let dir = scratch("h2server-refuse");
     let cases = [
         ("    server s 127.0.0.1:1 proto h3\n", "proto"),
-        ("    server s 127.0.0.1:1 proto fcgi\n", "proto fcgi"),
+        (
+            "    server s 127.0.0.1:1 proto fcgi\n",
+            "FCGI server 's' has no FCGI app configured",
+        ),
         (
             "    option httpchk\n    server s 127.0.0.1:1 proto h2 check check-proto fcgi\n",
             "check-proto fcgi",

@@ -31,6 +31,9 @@ pub enum Side {
     /// Killed from the CLI (`shutdown session`, `shutdown sessions
     /// server`): `K`.
     Killed,
+    /// The proxy could not carry out the exchange (HAProxy's internal
+    /// error, such as a request a FastCGI server cannot be given): `I`.
+    Internal,
 }
 
 /// How far the exchange had come.
@@ -117,6 +120,13 @@ impl ExchangeError {
         Self::new(Side::Proxy, Phase::Head, false, Some(502))
     }
 
+    /// The request could not be made into what the server speaks (a
+    /// FastCGI request whose path does not decode, or has no path): 500,
+    /// `IH`, as HAProxy 2.6's processing error.
+    pub const fn internal() -> Self {
+        Self::new(Side::Internal, Phase::Head, false, Some(500))
+    }
+
     /// The response body was cut or malformed: the client is cut too.
     pub const fn body_cut() -> Self {
         Self::new(Side::Server, Phase::Data, false, None)
@@ -189,7 +199,7 @@ impl ExchangeError {
         match self.side {
             Side::Server | Side::Proxy => matches!(self.phase, Phase::Head | Phase::Data),
             Side::Client => matches!(self.phase, Phase::Head),
-            Side::Down | Side::Up | Side::Killed => false,
+            Side::Down | Side::Up | Side::Killed | Side::Internal => false,
         }
     }
 
@@ -225,6 +235,10 @@ impl ExchangeError {
             (Side::Up, _, Connect) => "UC",
             (Side::Up, _, Head) => "UH",
             (Side::Up, _, Data) => "UD",
+            (Side::Internal, _, Queue) => "IQ",
+            (Side::Internal, _, Connect) => "IC",
+            (Side::Internal, _, Head) => "IH",
+            (Side::Internal, _, Data) => "ID",
             (Side::Proxy, _, Queue) => "PQ",
             (Side::Proxy, _, Connect) => "PC",
             (Side::Proxy, _, Head) => "PH",

@@ -76,6 +76,7 @@ fn world() -> Option<World> {
             logger: Default::default(),
             fe_loggers: Default::default(),
             be_loggers: Default::default(),
+            fcgi_loggers: Default::default(),
             errors_to_stderr: false,
             debug: false,
             idle: crate::backend::pool::IdlePools::new(1, false),

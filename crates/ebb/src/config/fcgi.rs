@@ -1,27 +1,104 @@
-//! `fcgi-app NAME` sections (HAProxy 2.6 configuration.txt section 10).
+//! `fcgi-app NAME` sections (HAProxy 2.6 configuration.txt section 10):
+//! the FastCGI application a backend's `proto fcgi` servers run
+//! (`use-fcgi-app NAME`).
 //!
-//! ebb has no FastCGI client. A section that no backend uses has no
-//! behaviour in HAProxy either, so ebb reads it and checks its syntax as
-//! HAProxy does (unknown keywords, missing arguments, ACLs, conditions,
-//! regular expressions, a document root), and refuses
-//! what would give it a behaviour: `use-fcgi-app` in a proxy and `proto
-//! fcgi` on a server (in `parse/proxy.rs` and `parse/server.rs`).
+//! A section is read and checked as HAProxy reads it (unknown keywords,
+//! missing arguments, ACLs, conditions, the regular expression, a
+//! document root) and kept whole: its rules' values are log-format
+//! strings that HAProxy, and ebb, parse for each backend that uses the
+//! application (`proxy::fcgi`), so an unused section's values are not
+//! parsed. A new section starts with HAProxy's implicit rules: `set-param
+//! REMOTE_USER %[http_auth_user]`, `set-param AUTH_TYPE
+//! %[http_auth_type]`, and the hop-by-hop fields, `Authorization`,
+//! `Proxy`, `Proxy-Authorization`, `Proxy-Authenticate`, `TE`,
+//! `Trailers`, `Transfer-Encoding` and `Upgrade` hidden (a `pass-header`
+//! passes one).
 
 use super::acl::{declare, parse_condition};
-use super::types::{Acl, ConfigError, Loc};
+use super::types::{Acl, Condition, ConfigError, Loc, LogTarget};
 use super::values::valid_name;
 
-/// What ebb keeps of a section: enough for the checks made once the whole
-/// configuration is read.
-#[derive(Debug)]
-pub(super) struct FcgiApp {
+/// An `fcgi-app` section.
+#[derive(Clone, Debug)]
+pub struct FcgiApp {
     pub name: String,
     pub loc: Loc,
-    docroot: Option<String>,
-    /// The section's private ACLs, for its `set-param`/`pass-header`
-    /// conditions.
-    acls: Vec<Acl>,
+    pub docroot: Option<String>,
+    /// `index NAME`.
+    pub index: Option<String>,
+    /// `path-info REGEX` (checked when read).
+    pub path_info: Option<String>,
+    /// The section's private ACLs, for its rules' conditions.
+    pub acls: Vec<Acl>,
+    /// `set-param` and `pass-header` rules (and the implicit ones), in
+    /// order.
+    pub rules: Vec<FcgiRule>,
+    /// `option keep-conn` (on unless `no option keep-conn`).
+    pub keep_conn: bool,
+    /// `option get-values`.
+    pub get_values: bool,
+    /// `option mpxs-conns`.
+    pub mpxs_conns: bool,
+    /// `option max-reqs N` (1 by default).
+    pub max_reqs: u32,
+    /// `log-stderr` lines: where the application's error stream goes.
+    pub log_stderr: Vec<FcgiLog>,
 }
+
+/// A `log-stderr` line.
+#[derive(Clone, Debug)]
+pub enum FcgiLog {
+    /// `log-stderr global`: the global `log` targets.
+    Global,
+    Target(LogTarget),
+}
+
+/// What a rule does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FcgiRuleKind {
+    /// `set-param NAME FMT`: NAME as HAProxy keeps it (letters and
+    /// digits lower-cased, other bytes `_`), the log-format text.
+    SetParam { name: String, value: String },
+    /// `pass-header NAME` (lower-cased).
+    PassHeader(String),
+    /// An implicit rule hiding a field (lower-case name).
+    HideHeader(String),
+}
+
+/// A rule of the section, with its condition and line.
+#[derive(Clone, Debug)]
+pub struct FcgiRule {
+    pub kind: FcgiRuleKind,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+/// HAProxy's name for a `set-param` (`fcgi_param_name` less its prefix).
+fn param_rule_name(n: &str) -> String {
+    n.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                b.to_ascii_lowercase() as char
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The fields HAProxy hides from every application.
+const HIDDEN: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "authorization",
+    "proxy",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+];
 
 /// Opens an `fcgi-app NAME` section.
 pub(super) fn open(apps: &[FcgiApp], words: &[String], loc: &Loc) -> Result<FcgiApp, String> {
@@ -41,21 +118,49 @@ pub(super) fn open(apps: &[FcgiApp], words: &[String], loc: &Loc) -> Result<Fcgi
             a.loc
         ));
     }
+    let rule = |kind| FcgiRule {
+        kind,
+        cond: None,
+        loc: loc.clone(),
+    };
+    let mut rules = vec![
+        rule(FcgiRuleKind::SetParam {
+            name: "remote_user".into(),
+            value: "%[http_auth_user]".into(),
+        }),
+        rule(FcgiRuleKind::SetParam {
+            name: "auth_type".into(),
+            value: "%[http_auth_type]".into(),
+        }),
+    ];
+    rules.extend(
+        HIDDEN
+            .iter()
+            .map(|h| rule(FcgiRuleKind::HideHeader(h.to_string()))),
+    );
     Ok(FcgiApp {
         name: name.clone(),
         loc: loc.clone(),
         docroot: None,
+        index: None,
+        path_info: None,
         acls: Vec::new(),
+        rules,
+        keep_conn: true,
+        get_values: false,
+        mpxs_conns: false,
+        max_reqs: 1,
+        log_stderr: Vec::new(),
     })
 }
 
-/// One keyword of an `fcgi-app` section. `log_target` checks a
+/// One keyword of an `fcgi-app` section. `log_target` reads a
 /// `log-stderr` target as the `log` keyword does.
 pub(super) fn fcgi_kw(
     app: &mut FcgiApp,
     words: &[String],
     loc: &Loc,
-    log_target: &dyn Fn(&[String]) -> Result<(), String>,
+    log_target: &dyn Fn(&[String]) -> Result<LogTarget, String>,
 ) -> Result<(), String> {
     let (no, w) = match words[0].as_str() {
         "no" => (true, &words[1..]),
@@ -78,13 +183,12 @@ pub(super) fn fcgi_kw(
     };
     match kw {
         "docroot" => app.docroot = Some(one("path")?.clone()),
-        "index" => {
-            one("filename")?;
-        }
+        "index" => app.index = Some(one("filename")?.clone()),
         "path-info" => {
             let re = one("regex")?;
             regex::bytes::Regex::new(re)
                 .map_err(|e| format!("invalid regular expression '{re}': {e}"))?;
+            app.path_info = Some(re.clone());
         }
         "acl" => {
             let name = w
@@ -107,19 +211,35 @@ pub(super) fn fcgi_kw(
                 });
             }
             // HAProxy reads the value (log-format) only for a backend that
-            // uses the application, which ebb refuses: like HAProxy, an
-            // unused section's values are not parsed.
-            match w.get(nargs).map(String::as_str) {
-                None => {}
-                Some(c @ ("if" | "unless")) => {
-                    parse_condition(c == "unless", &w[nargs + 1..], &app.acls, loc)?;
-                }
+            // uses the application: like HAProxy, an unused section's
+            // values are not parsed.
+            let cond = match w.get(nargs).map(String::as_str) {
+                None => None,
+                Some(c @ ("if" | "unless")) => Some(parse_condition(
+                    c == "unless",
+                    &w[nargs + 1..],
+                    &app.acls,
+                    loc,
+                )?),
                 Some(x) => {
                     return Err(format!(
                         "'{kw}': unexpected '{x}' (expects 'if' or 'unless' and a condition)"
                     ))
                 }
-            }
+            };
+            let kind = if kw == "set-param" {
+                FcgiRuleKind::SetParam {
+                    name: param_rule_name(&w[1]),
+                    value: w[2].clone(),
+                }
+            } else {
+                FcgiRuleKind::PassHeader(w[1].to_ascii_lowercase())
+            };
+            app.rules.push(FcgiRule {
+                kind,
+                cond,
+                loc: loc.clone(),
+            });
         }
         "option" => {
             let opt = w
@@ -130,6 +250,11 @@ pub(super) fn fcgi_kw(
                     if w.len() > 2 {
                         return Err(format!("'option {opt}' takes no argument"));
                     }
+                    *match opt.as_str() {
+                        "keep-conn" => &mut app.keep_conn,
+                        "get-values" => &mut app.get_values,
+                        _ => &mut app.mpxs_conns,
+                    } = !no;
                 }
                 "max-reqs" => {
                     if no {
@@ -139,7 +264,7 @@ pub(super) fn fcgi_kw(
                         return Err("option 'max-reqs' expects one integer argument".to_string());
                     };
                     match v.parse::<u64>() {
-                        Ok(n) if n > 0 => {}
+                        Ok(n) if n > 0 => app.max_reqs = u32::try_from(n).unwrap_or(u32::MAX),
                         _ => {
                             return Err(format!(
                                 "option 'max-reqs' expects a strictly positive integer argument, got '{v}'"
@@ -159,12 +284,14 @@ pub(super) fn fcgi_kw(
                 if w.len() > 1 {
                     return Err("'no log-stderr' takes no argument".to_string());
                 }
+                app.log_stderr.clear();
             } else if w.get(1).map(String::as_str) == Some("global") {
                 if w.len() > 2 {
                     return Err("'log-stderr global' takes no argument".to_string());
                 }
+                app.log_stderr.push(FcgiLog::Global);
             } else {
-                log_target(&w[1..])?;
+                app.log_stderr.push(FcgiLog::Target(log_target(&w[1..])?));
             }
         }
         o => {
@@ -176,11 +303,18 @@ pub(super) fn fcgi_kw(
     Ok(())
 }
 
-/// The check HAProxy makes once the configuration is read: every
-/// application has a document root.
-pub(super) fn check(apps: &[FcgiApp]) -> Vec<ConfigError> {
+/// The checks HAProxy makes once the configuration is read: every
+/// application has a document root; without `mpxs-conns` nor
+/// `get-values` an application takes one request per connection
+/// (HAProxy warns that it ignores `max-reqs`).
+pub(super) fn check(apps: &mut [FcgiApp]) -> Vec<ConfigError> {
+    for a in apps.iter_mut() {
+        if !a.mpxs_conns && !a.get_values {
+            a.max_reqs = 1;
+        }
+    }
     apps.iter()
-        .filter(|a| a.docroot.is_none())
+        .filter(|a| a.docroot.as_deref().is_none_or(str::is_empty))
         .map(|a| ConfigError {
             loc: a.loc.clone(),
             message: format!("fcgi-app '{}': no docroot configured", a.name),

@@ -8,6 +8,8 @@
 //!   [`crate::h2`]; each stream runs on a lane of the HTTP/1 client side.
 //!   Its `server` module is the server side (`server ... proto h2`): the
 //!   streams of several exchanges on one connection to a server.
+//! - [`fcgi`]: FastCGI toward servers (`server ... proto fcgi`).
+//! - [`srvconn`]: what the two multiplexed server sides share.
 //!
 //! A mux owns its sockets' readiness: each socket is registered with the
 //! tasklet of the side that owns it, so a server-side event never runs
@@ -16,6 +18,7 @@
 pub(crate) mod fcgi;
 pub mod h1;
 pub mod h2;
+pub(crate) mod srvconn;
 
 use crate::transport::Transport;
 

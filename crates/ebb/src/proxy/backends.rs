@@ -107,6 +107,8 @@ pub struct ServersRt {
     pub persist: bool,
     /// `http-send-name-header NAME` (lowercased).
     pub send_name: Option<String>,
+    /// `use-fcgi-app`: the application of its `proto fcgi` servers.
+    pub fcgi: Option<Arc<super::FcgiRt>>,
     /// `option prefer-last-server` with a balance that does not hash the
     /// request (HAProxy ignores it for those).
     pub prefer_last: bool,

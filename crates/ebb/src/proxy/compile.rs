@@ -188,6 +188,12 @@ pub fn compile_keeping(
                 if ext.is_some() {
                     sr.probe = ext;
                 }
+                if let Some(name) = &p.fcgi_app {
+                    // (The parser checked that it names one.)
+                    if let Some(a) = cfg.fcgi_apps.iter().find(|a| a.name == name.value) {
+                        sr.fcgi = Some(Arc::new(super::FcgiRt::compile(a)?));
+                    }
+                }
                 for (force, c) in &p.persist_rules {
                     sr.persist_rules.push((*force, matcher.cond(c)?));
                 }
@@ -282,7 +288,7 @@ pub fn compile_keeping(
                 http_request_ms: ms(p.timeouts.http_request),
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
-                restrict_hdr_names: p.options.restrict_hdr_names,
+                restrict_hdr_names: p.restrict_hdr_names(),
                 h1_case: h1_case.clone().filter(|_| p.options.h1_case_server),
                 accept_invalid: p.options.accept_invalid_resp,
                 invalid_rep: Default::default(),
@@ -422,7 +428,7 @@ pub fn compile_keeping(
                 logasap: p.options.logasap,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
-                restrict_hdr_names: p.options.restrict_hdr_names,
+                restrict_hdr_names: p.restrict_hdr_names(),
                 matcher,
                 http_request,
                 http_response,

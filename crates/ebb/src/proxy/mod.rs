@@ -16,6 +16,7 @@ mod backends;
 mod compile;
 mod counters;
 pub mod errors;
+mod fcgi;
 mod frontend;
 mod rules;
 mod servers;
@@ -36,6 +37,7 @@ pub use counters::{
     count_compressed, count_denied_req, count_denied_resp, count_request, status_class, H2Counters,
     HttpCounters, PerRequest, RuleCounts,
 };
+pub use fcgi::FcgiRt;
 pub use frontend::{
     abnormal, FeTimeouts, FrontendRt, UseBackendRt, DEFAULT_CLIENT_MS, DEFAULT_KEEPALIVE_MS,
 };

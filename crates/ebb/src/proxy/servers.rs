@@ -468,6 +468,7 @@ pub(super) fn compile_servers(
         use_server: Vec::new(),
         persist: p.options.persist,
         send_name: p.send_name_header.clone(),
+        fcgi: None,
         max_ka_queue: p.max_keep_alive_queue,
         prefer_last: p.options.prefer_last_server
             && !matches!(

@@ -94,6 +94,38 @@ pub(super) fn credentials(v: &[u8]) -> Option<Creds> {
     names(b"Bearer").then_some(Creds::Bearer)
 }
 
+/// The scheme of an `Authorization` value, as HAProxy 2.6's
+/// `get_http_auth` reads it for `http_auth_type` and `http_auth_user`.
+pub(crate) enum Method {
+    /// Basic credentials: the user (up to the colon, which must come
+    /// before any NUL byte: HAProxy's C string ends there).
+    Basic(Vec<u8>),
+    Bearer,
+}
+
+/// [`Method`] of `value`: the scheme up to the first space (none, or a
+/// value starting with one: nothing), compared on its own length as
+/// HAProxy's `strncasecmp` does (`Bas` is Basic, `Bea` Bearer), Basic
+/// first; Basic credentials must decode (base64) to `user:password`.
+pub(crate) fn method(value: &[u8]) -> Option<Method> {
+    let starts =
+        |word: &[u8], s: &[u8]| s.len() <= word.len() && word[..s.len()].eq_ignore_ascii_case(s);
+    let p = value.iter().position(|&c| c == b' ').filter(|&p| p > 0)?;
+    let scheme = &value[..p];
+    let rest = &value[p..];
+    let rest = &rest[rest.iter().take_while(|&&c| c == b' ').count()..];
+    if starts(b"Basic", scheme) {
+        let mut raw = Vec::new();
+        super::conv::base64_decode(rest, &mut raw)?;
+        // (HAProxy's `strchr` on the decoded C string: a NUL ends it.)
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        let colon = raw[..end].iter().position(|&b| b == b':')?;
+        raw.truncate(colon);
+        return Some(Method::Basic(raw));
+    }
+    starts(b"Bearer", scheme).then_some(Method::Bearer)
+}
+
 /// The token of Bearer credentials, from `value` (the first value of
 /// the header read), as HAProxy 2.6's `http_auth_bearer` finds it.
 /// In `Authorization` (`named` false): the scheme up to the first space

@@ -303,6 +303,24 @@ pub fn set_unique_id(f: Box<UniqueIdFn>) {
     let _ = UNIQUE_ID.set(f);
 }
 
+/// The FastCGI application of the backend named: its document root and
+/// index (`None`: no such backend, or none set there).
+pub type FcgiAppFn = dyn Fn(&str) -> Option<(Vec<u8>, Option<Vec<u8>>)> + Send + Sync;
+
+static FCGI_APP: std::sync::OnceLock<Box<FcgiAppFn>> = std::sync::OnceLock::new();
+
+/// Installs what answers the `fcgi.docroot` and `fcgi.index` fetches
+/// (the server does, at start, as for [`set_counts`]).
+pub fn set_fcgi_app(f: Box<FcgiAppFn>) {
+    let _ = FCGI_APP.set(f);
+}
+
+/// The document root and index of the exchange's backend's FastCGI
+/// application, once a backend is known.
+pub(crate) fn fcgi_app(ctx: &Ctx<'_>) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    FCGI_APP.get().and_then(|f| f(ctx.be?))
+}
+
 thread_local! {
     static MAKING_ID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

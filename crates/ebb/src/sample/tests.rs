@@ -1199,6 +1199,37 @@ fn find_byte_finds_the_first() {
 }
 
 #[test]
+fn http_auth_type_and_user_as_haproxy() {
+    // Checked beside HAProxy 2.6.12 (`lf-string "<%[http_auth_type]|%[http_auth_user]>"`).
+    let got = |authz: &str| {
+        let req = format!("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: {authz}\r\n\r\n");
+        let l = LogFormat::parse("<%[http_auth_type]|%[http_auth_user]>", RQ).unwrap();
+        with_ctx(&req, None, |c| {
+            let mut o = Vec::new();
+            l.render(c, &mut o);
+            String::from_utf8_lossy(&o).into_owned()
+        })
+    };
+    for (a, want) in [
+        ("Basic dXNlcjpwYXNz", "<Basic|user>"),
+        ("basic dXNlcjpwYXNz", "<Basic|user>"),
+        ("B dXNlcjpwYXNz", "<Basic|user>"),
+        ("Basic   dXNlcjpwYXNz", "<Basic|user>"),
+        ("Basic dXNlcg==", "<|>"),
+        ("Bearer tok", "<Bearer|>"),
+        ("Bea x", "<Bearer|>"),
+        ("Digest x", "<|>"),
+        ("Basic dQB4OnA=", "<|>"),
+        ("Basic !!!", "<|>"),
+        ("Basicx dXNlcjpwYXNz", "<|>"),
+        ("Basic dXNlcjpwYXNz, Bearer x", "<Basic|user>"),
+    ] {
+        assert_eq!(got(a), want, "{a}");
+    }
+    assert!(err("%[http_auth_user]", Scope::Response).contains("not available"));
+}
+
+#[test]
 fn http_auth_bearer_reads_the_token() {
     let got = |hdrs: &str, fmt: &str| {
         let req = format!("GET / HTTP/1.1\r\nHost: a\r\n{hdrs}\r\n");

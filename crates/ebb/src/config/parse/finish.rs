@@ -14,7 +14,93 @@ use std::sync::Arc;
 use super::Parser;
 use crate::config::types::*;
 
+fn push_err(errs: &mut Vec<ConfigError>, loc: &Loc, message: String) {
+    errs.push(ConfigError {
+        loc: loc.clone(),
+        message,
+    });
+}
+
 impl Parser<'_> {
+    /// A proxy's FastCGI application and servers: HAProxy's checks
+    /// (`cfg_fcgi_apps_postparser`, `fcgi_flt_check`, with their words),
+    /// and what ebb's FastCGI side does not do (TLS, PROXY headers,
+    /// SOCKS4, HTTP checks through FastCGI).
+    fn check_fcgi(&self, p: &Proxy, errs: &mut Vec<ConfigError>) {
+        let fcgi: Vec<&Server> = p.servers.iter().filter(|s| s.opts.proto_fcgi).collect();
+        if let Some(a) = &p.fcgi_app {
+            if !self.fcgi_apps.iter().any(|f| f.name == a.value) {
+                push_err(
+                    errs,
+                    &a.loc,
+                    format!("proxy '{}' : fcgi-app '{}' not found.", p.name, a.value),
+                );
+            } else if p.mode == ProxyMode::Tcp {
+                push_err(
+                    errs,
+                    &a.loc,
+                    format!(
+                        "proxy '{}': FCGI application cannot be used in non-HTTP mode.",
+                        p.name
+                    ),
+                );
+            } else if fcgi.is_empty() {
+                push_err(
+                    errs,
+                    &a.loc,
+                    format!(
+                        "proxy '{}': FCGI app configured but no FCGI server found.",
+                        p.name
+                    ),
+                );
+            }
+        }
+        for s in fcgi {
+            if p.fcgi_app.is_none() {
+                push_err(
+                    errs,
+                    &s.loc,
+                    format!(
+                        "proxy '{}': FCGI server '{}' has no FCGI app configured.",
+                        p.name, s.name
+                    ),
+                );
+                continue;
+            }
+            let what = if s.opts.ssl {
+                Some("'ssl'")
+            } else if s.opts.send_proxy > 0 {
+                Some("'send-proxy'")
+            } else if s.opts.socks4.is_some() {
+                Some("'socks4'")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                push_err(
+                    errs,
+                    &s.loc,
+                    format!(
+                        "server '{}': {what} on a 'proto fcgi' server is not supported by ebb",
+                        s.name
+                    ),
+                );
+            }
+            // HAProxy's HTTP checks take the server's protocol unless
+            // `check-proto` says otherwise: FastCGI here.
+            if s.opts.check && p.http_check.enabled && s.opts.check_proto.is_none() {
+                push_err(
+                    errs,
+                    &s.loc,
+                    format!(
+                        "server '{}': HTTP health checks ('option httpchk') through FastCGI are not supported by ebb (use TCP checks, or 'check-proto h1' with a check 'port' that speaks HTTP)",
+                        s.name
+                    ),
+                );
+            }
+        }
+    }
+
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
@@ -267,9 +353,11 @@ impl Parser<'_> {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
                 }
             }
+            self.check_fcgi(p, &mut errs);
             for s in p.servers.iter() {
                 // HAProxy's alert: the multiplexer must suit the mode.
                 let bad = match p.mode {
+                    ProxyMode::Tcp if s.opts.proto_fcgi => Some("fcgi"),
                     ProxyMode::Tcp => s.opts.proto_h1.then_some("h1"),
                     _ => s.opts.proto_none.then_some("none"),
                 };
@@ -457,7 +545,7 @@ impl Parser<'_> {
             }
         }
         errs.extend(crate::config::cache::check(&self.caches, &self.proxies));
-        errs.extend(crate::config::fcgi::check(&self.fcgi_apps));
+        errs.extend(crate::config::fcgi::check(&mut self.fcgi_apps));
         errs.extend(crate::config::program::check(&self.programs));
         for (loc, m) in crate::config::mailers::resolve(&self.mailers, &mut self.proxies) {
             err(&mut errs, &loc, m);
@@ -503,6 +591,12 @@ impl Parser<'_> {
                     ProxyLog::Target(t) => Some(t),
                     ProxyLog::Global => None,
                 })
+            }))
+            .chain(self.fcgi_apps.iter().flat_map(|a| {
+                a.log_stderr.iter().filter_map(|l| match l {
+                    crate::config::FcgiLog::Target(t) => Some(t),
+                    crate::config::FcgiLog::Global => None,
+                })
             }));
         for t in targets {
             if let LogDest::Ring(name) = &t.dest {
@@ -525,6 +619,7 @@ impl Parser<'_> {
                 resolvers: self.resolvers,
                 peers: self.peers,
                 caches: self.caches,
+                fcgi_apps: self.fcgi_apps,
                 userlists: self.userlists,
                 programs: self.programs,
                 stopped,

@@ -220,7 +220,7 @@ pub(crate) struct Parser<'e> {
     userlists: Vec<crate::sample::auth::Userlist>,
     /// Userlists the fetches name (`http_auth(L)`), checked at the end.
     userlist_refs: Vec<(String, Loc)>,
-    /// `fcgi-app` sections (syntax-checked only).
+    /// `fcgi-app` sections.
     fcgi_apps: Vec<super::fcgi::FcgiApp>,
     programs: Vec<Program>,
     /// `mailers` sections, resolved into the proxies at the end.
@@ -299,6 +299,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         stick_table: None,
         stick_rules: Vec::new(),
         filters: Vec::new(),
+        fcgi_app: None,
         compression: Compression::default(),
         mode: ProxyMode::Tcp,
         tcp_request: Vec::new(),
@@ -654,7 +655,7 @@ impl<'e> Parser<'e> {
             },
             Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {
                 Some(a) => {
-                    let target = |t: &[String]| parse_log_target(t, &loc).map(|_| ());
+                    let target = |t: &[String]| parse_log_target(t, &loc);
                     super::fcgi::fcgi_kw(a, words, &loc, &target)
                 }
                 None => Ok(()),

@@ -388,7 +388,7 @@ pub(super) fn proxy_option(
                     "option '{name}' expects 'preserve', 'reject' or 'delete' option"
                 ));
             };
-            o.restrict_hdr_names = match mode.as_str() {
+            o.restrict_hdr_names = Some(match mode.as_str() {
                 "preserve" => RestrictHdrNames::Preserve,
                 "delete" => RestrictHdrNames::Delete,
                 "reject" => RestrictHdrNames::Reject,
@@ -397,7 +397,7 @@ pub(super) fn proxy_option(
                         "invalid parameter '{m}'. option '{name}' expects 'preserve', 'reject' or 'delete' option"
                     ))
                 }
-            };
+            });
         }
         "forwardfor" | "originalto" => {
             if no {

@@ -103,7 +103,25 @@ const PROXY_KEYWORDS: &[&str] = &[
 ];
 
 /// HAProxy 2.6's filters ebb does not have (`filter NAME`).
-const HAPROXY_FILTERS_UNSUPPORTED: &[&str] = &["fcgi-app", "opentracing", "spoe", "trace"];
+const HAPROXY_FILTERS_UNSUPPORTED: &[&str] = &["opentracing", "spoe", "trace"];
+
+/// `use-fcgi-app NAME` or `filter fcgi-app NAME`: one application per
+/// backend (the same one may be named again).
+fn set_fcgi_app(px: &mut Proxy, kw: &str, name: &str, loc: &Loc) -> Result<(), String> {
+    match &px.fcgi_app {
+        Some(a) if a.value != name => {
+            Err(format!("'{kw}' : only one fcgi-app supported per backend"))
+        }
+        Some(_) => Ok(()),
+        None => {
+            px.fcgi_app = Some(Spanned {
+                value: name.to_string(),
+                loc: loc.clone(),
+            });
+            Ok(())
+        }
+    }
+}
 
 /// `filter compression` or `filter cache NAME` (HAProxy 2.6 `parse_filter`
 /// and the two filters' parsers, with their messages).
@@ -137,12 +155,22 @@ fn parse_filter(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), Strin
             }
             (Some(c.clone()), &w[3..])
         }
+        "fcgi-app" => {
+            let Some(app) = w.get(2) else {
+                return Err("'filter' : 'fcgi-app : expects a <name> argument'".into());
+            };
+            if let Some(x) = w.get(3) {
+                return Err(format!("'filter {name}' : unknown keyword '{x}'."));
+            }
+            // Its place among the filters changes nothing ebb does.
+            return set_fcgi_app(px, "filter fcgi-app", app, ctx.loc);
+        }
         n if HAPROXY_FILTERS_UNSUPPORTED.contains(&n) => {
             return Err(format!("HAProxy filter '{n}' is not supported by ebb"))
         }
         n => {
             return Err(format!(
-                "'filter' : unknown keyword '{n}' (supported: cache, compression{})",
+                "'filter' : unknown keyword '{n}' (supported: cache, compression, fcgi-app{})",
                 if n.starts_with("bwlim") {
                     "; the bandwidth limitation filters came with HAProxy 2.7"
                 } else {
@@ -283,10 +311,16 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             });
         }
         "use-fcgi-app" => {
-            return Err(
-                "'use-fcgi-app' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
-                    .to_string(),
-            )
+            if ctx.defaults || ctx.caps & BE == 0 {
+                // HAProxy's words.
+                return Err(format!(
+                    "'{kw}' only available in backend or listen section"
+                ));
+            }
+            let [_, name] = w else {
+                return Err(format!("'{kw}' expects <name> as argument"));
+            };
+            set_fcgi_app(px, kw, name, loc)?;
         }
         "use_backend" => {
             ctx.allow(kw, FE, false)?;
@@ -607,11 +641,11 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 ));
             }
             let (host, port) = parse_server_addr(a)?;
-            let ip: std::net::IpAddr = host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse()
-                .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
+            let ip: std::net::IpAddr =
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
             px.source = Some(Spanned {
                 value: std::net::SocketAddr::new(ip, port),
                 loc: ctx.loc.clone(),
@@ -654,7 +688,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             // HAProxy's only kind, and its integer reading (strtoul, base
             // 0: `0x10` and `010` are numbers too).
             if arg(w, 1, kw)? != "sessions" {
-                return Err(format!("'rate-limit' only supports 'sessions' (got '{}')", w[1]));
+                return Err(format!(
+                    "'rate-limit' only supports 'sessions' (got '{}')",
+                    w[1]
+                ));
             }
             let [_, _, n] = w else {
                 return Err(
@@ -709,7 +746,9 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "errorloc" | "errorloc302" | "errorloc303" => {
             ctx.allow(kw, FE | BE, true)?;
             let [_, code, url] = w else {
-                return Err(format!("'{kw}' expects <status_code> and <url> as arguments"));
+                return Err(format!(
+                    "'{kw}' expects <status_code> and <url> as arguments"
+                ));
             };
             let status = errorfile_code(kw, code)?;
             if url.is_empty() || url.bytes().any(|b| b.is_ascii_control()) {
@@ -834,7 +873,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             parse_server_opts(&w[1..], &mut px.default_server, ctx)?;
             if px.default_server.id.take().is_some() {
                 // HAProxy's keyword table: `id` is not for default-server.
-                return Err("'id' option is not accepted in default-server sections (HAProxy's alert)".into());
+                return Err(
+                    "'id' option is not accepted in default-server sections (HAProxy's alert)"
+                        .into(),
+                );
             }
         }
         "server" => {
@@ -1016,9 +1058,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 .get(1)
                 .ok_or_else(|| format!("'{kw}' expects a number. Got no argument"))?;
             // HAProxy reads it with atoi(); ebb takes a plain number only.
-            px.max_session_srv_conns = Some(n.parse::<u32>().map_err(|_| {
-                format!("'{kw}' expects a non-negative integer, got '{n}'")
-            })?);
+            px.max_session_srv_conns = Some(
+                n.parse::<u32>()
+                    .map_err(|_| format!("'{kw}' expects a non-negative integer, got '{n}'"))?,
+            );
             if let Some(x) = w.get(2) {
                 return Err(format!("unexpected argument '{x}' after '{kw} {n}'"));
             }

@@ -384,23 +384,19 @@ pub(super) fn parse_server_opts(
                     }
                     // HAProxy's muxes: h2, h1, fcgi, none (the last one
                     // given wins). ebb speaks HTTP/1.1 to servers by
-                    // default, HTTP/2 with `h2`; whether the mux suits the
-                    // proxy's mode is checked with the proxy.
+                    // default, HTTP/2 with `h2`, FastCGI with `fcgi`;
+                    // whether the mux suits the proxy's mode is checked
+                    // with the proxy.
                     "proto" => {
-                        let (h2, h1, none) = match v {
-                            "h2" => (true, false, false),
-                            "h1" => (false, true, false),
-                            "none" => (false, false, true),
-                            "fcgi" => {
-                                return Err(
-                                    "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
-                                        .to_string(),
-                                )
-                            }
+                        let (h2, h1, fcgi, none) = match v {
+                            "h2" => (true, false, false, false),
+                            "h1" => (false, true, false, false),
+                            "fcgi" => (false, false, true, false),
+                            "none" => (false, false, false, true),
                             // HAProxy's message.
                             x => return Err(format!("'proto' :  unknown MUX protocol '{x}'.")),
                         };
-                        (o.proto_h2, o.proto_h1, o.proto_none) = (h2, h1, none);
+                        (o.proto_h2, o.proto_h1, o.proto_fcgi, o.proto_none) = (h2, h1, fcgi, none);
                     }
                     "alpn" => o.alpn = alpn_list(v)?,
                     // HAProxy's messages.

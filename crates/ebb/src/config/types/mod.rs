@@ -67,6 +67,8 @@ pub struct Config {
     pub peers: Vec<super::peers::PeersSection>,
     /// `cache` sections, in declaration order.
     pub caches: Vec<CacheSection>,
+    /// `fcgi-app` sections, in declaration order.
+    pub fcgi_apps: Vec<crate::config::FcgiApp>,
     /// `userlist` sections.
     pub userlists: Vec<crate::sample::auth::Userlist>,
     /// `program` sections, in declaration order (master-worker mode only).

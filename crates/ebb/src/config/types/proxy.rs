@@ -173,6 +173,9 @@ pub struct Proxy {
     pub compression: Compression,
     /// `filter compression` and `filter cache NAME` lines, in order.
     pub filters: Vec<FilterDecl>,
+    /// `use-fcgi-app NAME` (or `filter fcgi-app NAME`): the FastCGI
+    /// application of the backend's `proto fcgi` servers.
+    pub fcgi_app: Option<Spanned<String>>,
     /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
     /// served alone before, so configs without `mode` keep working).
     pub mode: ProxyMode,
@@ -428,8 +431,9 @@ pub struct ProxyOptions {
     /// `option socket-stats`: each listener of the frontend has its own
     /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
     pub socket_stats: bool,
-    /// `option http-restrict-req-hdr-names`.
-    pub restrict_hdr_names: RestrictHdrNames,
+    /// `option http-restrict-req-hdr-names` (`None`: not set; see
+    /// [`Proxy::restrict_hdr_names`]).
+    pub restrict_hdr_names: Option<RestrictHdrNames>,
     /// `option clitcpka` (`option tcpka` in a proxy with a frontend) and
     /// `clitcpka-idle|intvl|cnt`: TCP keep-alive on client connections.
     pub clitcpka: TcpKa,
@@ -458,6 +462,20 @@ pub struct ProxyOptions {
     /// server socket with bytes to send before its connect, so the first
     /// request leaves with the handshake's last ACK.
     pub smart_connect: bool,
+}
+
+impl Proxy {
+    /// `option http-restrict-req-hdr-names`, or its default: `delete` for
+    /// a proxy with a FastCGI application (HAProxy's), else `preserve`.
+    pub fn restrict_hdr_names(&self) -> RestrictHdrNames {
+        self.options
+            .restrict_hdr_names
+            .unwrap_or(if self.fcgi_app.is_some() {
+                RestrictHdrNames::Delete
+            } else {
+                RestrictHdrNames::Preserve
+            })
+    }
 }
 
 /// `option http-restrict-req-hdr-names preserve|delete|reject`: what the

@@ -116,6 +116,9 @@ pub struct ServerOptions {
     /// `proto h2`: requests go to this server over HTTP/2 (prior
     /// knowledge, cleartext or over `ssl`), several streams per connection.
     pub proto_h2: bool,
+    /// `proto fcgi`: FastCGI to this server, for the backend's
+    /// `use-fcgi-app` application (`mux::fcgi`).
+    pub proto_fcgi: bool,
     /// `proto h1`: HTTP/1.1 to this server whatever ALPN chooses (the
     /// handshake still offers `alpn`), and for its HTTP checks (HAProxy's
     /// H1 multiplexer forced); `mode http` only.
@@ -400,6 +403,7 @@ impl Default for ServerOptions {
             allow_dup_ip: false,
             ignore_weight: false,
             proto_h2: false,
+            proto_fcgi: false,
             proto_h1: false,
             ws: WsProto::Auto,
             tfo: false,

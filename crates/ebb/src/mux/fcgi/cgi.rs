@@ -5,20 +5,22 @@
 //!
 //! - the status is the last `Status:` or `Location:` line's: `Status:
 //!   CODE REASON` as written (the code its leading digits), `Location:`
-//!   `302 Moved Temporarily`, neither (or a code of 0) `200 OK`;
+//!   `302 Moved Temporarily`, neither `200 OK`;
 //! - every `Status` line is left out; `Date` is added when missing;
 //! - a body whose length the lines do not give (no `Content-Length`,
 //!   not chunked) gets one when the whole answer came before its head
 //!   went on (the filter's `Content-Length` of a complete message), else
 //!   goes chunked; an HTTP/1.0 request's goes as it comes, to the end
 //!   (HAProxy's mux sets the length as known only for HTTP/1.1);
-//! - an answer to HEAD, a 204 or a 304 has no body: what the application
-//!   sends after the lines is dropped.
+//! - an answer to HEAD, a 204 or a 304 has no body.
 //!
 //! Refused (the stream answers 502, or cuts an answer under way): lines
 //! that do not parse as HTTP field lines, or too large; an answer that
-//! ends within its lines; a code below 200 (a FastCGI answer is final)
-//! or above 599; more body than its `Content-Length` says.
+//! ends within its lines; a `Status` without a code, a code below 200
+//! (a FastCGI answer is final) or above 599 (HAProxy 2.6.12 passes such
+//! a line on as it is: `HTTP/1.1 abc`, `HTTP/1.1 600`); more body than
+//! its `Content-Length` says, or a body after a HEAD's answer, a 204 or
+//! a 304 (HAProxy's parsing error).
 
 use crate::http1::{
     parse_response_into, push_decimal, BodyFraming, ChunkedEncoder, Limits, Method, ResponseHead,
@@ -50,7 +52,7 @@ enum Body {
     Recode(ChunkedEncoder),
     /// To the end, as it comes (an HTTP/1.0 request's).
     Raw,
-    /// No body: dropped.
+    /// No body (a HEAD's answer, a 204, a 304): bytes are an error.
     Drop,
 }
 
@@ -169,27 +171,31 @@ impl Answer {
         date: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Body, Bad> {
-        let mut code = 0u16;
+        let mut code = None;
         let mut reason: &[u8] = b"";
         let mut has_date = false;
         for f in &head.headers {
             let (n, v) = (f.name.get(buf), f.value.get(buf));
             if n.eq_ignore_ascii_case(b"status") {
-                (code, reason) = status_value(v);
+                let (c, r) = status_value(v);
+                (code, reason) = (Some(c), r);
             } else if n.eq_ignore_ascii_case(b"location") {
-                (code, reason) = (302, b"Moved Temporarily");
+                (code, reason) = (Some(302), b"Moved Temporarily");
             } else if n.eq_ignore_ascii_case(b"date") {
                 has_date = true;
             }
         }
-        if code == 0 {
-            (code, reason) = (200, b"OK");
-        }
-        // HAProxy writes the status as the line had it (`200x` stays);
-        // ebb writes the code, and refuses one it cannot frame.
-        if !(200..=599).contains(&code) {
-            return Err(Bad::Code);
-        }
+        // HAProxy 2.6.12 writes the status as the line had it (`200x`,
+        // `abc`, `99`); ebb writes the code, and refuses one it cannot
+        // frame.
+        let code = match code {
+            None => {
+                reason = b"OK";
+                200
+            }
+            Some(c) if (200..=599).contains(&c) => c,
+            Some(_) => return Err(Bad::Code),
+        };
         out.extend_from_slice(b"HTTP/1.1 ");
         push_decimal(out, u64::from(code));
         out.push(b' ');
@@ -251,6 +257,7 @@ fn body_bytes(body: &mut Body, data: &[u8], out: &mut Vec<u8>) -> Result<(), Bad
                 e.write(out, data);
             }
         }
+        Body::Drop if !data.is_empty() => return Err(Bad::TooMuch),
         Body::Drop => {}
     }
     Ok(())
@@ -353,7 +360,11 @@ mod tests {
             first(b"Location: /x\r\nStatus: 301 Moved\r\n\r\n"),
             "HTTP/1.1 301 Moved"
         );
-        assert_eq!(first(b"Status: abc\r\n\r\n"), "HTTP/1.1 200 OK");
+        assert_eq!(run(&[b"Status: abc\r\n\r\n"], true, false), Err(Bad::Code));
+        assert_eq!(
+            first(b"Status: abc\r\nLocation: /\r\n\r\n"),
+            "HTTP/1.1 302 Moved Temporarily"
+        );
         let out = run(
             &[b"Status: 500 E\r\nstatus: 501 F\r\nX: 1\r\n\r\n"],
             true,
@@ -385,12 +396,16 @@ mod tests {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n1\r\na\r\n0\r\n\r\n"
         );
         assert_eq!(
-            run(&[b"Content-Length: 9\r\n\r\nbody"], true, true).unwrap(),
+            run(&[b"Content-Length: 9\r\n\r\n"], true, true).unwrap(),
             "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
         );
         assert_eq!(
-            run(&[b"Status: 304\r\n\r\nbody"], true, false).unwrap(),
+            run(&[b"Status: 304\r\n\r\n", b""], true, false).unwrap(),
             "HTTP/1.1 304 \r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+        );
+        assert_eq!(
+            run(&[b"Content-Length: 9\r\n\r\nbody"], true, true),
+            Err(Bad::TooMuch)
         );
     }
 

@@ -108,20 +108,6 @@ pub(crate) fn param_name(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     n
 }
 
-/// A `set-param` name as the rules keep it: letters and digits
-/// lower-cased, any other byte `_` (HAProxy's `fcgi_param_name`).
-pub(crate) fn rule_name(name: &[u8]) -> Vec<u8> {
-    name.iter()
-        .map(|&b| {
-            if b.is_ascii_alphanumeric() {
-                b.to_ascii_lowercase()
-            } else {
-                b'_'
-            }
-        })
-        .collect()
-}
-
 /// The standard variables a `set-param` may replace, each by the exact
 /// name HAProxy compares.
 #[derive(Default)]
@@ -619,7 +605,6 @@ mod tests {
         assert_eq!(url_decode(b"/a+b?c+d%41"), Some(b"/a+b?c dA".to_vec()));
         assert_eq!(url_decode(b"/a%00b"), Some(b"/a\0b".to_vec()));
         assert_eq!(url_decode(b"%zz"), None);
-        assert_eq!(rule_name(b"My-Param.1"), b"my_param_1");
         assert_eq!(param_name(b"HTTP_", b"x-a.b"), b"HTTP_X_A_B");
     }
 }

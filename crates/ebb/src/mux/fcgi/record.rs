@@ -283,11 +283,6 @@ impl Demux {
         self.at == At::Dead
     }
 
-    /// Whether it is between records (no record begun).
-    pub(crate) fn between_records(&self) -> bool {
-        self.at == At::Header
-    }
-
     /// Reads from `input`: the bytes used and at most one event. Call
     /// again on the rest while it uses bytes or yields events; it uses
     /// none when it needs more input.

@@ -85,8 +85,10 @@ pub(crate) struct ServerSide {
     /// An event arrived while no exchange used a socket: the idle one
     /// kept for the client (`Stream::attached`) may have closed.
     pub(crate) idle_event: bool,
-    /// `proto h2` servers: the exchange goes through a stream of an
-    /// HTTP/2 connection ([`crate::mux::h2::server`]) instead of `sock`.
+    /// `proto h2` and `proto fcgi` servers: the exchange goes through a
+    /// stream of an HTTP/2 connection ([`crate::mux::h2::server`]) or a
+    /// request of a FastCGI one ([`crate::mux::fcgi::server`]) instead of
+    /// `sock`.
     pub(crate) h2: Option<std::rc::Rc<std::cell::RefCell<crate::mux::h2::server::Pipe>>>,
     /// That connection's tasklet, woken by [`ServerSide::wake_mux`].
     pub(crate) mux: Option<TaskletId>,
@@ -207,6 +209,12 @@ impl ServerSide {
         self.errored = false;
         self.istart = 0;
         self.iend = 0;
+    }
+
+    /// The exchange goes through a stream of an HTTP/2 connection (not a
+    /// FastCGI one, whose pipe carries what ebb wrote as HTTP/1.1).
+    pub(crate) fn is_h2(&self) -> bool {
+        self.h2.as_ref().is_some_and(|p| !p.borrow().fcgi)
     }
 
     /// After the server side wrote into or let go of an HTTP/2 stream:

@@ -74,7 +74,7 @@ use crate::transport::Transport;
 /// window.
 pub(crate) const REQ_MAX: usize = 64 * 1024;
 /// Period of the core's timer while streams are open (stalled windows).
-const TICK_MS: u32 = 1000;
+const TICK_MS: u32 = srvconn::IDLE_TICK_MS;
 /// Streams per connection until the server's SETTINGS say (HAProxy's
 /// `tune.h2.max-concurrent-streams` default).
 const DEFAULT_STREAMS: usize = 100;
@@ -138,6 +138,14 @@ pub(crate) struct Pipe {
     /// The connection ended on an error (a reset, a TLS alert, a failed
     /// write), not a close: see `ServerSide::errored`.
     pub(crate) conn_error: bool,
+    /// The pipe is a FastCGI request's ([`crate::mux::fcgi`]), whose
+    /// answer ebb writes as HTTP/1.1 (no HTTP/2 framing to account for).
+    pub(crate) fcgi: bool,
+    /// A FastCGI exchange refused before its answer's head: the status
+    /// the stream answers itself (500: the request could not be made into
+    /// parameters; 400: a chunked body too large to count; 502: an
+    /// answer that is not CGI, or a broken record).
+    pub(crate) fault: Option<u16>,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -157,6 +165,20 @@ pub(crate) enum Reuse {
     },
     Aggressive,
     Always,
+}
+
+impl Reuse {
+    /// Whether a stream may take a connection (with room) that its own
+    /// session opened (`mine`), or that completed an exchange
+    /// (`proven`).
+    pub(crate) fn allows(self, mine: bool, proven: bool) -> bool {
+        match self {
+            Reuse::Never => false,
+            Reuse::Safe { first } => mine || (!first && proven),
+            Reuse::Aggressive => mine || proven,
+            Reuse::Always => true,
+        }
+    }
 }
 
 /// A stream's hold on a connection.
@@ -200,14 +222,7 @@ pub(crate) struct Target {
     pub(crate) srv: Arc<crate::backend::ServerRt>,
 }
 
-/// How a connection counts among its server's: in use while it has
-/// streams, idle (and safe, as HAProxy lists an idle HTTP/2 connection)
-/// while it has none, neither once closed.
-enum Count {
-    Used(#[allow(dead_code)] crate::backend::pool::UsedConn),
-    Idle(#[allow(dead_code)] crate::backend::pool::IdleTicket),
-    Off,
-}
+use crate::mux::srvconn::{self, ConnCount as Count};
 
 /// How the request of a stream goes out.
 enum Req {
@@ -314,7 +329,7 @@ pub(crate) struct SrvConn {
 
 thread_local! {
     /// This thread's connections that may take more streams.
-    static POOL: RefCell<Vec<Rc<RefCell<SrvConn>>>> = const { RefCell::new(Vec::new()) };
+    static POOL: srvconn::Pool<SrvConn> = const { RefCell::new(Vec::new()) };
 }
 
 fn bump(c: &std::sync::atomic::AtomicU64, up: bool) {
@@ -355,12 +370,7 @@ impl SrvConn {
             && self.key == key
             && !self.h2.going_away()
             && self.streams.len() < self.limit()
-            && match reuse {
-                Reuse::Never => false,
-                Reuse::Safe { first } => mine || (!first && self.proven),
-                Reuse::Aggressive => mine || self.proven,
-                Reuse::Always => true,
-            }
+            && reuse.allows(mine, self.proven)
     }
 }
 
@@ -379,23 +389,14 @@ pub(crate) fn attach(
     hints: Hints,
     open: impl FnOnce() -> io::Result<Transport>,
 ) -> io::Result<Attached> {
-    let found = POOL.with(|p| {
-        p.borrow()
-            .iter()
-            .filter(|_| !t.fresh)
-            .find(|c| c.try_borrow().is_ok_and(|c| c.takes(t.key, reuse, owner)))
-            .cloned()
-    });
+    let found = POOL.with(|p| srvconn::pool_find(p, t.fresh, |c| c.takes(t.key, reuse, owner)));
     let (conn, reused) = match found {
         Some(c) => (c, true),
         None => (new_conn(ctx, t, reuse, owner, open)?, false),
     };
     let mut c = conn.borrow_mut();
-    if !matches!(c.count, Count::Used(_)) {
-        // Out of the idle ones first, as HAProxy takes it off its list.
-        c.count = Count::Off;
-        c.count = Count::Used(c.srv.used_conn());
-    }
+    let srv = Arc::clone(&c.srv);
+    c.count.take(&srv);
     let pipe = Rc::new(RefCell::new(Pipe {
         connected: c.ready,
         local: c.local,
@@ -482,17 +483,10 @@ fn new_conn(
         me: None,
         deadline: ETERNITY,
     }));
-    let id = ctx.new_tasklet_obj(
-        "h2_srv",
-        SrvTask {
-            conn: Rc::clone(&conn),
-        },
-    );
-    if let Err(e) = ctx.register_fd(fd, id, true) {
-        ctx.kill_tasklet(id);
-        return Err(e);
-    }
-    ctx.on_stop_tasklet(id);
+    let task = SrvTask {
+        conn: Rc::clone(&conn),
+    };
+    let id = srvconn::start_tasklet(ctx, "h2_srv", task, fd)?;
     conn.borrow_mut().me = Some(id);
     {
         let c = &conn.borrow().counters;
@@ -520,32 +514,19 @@ impl SrvConn {
         !self.h2.output().is_empty() || self.tr.has_pending_output()
     }
 
-    /// Whether the connect completed (or failed: `dead`).
+    /// Whether the connect completed (or failed: `dead`). (With `tfo`,
+    /// the first write, the preface, may complete it.)
     fn check_connect(&mut self, ctx: &mut Ctx) -> bool {
-        if !(self.io.rd || self.io.wr || self.io.hup) {
-            return false;
-        }
-        let tcp = self.tr.tcp();
-        // (socket2's peer address: a UNIX socket server's too.) A `tfo`
-        // socket whose SYN waits for the first write (the kernel has the
-        // server's cookie) has no peer yet but is writable: that write
-        // is the preface.
-        let deferred = self.srv.opts.tfo && self.io.wr && !self.io.hup;
-        match (tcp.take_error(), deferred || crate::backend::connected(tcp)) {
-            (Ok(None), true) => {
+        match srvconn::connect_outcome(&self.tr, self.srv.opts.tfo, &mut self.io) {
+            Some(true) => {
                 self.connected = true;
-                self.io.wr = true;
                 if !self.negotiating && !self.tr.is_handshaking() {
                     self.set_ready(ctx);
                 }
                 true
             }
-            (Ok(None), false) if !self.io.hup => {
-                self.io.rd = false;
-                self.io.wr = false;
-                false
-            }
-            _ => {
+            None => false,
+            Some(false) => {
                 for s in &self.streams {
                     s.pipe.borrow_mut().failed = true;
                 }
@@ -605,11 +586,7 @@ impl SrvConn {
         let _ = ctx.deregister_fd(self.fd);
         self.dead = true;
         bump(&self.counters.open_conns, false);
-        POOL.with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.retain(|c| c.try_borrow().is_ok_and(|c| !c.dead));
-            }
-        });
+        POOL.with(|p| srvconn::pool_prune(p, |c| c.dead));
         let first = self.streams.iter().position(|s| !s.pipe.borrow().closed);
         let dup = self.tr.tcp().try_clone();
         let mut taker = None;
@@ -1086,11 +1063,7 @@ impl SrvConn {
         let _ = ctx.deregister_fd(self.fd);
         let _ = self.tr.shutdown();
         bump(&self.counters.open_conns, false);
-        POOL.with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.retain(|c| c.try_borrow().is_ok_and(|c| !c.dead));
-            }
-        });
+        POOL.with(|p| srvconn::pool_prune(p, |c| c.dead));
         Status::Done
     }
 
@@ -1173,41 +1146,30 @@ impl SrvConn {
             self.h2.shutdown();
             let _ = self.flush();
             return self.close(ctx);
-        } else if self.streams.is_empty() && matches!(self.count, Count::Used(_)) {
+        } else if self.streams.is_empty()
+            && self.count.is_used()
+            && !self.count.go_idle(&self.srv, ctx.thread_id(), now)
+        {
             // Idle now: among the server's idle connections, or closed
-            // when `pool-max-conn` are there already (HAProxy's H2 mux
-            // destroys a connection its server's idle list refuses).
-            self.count = Count::Off;
-            match self.srv.idle_ticket(ctx.thread_id(), true, now) {
-                Some(m) => self.count = Count::Idle(m),
-                None => {
-                    self.h2.shutdown();
-                    let _ = self.flush();
-                    return self.close(ctx);
-                }
-            }
+            // when `pool-max-conn` are there already.
+            self.h2.shutdown();
+            let _ = self.flush();
+            return self.close(ctx);
         }
         // (Idle, it looks once a second whether its server's purge timer
         // closes it.)
         let d = ticks::add(now, TICK_MS);
-        if d != self.deadline {
-            self.deadline = d;
-            if let Some(me) = self.me {
-                ctx.tasklet_set_expire(me, d);
-            }
-        }
+        srvconn::set_deadline(ctx, self.me, &mut self.deadline, d);
         Status::Continue
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
         if self.streams.is_empty() {
-            if matches!(self.count, Count::Idle(_)) && self.srv.take_kill(ctx.thread_id(), 1) == 0 {
+            if !self.count.purged(&self.srv, ctx.thread_id()) {
                 // Not among those its server's purge timer closes: looked
                 // at again in a second.
-                self.deadline = ticks::add(ctx.now(), TICK_MS);
-                if let Some(me) = self.me {
-                    ctx.tasklet_set_expire(me, self.deadline);
-                }
+                let d = srvconn::next_look(ctx);
+                srvconn::set_deadline(ctx, self.me, &mut self.deadline, d);
                 return Status::Continue;
             }
             // One the purge timer closes: GOAWAY and close.

@@ -149,6 +149,26 @@ impl Fetch {
                 let tok = crate::sample::auth::bearer(first.as_deref(), hdr.is_some())?;
                 put(s, tok)
             }
+            Fetch::HttpAuthType | Fetch::HttpAuthUser => {
+                let mut first = None;
+                if !values(ctx, false, "authorization", false, &mut |v| {
+                    first = Some(v.to_vec());
+                    true
+                }) {
+                    return None;
+                }
+                let m = crate::sample::auth::method(first.as_deref()?)?;
+                match (self, m) {
+                    (Fetch::HttpAuthType, crate::sample::auth::Method::Basic(_)) => {
+                        put(s, b"Basic")
+                    }
+                    (Fetch::HttpAuthType, _) => put(s, b"Bearer"),
+                    (_, crate::sample::auth::Method::Basic(user)) => put(s, &user),
+                    _ => None,
+                }
+            }
+            Fetch::FcgiDocroot => put(s, &crate::sample::fcgi_app(ctx)?.0),
+            Fetch::FcgiIndex => put(s, &crate::sample::fcgi_app(ctx)?.1?),
             Fetch::HttpAuthGroup(l) => {
                 let (list, i) = auth_user(ctx, l)?;
                 put(s, list.users[i].name.as_bytes())

@@ -243,6 +243,13 @@ pub(super) enum Fetch {
     /// `http_auth_bearer([HDR])`: the token of the request's Bearer
     /// credentials (in `Authorization`, or in header HDR).
     HttpAuthBearer(Option<String>),
+    /// `http_auth_type`: the scheme of the request's credentials,
+    /// `Basic` or `Bearer`; `http_auth_user`: the user of Basic ones.
+    HttpAuthType,
+    HttpAuthUser,
+    /// `fcgi.docroot`, `fcgi.index`: the backend's FastCGI application's.
+    FcgiDocroot,
+    FcgiIndex,
     /// `cur_server_timeout`, `cur_tunnel_timeout`: the exchange's
     /// (`set-timeout`), else its backend's.
     CurTimeout {
@@ -365,6 +372,10 @@ impl Fetch {
             | Fetch::ReqBodyParam(..)
             | Fetch::HttpAuth(_)
             | Fetch::HttpAuthBearer(_)
+            | Fetch::HttpAuthType
+            | Fetch::HttpAuthUser
+            | Fetch::FcgiDocroot
+            | Fetch::FcgiIndex
             | Fetch::HttpAuthGroup(_) => Some(false),
             Fetch::Hdr { res, .. }
             | Fetch::HdrCnt { res, .. }

@@ -533,6 +533,10 @@ impl Fetch {
                     Fetch::HttpAuthGroup(args[0].clone())
                 })
             }
+            "http_auth_type" => req_only(none(Fetch::HttpAuthType)?),
+            "fcgi.docroot" => req_only(none(Fetch::FcgiDocroot)?),
+            "fcgi.index" => req_only(none(Fetch::FcgiIndex)?),
+            "http_auth_user" => req_only(none(Fetch::HttpAuthUser)?),
             "http_auth_bearer" => {
                 arg_count(name, args, 0, 1)?;
                 req_only(Fetch::HttpAuthBearer(args.first().cloned()))

@@ -275,6 +275,11 @@ impl Stream {
             // Another attempt on the same server: HAProxy counts each.
             s.counters.note_attempt(ctx.now_ns());
         }
+        if s.opts.proto_fcgi {
+            self.up = Some(up);
+            self.connect_fcgi(c, ctx);
+            return;
+        }
         let route = s.opts.route(up.ws_accept.is_some());
         if route.h2 {
             self.up = Some(up);
@@ -361,8 +366,8 @@ impl Stream {
     /// thread's as `http-reuse` allows, else a new one. The request goes
     /// into its pipe as it would go to a socket.
     pub(super) fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        use crate::mux::h2::server::{attach, Hints, Reuse, Target};
-        let Some(mut up) = self.up.take() else {
+        use crate::mux::h2::server::{attach, Hints, Target};
+        let Some(up) = self.up.take() else {
             return;
         };
         let Some(s) = up.server.clone() else {
@@ -371,17 +376,10 @@ impl Stream {
         };
         let websocket = up.ws_accept.is_some();
         let route = s.opts.route(websocket);
-        let reuse = match up.farm.reuse {
-            // A websocket on another protocol than the server's other
-            // streams: a connection of its own.
-            _ if websocket && !s.opts.ws_reuse() => Reuse::Never,
-            HttpReuse::Never => Reuse::Never,
-            HttpReuse::Safe => Reuse::Safe {
-                first: c.requests() <= 1,
-            },
-            HttpReuse::Aggressive => Reuse::Aggressive,
-            HttpReuse::Always => Reuse::Always,
-        };
+        // A websocket on another protocol than the server's other streams:
+        // a connection of its own.
+        let own = websocket && !s.opts.ws_reuse();
+        let reuse = pipe_reuse(c, &up, own);
         // The session: an HTTP/2 client connection for its streams' lanes.
         let owner = c.lane_of.or(c.me);
         // A connection whose SNI depends on the exchange serves only
@@ -421,6 +419,67 @@ impl Stream {
             }
             None => Err(io::ErrorKind::NotConnected.into()),
         };
+        self.install_pipe(c, ctx, up, &s, r);
+    }
+
+    /// `server ... proto fcgi`: the exchange goes on a FastCGI connection
+    /// to the server ([`crate::mux::fcgi::server`]), one of this thread's
+    /// with room as `http-reuse` allows, else a new one. The request goes
+    /// into its pipe as it would go to a socket, with what the backend's
+    /// application rules said of it.
+    pub(super) fn connect_fcgi(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        use crate::mux::fcgi::server::{attach, Target};
+        let Some(up) = self.up.take() else {
+            return;
+        };
+        let (Some(s), BackendKind::Servers(sr)) = (up.server.clone(), &up.be.kind) else {
+            self.up = Some(up);
+            return;
+        };
+        let Some(app) = sr.fcgi.as_ref() else {
+            // (The configuration has one wherever a server speaks FastCGI.)
+            self.up = Some(up);
+            self.connect_failed(c, ctx, false);
+            return;
+        };
+        let reuse = pipe_reuse(c, &up, false);
+        let owner = c.lane_of.or(c.me);
+        let target = Target {
+            key: s.uid,
+            fresh: up.reused,
+            limits: c.w.limits,
+            srv: Arc::clone(&s),
+            app: Arc::clone(&app.app),
+            stderr: c.w.shared.fcgi_loggers.get(app.name()).cloned(),
+        };
+        let meta = up.fcgi.as_deref().cloned().unwrap_or_default();
+        let r = match self.side_tasklet(c, ctx) {
+            Some(t) => {
+                let client_dst = client_dst(c, &s);
+                let first = up.retries_left == up.farm.retries;
+                attach(ctx, &target, reuse, owner, t, meta, || {
+                    s.counters.connects.fetch_add(1, Ordering::Relaxed);
+                    // (`ssl`, `socks4` are refused on a FastCGI server.)
+                    open_transport(&s, client_dst, None, first, None).map(|(t, _)| t)
+                })
+            }
+            None => Err(io::ErrorKind::NotConnected.into()),
+        };
+        self.install_pipe(c, ctx, up, &s, r);
+    }
+
+    /// The exchange took its place on a multiplexed connection (HTTP/2,
+    /// FastCGI), `r` (or failed to: a failed connect): its pipe is
+    /// installed on the server side, with the request head; connected at
+    /// once on a connection that already is.
+    fn install_pipe(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        mut up: Box<Upstream>,
+        s: &Arc<ServerRt>,
+        r: io::Result<crate::mux::h2::server::Attached>,
+    ) {
         let Ok(a) = r else {
             self.up = Some(up);
             self.connect_failed(c, ctx, false);
@@ -440,7 +499,7 @@ impl Stream {
         if sd.connecting {
             up.connect_started(now);
         } else {
-            observe(&s, Seen::L4Ok);
+            observe(s, Seen::L4Ok);
             up.state = UpState::Connected;
             up.t_conn = Some(now);
             up.deadline = ticks::add(now, up.timeouts.server);
@@ -544,6 +603,22 @@ impl Stream {
         if let Some(p) = self.parked.take() {
             release_parked(c, ctx, p);
         }
+    }
+}
+
+/// How an exchange may share a multiplexed connection (HTTP/2, FastCGI):
+/// the backend's `http-reuse`, the session's first request telling
+/// `safe` apart; `own`: a connection of its own whatever it says.
+fn pipe_reuse(c: &H1, up: &Upstream, own: bool) -> crate::mux::h2::server::Reuse {
+    use crate::mux::h2::server::Reuse;
+    match up.farm.reuse {
+        _ if own => Reuse::Never,
+        HttpReuse::Never => Reuse::Never,
+        HttpReuse::Safe => Reuse::Safe {
+            first: c.requests() <= 1,
+        },
+        HttpReuse::Aggressive => Reuse::Aggressive,
+        HttpReuse::Always => Reuse::Always,
     }
 }
 

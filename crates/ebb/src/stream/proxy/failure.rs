@@ -309,10 +309,27 @@ impl Stream {
         // REFUSED_STREAM) is not the race of a reused connection the
         // server closed as idle: 502, as HAProxy 2.6.
         let server_fault = sd.h2.as_ref().is_some_and(|p| p.borrow().no_replay);
+        // A FastCGI exchange its connection refused (see `Pipe::fault`).
+        let fcgi_fault = sd.h2.as_ref().and_then(|p| p.borrow().fault);
         let refused_late = sd.h2.as_ref().is_some_and(|p| p.borrow().refused_late);
         let errored =
             sd.errored || sd.broken || sd.h2.as_ref().is_some_and(|p| p.borrow().conn_error);
         drop(sd);
+        if let Some(st) = fcgi_fault {
+            let e = match st {
+                500 => ExchangeError::internal(),
+                400 => ExchangeError::bad_request_body(false),
+                _ => ExchangeError::bad_response_head(),
+            };
+            if st == 502 {
+                if let Some(s) = &up.server {
+                    s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            self.up = Some(up);
+            self.fail(c, ctx, e);
+            return true;
+        }
         if refused_late && nothing_back && !up.body_sent {
             // An HTTP/2 server's TLS refused the connection after our
             // side of the handshake (TLS 1.3's alert refusing the client

@@ -258,6 +258,11 @@ pub(super) struct Upstream {
     name_at: Option<(usize, usize)>,
     /// The log line went out with the response head (`option logasap`).
     logged: bool,
+    /// A backend with a FastCGI application: what its rules said of the
+    /// request, for a `proto fcgi` server's PARAMS (evaluated once the
+    /// request's rules ran, as HAProxy's filter does, whatever server
+    /// takes it).
+    fcgi: Option<Box<crate::mux::fcgi::params::Meta>>,
     /// Bytes (the request's, the answer's: `H1::bytes_in`, `bytes_out`)
     /// already added to the counters: `option contstats` adds them as
     /// they flow (see [`Stream::count_continuously`]).
@@ -330,6 +335,7 @@ fn spent(mut up: Box<Upstream>) -> Box<Upstream> {
     up.lb_hdr = None;
     up.lb_post = None;
     up.ws_accept = None;
+    up.fcgi = None;
     up
 }
 
@@ -437,6 +443,7 @@ impl Upstream {
             scheme: None,
             name_at: None,
             logged: false,
+            fcgi: None,
             counted: (0, 0),
         }
     }
@@ -532,6 +539,17 @@ impl Stream {
             }),
             ..sctx
         };
+        // `use-fcgi-app`: its rules, on the request as the proxies' rules
+        // left it (HAProxy's filter, on the request's headers).
+        let fcgi = sr.fcgi.as_ref().map(|f| {
+            let mut m = f.meta(&sctx);
+            m.src = Some(c.stream_src());
+            m.dst = c.stream_dst();
+            m.https = c.tr.is_tls();
+            m.h2 = c.lane_of.is_some();
+            m.send_name = sr.send_name.as_ref().map(|n| n.as_bytes().to_vec());
+            Box::new(m)
+        });
         let farm = &sr.farm;
         // `use-server` comes before persistence (cookie, stick match).
         let us = sr.use_server(&be.matcher, &sctx);
@@ -776,6 +794,7 @@ impl Stream {
             scheme: u_scheme,
             name_at: u_name_at,
             logged,
+            fcgi: u_fcgi,
             counted,
         } = &mut *up;
         // (The same backend's again: no reference count changes.)
@@ -843,6 +862,7 @@ impl Stream {
         *u_scheme = scheme;
         *u_name_at = name_at;
         *logged = false;
+        *u_fcgi = fcgi;
         *counted = (0, 0);
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -1180,7 +1200,7 @@ impl Stream {
                 // An HTTP/2 server's head is bounded by its HPACK list
                 // (the connection's `max_fields`), not `tune.http.maxhdr`:
                 // HAProxy 2.6 counts that only in its HTTP/1 parser.
-                let limits = if sd.h2.is_some() {
+                let limits = if sd.is_h2() {
                     crate::h2::lane_limits(&c.w.limits)
                 } else {
                     c.w.limits
@@ -1267,7 +1287,7 @@ impl Stream {
                             self.fail(c, ctx, ExchangeError::bad_response_head());
                             return true;
                         }
-                        if sd.h2.is_some() {
+                        if sd.is_h2() {
                             // Its lane's HTTP/1.1 head stands for it.
                             c.vars.get_mut().info.srv_h2 = true;
                         }
@@ -1353,7 +1373,7 @@ impl Stream {
                                 // pipe) has no end block in HAProxy's HTX
                                 // but with trailers.
                                 let tail = dec.htx_tail();
-                                let h2_bare = sd.h2.is_some() && tail == 1;
+                                let h2_bare = sd.is_h2() && tail == 1;
                                 up.bytes_out += if h2_bare { 0 } else { tail };
                             }
                         }
@@ -1390,7 +1410,7 @@ impl Stream {
                     match r.recode_with(avail, &mut c.wbuf, |d| keep_stored(store, d)) {
                         Ok((n, done)) => {
                             up.bytes_out += r.htx_size() - before;
-                            if done && sd.h2.is_some() && r.htx_tail() == 1 {
+                            if done && sd.is_h2() && r.htx_tail() == 1 {
                                 // (No end block: see `Left::Chunked`.)
                                 up.bytes_out = up.bytes_out.saturating_sub(1);
                             }
