@@ -38,6 +38,7 @@ pub mod cond;
 pub mod cookie;
 pub mod cpumap;
 mod fcgi;
+pub(crate) use fcgi::{App, Meta, Pairs};
 pub use fcgi::{FcgiApp, FcgiLog, FcgiRule, FcgiRuleKind};
 mod lexer;
 pub(crate) mod mailers;

@@ -31,49 +31,9 @@
 
 use std::net::SocketAddr;
 
-/// What the application's section says of each request's variables (the
-/// part its connections need; its rules run in the stream).
-#[derive(Debug)]
-pub(crate) struct App {
-    pub(crate) name: String,
-    pub(crate) docroot: Vec<u8>,
-    pub(crate) index: Option<Vec<u8>>,
-    pub(crate) path_info: Option<regex::bytes::Regex>,
-    /// `option keep-conn` (on by default): BEGIN_REQUEST asks the
-    /// application to keep the connection.
-    pub(crate) keep_conn: bool,
-    /// `option get-values`: GET_VALUES opens each connection.
-    pub(crate) get_values: bool,
-    /// `option mpxs-conns`: requests share a connection.
-    pub(crate) mpxs_conns: bool,
-    /// `option max-reqs N` (1 unless `mpxs-conns` or `get-values`).
-    pub(crate) max_reqs: u32,
-}
-
-/// What the stream says of its request beyond the head it writes: its
-/// `fcgi-app` rules' outcome and its connection's addresses.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Meta {
-    /// The `set-param` values that apply, by name (lower-cased, bytes
-    /// other than letters and digits as `_`), in name order, no empty one.
-    pub(crate) set: Pairs,
-    /// Field names (lower-case) not passed: the hop-by-hop ones,
-    /// `Authorization` and the others HAProxy hides, less those a
-    /// `pass-header` rule passes.
-    pub(crate) hide: Vec<Vec<u8>>,
-    /// `http-send-name-header`'s field name (lower-case): it goes after
-    /// the `set-param` values, as HAProxy adds it.
-    pub(crate) send_name: Option<Vec<u8>>,
-    /// The client's address (REMOTE_ADDR, REMOTE_PORT).
-    pub(crate) src: Option<SocketAddr>,
-    /// The address the client reached (SERVER_PORT; SERVER_NAME without
-    /// `Host`).
-    pub(crate) dst: Option<SocketAddr>,
-    /// The client's connection is TLS (HTTPS=on).
-    pub(crate) https: bool,
-    /// The client spoke HTTP/2 (SERVER_PROTOCOL HTTP/2.0).
-    pub(crate) h2: bool,
-}
+// The application's and the stream's parts live with the configuration
+// (the backend's compiled application builds them, below the muxes).
+pub(crate) use crate::config::{App, Meta, Pairs};
 
 /// The request head as the mux reads it from the stream.
 pub(crate) struct Head<'a> {
@@ -84,9 +44,6 @@ pub(crate) struct Head<'a> {
     pub(crate) version: &'a [u8],
     pub(crate) fields: Vec<(&'a [u8], &'a [u8])>,
 }
-
-/// Name-value pairs, names encoded.
-pub(crate) type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The request cannot be turned into parameters (HAProxy's processing
 /// error): the stream answers it with an error.
