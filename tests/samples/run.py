@@ -298,16 +298,13 @@ TIMING = "counts the previous connection until its close is processed: timing"
 HAPROXY_ADD = ("HAProxy 2.6's capped addition gives LLONG_MAX for two negative operands "
                "(its overflow check itself overflows); ebb gives the sum")
 BYTES = "byte counters move as data is read: their value at a rule's time is not comparable"
-HIDDEN_CL = ("the server's Content-Length is ebb's to write and not among the fields response "
-             "rules read: counting every header gives one less")
+HOLDS_RES_LEN = ("the head holds the fields earlier rules set, res.len's among them (see "
+                 "res.len)")
 NOT_FIXED_RES_LEN = ("not fixed: HAProxy's res.len in HTTP rules is its HTX buffer's fill; ebb "
                      "has no value there")
 RATE = "a rate over the last second: it depends on the run's pace"
 KNOWN = {
     "res.len": NOT_FIXED_RES_LEN,
-    "res.hdr_cnt": HIDDEN_CL,
-    "shdr_cnt": HIDDEN_CL,
-    "res.fhdr_cnt": HIDDEN_CL,
     "srv_sess_rate(be/s1)": "a rate over the last second: it depends on the run's pace",
     "sc0_conn_cur": TIMING,
     "sc0_trackers": TIMING,
@@ -321,10 +318,8 @@ KNOWN = {
     "fc_rttvar": "the kernel's estimate of the round trip",
     "fc_rttvar(us)": "the kernel's estimate of the round trip",
     "date_us": "the current microsecond",
-    "res.hdrs": HIDDEN_CL,
-    "res.hdrs_bin": HIDDEN_CL,
-    "res.hdr_names": HIDDEN_CL,
-    "res.hdr_names(:)": HIDDEN_CL,
+    "res.hdrs": HOLDS_RES_LEN,
+    "res.hdrs_bin": HOLDS_RES_LEN,
     "dst_conn": TIMING,
     "fe_sess_rate": RATE,
     "fe_sess_rate(fe)": RATE,

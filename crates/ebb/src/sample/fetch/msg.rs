@@ -175,10 +175,24 @@ pub(super) fn values(
     f: &mut dyn FnMut(&[u8]) -> bool,
 ) -> bool {
     let mut stop = false;
+    let mut clean = Vec::new();
     each_field(ctx, res, &mut |n, v| {
         if !name.is_empty() && !n.eq_ignore_ascii_case(name.as_bytes()) {
             return false;
         }
+        // A request's Connection field as HAProxy's parser left it
+        // (`close` and `keep-alive` dropped; the field gone when nothing
+        // is left), as `req.hdrs` shows it.
+        let v = if !res && n.eq_ignore_ascii_case(b"connection") {
+            clean.clear();
+            clean_connection(v, &mut clean);
+            if clean.is_empty() {
+                return false;
+            }
+            &clean[..]
+        } else {
+            v
+        };
         if full {
             // HAProxy's http_find_header: the value without the spaces
             // around it (a rule may have set one with them).
