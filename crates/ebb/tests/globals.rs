@@ -131,3 +131,53 @@ fn strict_limits_stop_a_start_whose_maxconn_cannot_have_its_descriptors() {
         assert_refused(&d, "args.cfg", &text, "takes no argument", true);
     }
 }
+
+/// HAProxy's warnings for rules written after rules that run later (its
+/// `warnif_misplaced_*` chain), each at its rule's line, the same four
+/// as haproxy's; `zero-warning` then refuses the configuration.
+#[test]
+fn misplaced_rules_are_warned_of_as_haproxy() {
+    let d = scratch("globals-misplaced");
+    let text = |zero: &str| {
+        format!(
+            "global\n{zero}defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+             frontend f\n    bind 127.0.0.1:{}\n    use_backend b if {{ path /x }}\n    redirect location /y if {{ path /z }}\n\
+             \x20   http-request deny if {{ path /d }}\n    monitor fail if {{ path /m }}\n    default_backend b\n\
+             backend b\n    use-server s if TRUE\n    http-request deny if {{ path /q }}\n    server s 127.0.0.1:9\n",
+            free_port()
+        )
+    };
+    std::fs::write(d.join("m.cfg"), text("")).unwrap();
+    let want = [
+        "m.cfg:10: a 'redirect' rule placed after a 'use_backend' rule",
+        "m.cfg:11: a 'http-request' rule placed after a 'redirect' rule",
+        "m.cfg:12: a 'monitor fail' rule placed after an 'http-request' rule",
+        "m.cfg:16: a 'http-request' rule placed after a 'use-server' rule",
+    ];
+    let (rc, _, err) = run_ebb(&["-c", "-f", "m.cfg"], &d);
+    assert_eq!(rc, 0, "{err}");
+    for w in want {
+        assert!(err.contains(w), "{w}: {err}");
+    }
+    assert_eq!(
+        err.matches("will still be processed before").count(),
+        4,
+        "{err}"
+    );
+    if let Some((rc, err)) = haproxy(&["-c", "-f", "m.cfg"], &d) {
+        assert_eq!(rc, 0, "haproxy: {err}");
+        for w in want {
+            let (at, what) = w.split_once(": ").unwrap();
+            assert!(
+                err.contains(&format!("parsing [{at}] : {what}")),
+                "haproxy {w}: {err}"
+            );
+        }
+    }
+    std::fs::write(d.join("z.cfg"), text("    zero-warning\n")).unwrap();
+    let (rc, _, err) = run_ebb(&["-c", "-f", "z.cfg"], &d);
+    assert_eq!(rc, 1, "{err}");
+    if let Some((rc, err)) = haproxy(&["-c", "-f", "z.cfg"], &d) {
+        assert_eq!(rc, 1, "haproxy: {err}");
+    }
+}

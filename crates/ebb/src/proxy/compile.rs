@@ -127,6 +127,7 @@ pub fn compile_keeping(
     // One map for every proxy whose option asks for it.
     let h1_case = (!cfg.global.h1_case.is_empty()).then(|| Arc::new(cfg.global.h1_case.clone()));
     for p in &cfg.proxies {
+        warnings.extend(p.misplaced.iter().cloned());
         warnings.extend(crate::config::unreachable_rules(p));
         warnings.extend(crate::config::mailers::ignored(p));
     }

@@ -237,6 +237,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         name: name.to_string(),
         kind,
         loc,
+        misplaced: Vec::new(),
         maxconn: None,
         backlog: None,
         rate_limit_sessions: 0,
@@ -860,6 +861,7 @@ impl<'e> Parser<'e> {
                 px.name = name.clone();
                 px.kind = kind;
                 px.loc = loc.clone();
+                px.misplaced.clear();
                 self.proxies.push(px);
                 let idx = self.proxies.len() - 1;
                 self.section = Section::Proxy(idx);

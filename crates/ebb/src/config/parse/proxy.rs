@@ -377,6 +377,7 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "http-request" => {
             ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
+            misplaced(px, loc, kw, Later::Redirect);
             // Before the `redirect` lines: HAProxy runs every
             // `http-request` rule first (and warns of one placed after).
             let at = px
@@ -388,6 +389,7 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         }
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
+            misplaced(px, loc, kw, Later::UseBackend);
             let (args, c) = split_cond(&w[1..]);
             let mut r = parse_redirect(args, request_scope(px), false)?;
             r.late = true;
@@ -466,6 +468,7 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 );
             }
             let cond = cond_of(c, px, ctx.loc)?.ok_or("'monitor fail' needs a condition")?;
+            misplaced(px, loc, "monitor fail", Later::HttpRequest);
             px.monitor_fail.push(cond);
         }
         "unique-id-header" => {
@@ -1580,3 +1583,42 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "max-age",
     "precompressed",
 ];
+
+/// The first kind of rule that runs after the one being parsed
+/// (HAProxy's chain of `warnif_misplaced_*` checks): `monitor fail` runs
+/// before `http-request` rules, which run before `redirect` lines, which
+/// run before `use_backend` and `use-server`.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Later {
+    HttpRequest,
+    Redirect,
+    UseBackend,
+}
+
+/// HAProxy's warning for a rule (`kw`, at `loc`) written after a rule
+/// that runs later than it: the first such kind found, in HAProxy's
+/// order.
+fn misplaced(px: &mut Proxy, loc: &Loc, kw: &str, from: Later) {
+    let late =
+        |r: &HttpRequestRule| matches!(&r.action, HttpRequestAction::Redirect(rd) if rd.late);
+    // The section's own rules: those a `defaults` section gave it run
+    // apart in HAProxy (and came before it).
+    let own = |r: &&HttpRequestRule| r.loc.file == px.loc.file && r.loc.line > px.loc.line;
+    let rules = || px.http_request.iter().filter(own);
+    let found = if from <= Later::HttpRequest && rules().any(|r| !late(r)) {
+        Some("an 'http-request'")
+    } else if from <= Later::Redirect && rules().any(late) {
+        Some("a 'redirect'")
+    } else if !px.use_backends.is_empty() {
+        Some("a 'use_backend'")
+    } else if !px.use_server.is_empty() {
+        Some("a 'use-server'")
+    } else {
+        None
+    };
+    if let Some(after) = found {
+        px.misplaced.push(format!(
+            "{loc}: a '{kw}' rule placed after {after} rule will still be processed before."
+        ));
+    }
+}

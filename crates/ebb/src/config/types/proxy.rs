@@ -71,6 +71,10 @@ pub struct Proxy {
     pub monitor_uri: Option<String>,
     /// `monitor fail if|unless COND`.
     pub monitor_fail: Vec<Condition>,
+    /// HAProxy's warnings of rules placed after rules that run later
+    /// ("a 'monitor fail' rule placed after an 'http-request' rule will
+    /// still be processed before"), given at start.
+    pub misplaced: Vec<String>,
     pub name: String,
     pub kind: ProxyKind,
     /// The section header line.
