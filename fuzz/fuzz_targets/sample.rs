@@ -52,6 +52,8 @@ fuzz_target!(|data: &[u8]| {
             stk: None,
             res_body: Some((b"{\"k\":1}", 7)),
             client_cert: None,
+            fc: None,
+            early: false,
         };
         let mut out = Vec::new();
         f.render(&ctx, &mut out);
