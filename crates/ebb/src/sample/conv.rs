@@ -788,7 +788,10 @@ impl Conv {
 
     /// Whether it gives out its input's type (`set-var`).
     pub(super) fn keeps_type(&self) -> bool {
-        matches!(self, Conv::SetVar(_))
+        match self {
+            Conv::Extra(e) => e.any_type(),
+            c => matches!(c, Conv::SetVar(_)),
+        }
     }
 
     pub(super) fn out_type(&self, _input: Type) -> Type {
@@ -820,7 +823,7 @@ impl Conv {
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
-            Conv::Extra(e) => e.out_type(),
+            Conv::Extra(e) => e.out_type(_input),
             _ => Type::Str,
         }
     }
@@ -830,6 +833,11 @@ impl Conv {
         if let Conv::Stk(c) = self {
             // Any type: the table casts the sample to its key type.
             return c.apply(v, ctx, s);
+        }
+        if let Conv::Extra(e) = self {
+            if e.any_type() {
+                return e.apply(v, ctx, s);
+            }
         }
         if let Conv::SetVar(r) = self {
             // Any type, passed on as it is.

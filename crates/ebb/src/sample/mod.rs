@@ -24,6 +24,7 @@ pub mod auth;
 mod conv;
 mod conv_extra;
 pub(crate) use conv::base64_encode;
+pub use conv_extra::take_sink_refs;
 mod crypto;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
@@ -35,7 +36,9 @@ pub mod logline;
 pub(crate) mod map;
 mod mqtt;
 pub mod patref;
+mod protobuf;
 mod stk;
+mod strftime;
 #[cfg(test)]
 mod tests;
 pub mod vars;

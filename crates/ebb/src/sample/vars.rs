@@ -786,7 +786,7 @@ pub fn run_global(actions: &[VarAction]) {
 
 /// HAProxy's name of a value's type (`smp_to_type`), as the CLI's `get
 /// var` shows it.
-fn type_name(v: Val) -> &'static str {
+pub(super) fn type_name(v: Val) -> &'static str {
     match v {
         Val::Bool(_) => "bool",
         Val::Int(_) => "sint",

@@ -739,6 +739,15 @@ impl<'e> Parser<'e> {
                 self.proxy_refs.push((what, p, server, loc.clone()));
             }
         }
+        for sink in crate::sample::take_sink_refs() {
+            // HAProxy finds the sink as the line is read: a ring declared
+            // further down is not known yet.
+            let known = matches!(sink.as_str(), "buf0" | "stdout" | "stderr")
+                || self.rings.iter().any(|r| r.name == sink);
+            if !known && result.is_ok() {
+                result = Err(format!("converter 'debug': No such sink '{sink}'"));
+            }
+        }
         for u in crate::sample::auth::take_userlist_refs() {
             self.userlist_refs.push((u, loc.clone()));
         }
