@@ -821,3 +821,37 @@ fn php_fpm_beside_haproxy() {
     let l = log.find("PHP's error_log line", |l| l.contains("oops from php"));
     assert!(l.starts_with("<131>") && l.contains(" php["), "{l}");
 }
+
+/// `add server ... proto fcgi` on the CLI: into a backend with an
+/// application, it serves once ready; into one without, refused as at
+/// start; with what ebb's FastCGI side does not do, refused.
+#[test]
+fn servers_added_at_run_time() {
+    let app = App::start("fcgi-add", &[]);
+    let (e, sock) = ebb_with_admin("fcgi-add", |s, bind| {
+        format!(
+            "global\n    stats socket {} level admin\n{DEFAULTS}frontend fe\n    bind {bind}\n    default_backend be\nbackend be\n    use-fcgi-app app\n    server s1 127.0.0.1:1 proto fcgi disabled\nbackend plain\n    server p 127.0.0.1:1\nfcgi-app app\n    docroot /d\n",
+            s.display()
+        )
+    });
+    let out = cli_cmd(&sock, &format!("add server be/s2 {} proto fcgi", app.addr));
+    assert!(out.contains("New server registered."), "{out}");
+    let out = cli_cmd(&sock, "set server be/s2 state ready");
+    assert!(!out.to_lowercase().contains("error"), "{out}");
+    let r = get_q(e.addr(), "/added.php");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("SCRIPT_FILENAME=/d/added.php\n"), "{}", r.text());
+    for (cmd, want) in [
+        (
+            format!("add server plain/f {} proto fcgi", app.addr),
+            "FCGI server 'f' has no FCGI app configured",
+        ),
+        (
+            format!("add server be/t {} proto fcgi ssl verify none", app.addr),
+            "'ssl' on a 'proto fcgi' server is not supported",
+        ),
+    ] {
+        let out = cli_cmd(&sock, &cmd);
+        assert!(out.contains(want), "{cmd}: {out}");
+    }
+}
