@@ -840,7 +840,11 @@ fn servers_added_at_run_time() {
     assert!(!out.to_lowercase().contains("error"), "{out}");
     let r = get_q(e.addr(), "/added.php");
     assert_eq!(r.status, 200);
-    assert!(r.text().contains("SCRIPT_FILENAME=/d/added.php\n"), "{}", r.text());
+    assert!(
+        r.text().contains("SCRIPT_FILENAME=/d/added.php\n"),
+        "{}",
+        r.text()
+    );
     for (cmd, want) in [
         (
             format!("add server plain/f {} proto fcgi", app.addr),
