@@ -13,7 +13,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -648,22 +648,17 @@ fn refusals_at_start() {
             "'send-proxy' on a 'proto fcgi' server is not supported by ebb",
             false,
         ),
-        (
-            format!("{DEFAULTS}{fe}backend be\n    option httpchk\n    use-fcgi-app php\n    server s 127.0.0.1:9000 proto fcgi check\n{app}"),
-            "through FastCGI are not supported by ebb",
-            false,
-        ),
     ];
     for (i, (text, what, hap)) in cases.iter().enumerate() {
         assert_refused(&d, &format!("c{i}.cfg"), text, what, *hap);
         let (_, _, err) = run_ebb(&["-c", "-f", &format!("c{i}.cfg")], &d);
         assert!(err.contains(&format!("c{i}.cfg:")), "{err}");
     }
-    // Accepted by both: `filter fcgi-app`, TCP checks, an HTTP check
-    // with its own protocol.
+    // Accepted by both: `filter fcgi-app`, TCP checks, HTTP checks
+    // (through FastCGI, or with their own protocol).
     for (i, be) in [
         "    filter fcgi-app php\n    server s 127.0.0.1:9000 proto fcgi check\n",
-        "    use-fcgi-app php\n    option httpchk\n    server s 127.0.0.1:9000 proto fcgi\n    server t 127.0.0.1:9001 proto fcgi check check-proto h1 port 80\n",
+        "    use-fcgi-app php\n    option httpchk\n    server s 127.0.0.1:9000 proto fcgi check\n    server t 127.0.0.1:9001 proto fcgi check check-proto h1 port 80\n",
     ]
     .iter()
     .enumerate()
@@ -858,4 +853,50 @@ fn servers_added_at_run_time() {
         let out = cli_cmd(&sock, &cmd);
         assert!(out.contains(want), "{cmd}: {out}");
     }
+}
+
+/// `option httpchk` on a `proto fcgi` server checks through FastCGI, as
+/// HAProxy's check takes the server's protocol: the check's request
+/// reaches the application as PARAMS (an expect on its answer's body
+/// sees them), its answer's status decides; beside HAProxy.
+#[test]
+fn http_checks_go_through_fastcgi() {
+    let app = App::start("fcgi-check", &[]);
+    let cfg = |s: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n{DEFAULTS}frontend fe\n    bind {bind}\n    default_backend be\n\
+             backend be\n    use-fcgi-app app\n    option httpchk GET /health.php?x=1\n\
+             \x20   http-check expect string SCRIPT_FILENAME=/d/health.php\n\
+             \x20   server up {a} proto fcgi check inter 200\n\
+             backend bad\n    use-fcgi-app app\n    option httpchk GET /health.php?status=503\n\
+             \x20   server down {a} proto fcgi check inter 200\n\
+             fcgi-app app\n    docroot /d\n",
+            s.display(),
+            a = app.addr
+        )
+    };
+    let (_e, sock) = ebb_with_admin("fcgi-check", cfg);
+    let h = haproxy_beside("fcgi-check", cfg);
+    let status = |sock: &Path, be: &str, srv: &str| {
+        let r = stat_row(sock, be, srv);
+        (
+            r.get("status").cloned().unwrap_or_default(),
+            r.get("check_status").cloned().unwrap_or_default(),
+        )
+    };
+    let mut socks = vec![sock];
+    if let Some((h, _)) = &h {
+        socks.push(h.sock.clone());
+    }
+    for s in &socks {
+        wait_until("checks settled", || {
+            status(s, "be", "up").1 == "L7OK" && status(s, "bad", "down").0 == "DOWN"
+        });
+        assert_eq!(status(s, "be", "up").0, "UP", "{}", s.display());
+        assert_eq!(status(s, "bad", "down").1, "L7STS", "{}", s.display());
+    }
+    assert!(
+        app.records().iter().any(|l| l.contains(" type=1 ")),
+        "the checks spoke FastCGI"
+    );
 }

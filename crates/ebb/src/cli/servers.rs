@@ -146,7 +146,7 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     if opts.proto_fcgi {
         // As at start: a FastCGI server needs its backend's application
         // (HAProxy's check at start), and ebb's FastCGI side speaks
-        // neither TLS, PROXY nor SOCKS4, nor HTTP checks.
+        // neither TLS, PROXY nor SOCKS4.
         if sv.fcgi.is_none() {
             return Err(format!(
                 "proxy '{b}': FCGI server '{name}' has no FCGI app configured."
@@ -158,11 +158,6 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
             Some("send-proxy")
         } else if opts.socks4.is_some() {
             Some("socks4")
-        } else if opts.check
-            && matches!(sv.probe, Some(crate::backend::check::Probe::Http(_)))
-            && opts.check_proto.is_none()
-        {
-            Some("HTTP checks through FastCGI")
         } else {
             None
         };
