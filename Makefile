@@ -22,8 +22,9 @@
 # curl: TLS and file tests; chromium: the stats page rendered headless;
 # python3-prometheus-client: the metrics parsed by a real Prometheus parser;
 # varnish (varnishtest), haproxy, slowhttptest, wrk: the reliability suites;
-# nghttp2-client (nghttp, h2load): the HTTP/2 tests of the real binary.
-APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio socat
+# nghttp2-client (nghttp, h2load): the HTTP/2 tests of the real binary;
+# php-fpm: the FastCGI tests (tests/fcgi.rs).
+APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client python3-grpcio socat php-fpm
 CARGO ?= cargo
 
 .PHONY: test deps h2spec-deps unit loom vtc diff samples hostile h2 soak fuzz smoke bench

@@ -184,6 +184,54 @@ backend other
     Some(stats::post_action(&c, data))
 }
 
+/// The `fcgi_answer` target: an application's records (`data`, read in
+/// pieces whose sizes the first byte chooses), demultiplexed and the
+/// STDOUT of request 1 made into an HTTP/1.1 answer, as a FastCGI
+/// connection reads them (`mux::fcgi`). Returns the answer's bytes, or
+/// `None` where the connection would refuse it. Checks what must hold:
+/// nothing panics, a complete answer's head parses as HTTP/1.1.
+pub fn fcgi_answer(data: &[u8]) -> Option<Vec<u8>> {
+    use crate::mux::fcgi::cgi::Answer;
+    use crate::mux::fcgi::record::{Demux, Event};
+    let (&cfg, input) = data.split_first()?;
+    let step = usize::from(cfg & 0x3f) + 1;
+    let mut demux = Demux::new(64);
+    let mut answer = Answer::new(cfg & 0x40 != 0, cfg & 0x80 == 0, Default::default());
+    let mut out = Vec::new();
+    let mut have = Vec::new();
+    let mut done = false;
+    for piece in input.chunks(step) {
+        have.extend_from_slice(piece);
+        let mut at = 0;
+        loop {
+            let (n, ev) = demux.feed(&have[at..]);
+            at += n;
+            match ev {
+                Some(Event::Stdout(1, d)) => answer.stdout(d, &mut out).ok()?,
+                Some(Event::StdoutEnd(1)) | Some(Event::End { id: 1, .. }) => answer.end(),
+                Some(Event::Broken) | Some(Event::BadEnd(1)) => return None,
+                Some(_) => {}
+                None if n == 0 => break,
+                None => {}
+            }
+        }
+        have.drain(..at);
+        done = answer
+            .flush(b"Thu, 01 Jan 2026 00:00:00 GMT", &mut out)
+            .ok()?;
+    }
+    if done {
+        let limits = crate::http1::Limits::default();
+        let parsed = crate::http1::parse_response(&out, &limits, crate::http1::Method::Get);
+        assert!(
+            matches!(parsed, Ok(crate::http1::Status::Complete(_))),
+            "the answer's head does not parse: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

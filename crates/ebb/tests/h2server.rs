@@ -12,23 +12,11 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::origin::{Mode, Origin};
 use common::*;
-
-const PY: &str = "/usr/bin/python3";
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn free_addr() -> SocketAddr {
     std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))

@@ -14,7 +14,7 @@
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
-use super::check::Wire;
+use super::check::{read_translated, Translated, Wire};
 use crate::h2::msg::{response_msgs, ClientSink, H1Answer};
 use crate::h2::{Config, Connection, Event};
 use crate::http1::{parse_request, Limits, Status};
@@ -189,28 +189,32 @@ impl Write for H2Wire {
     }
 }
 
+impl Translated for H2Wire {
+    fn answer(&mut self) -> (&[u8], &mut usize, bool) {
+        (&self.resp, &mut self.pos, self.end)
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        H2Wire::send(self)
+    }
+
+    fn inner(&mut self) -> &mut dyn Wire {
+        &mut *self.inner
+    }
+
+    fn took(&mut self, bytes: &[u8]) {
+        self.rbuf.extend_from_slice(bytes);
+        self.process();
+    }
+
+    fn closed(&mut self) {
+        self.end = true;
+    }
+}
+
 impl Read for H2Wire {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let mut tmp = [0u8; 4096];
-        loop {
-            if self.pos < self.resp.len() {
-                let n = out.len().min(self.resp.len() - self.pos);
-                out[..n].copy_from_slice(&self.resp[self.pos..self.pos + n]);
-                self.pos += n;
-                return Ok(n);
-            }
-            if self.end {
-                return Ok(0);
-            }
-            self.send()?;
-            match self.inner.read(&mut tmp)? {
-                0 => self.end = true,
-                n => {
-                    self.rbuf.extend_from_slice(&tmp[..n]);
-                    self.process();
-                }
-            }
-        }
+        read_translated(self, out)
     }
 }
 

@@ -32,6 +32,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod farm;
+pub(crate) mod fcgicheck;
 pub mod h2check;
 pub mod lb;
 pub mod pool;

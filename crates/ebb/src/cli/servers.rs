@@ -127,7 +127,8 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     }
     let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
     let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
-    if (be.l4.tcp_mode && (opts.proto_h2 || opts.proto_h1)) || (!be.l4.tcp_mode && opts.proto_none)
+    if (be.l4.tcp_mode && (opts.proto_h2 || opts.proto_h1 || opts.proto_fcgi))
+        || (!be.l4.tcp_mode && opts.proto_none)
     {
         // HAProxy 2.6's answer: the h2 mux is an HTTP one.
         return Err("MUX protocol is not usable for server.".into());
@@ -141,6 +142,30 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
             "'send-proxy' on a 'proto h2', 'alpn h2' or 'ws h2' server is not supported by ebb."
                 .into(),
         );
+    }
+    if opts.proto_fcgi {
+        // As at start: a FastCGI server needs its backend's application
+        // (HAProxy's check at start), and ebb's FastCGI side speaks
+        // neither TLS, PROXY nor SOCKS4.
+        if sv.fcgi.is_none() {
+            return Err(format!(
+                "proxy '{b}': FCGI server '{name}' has no FCGI app configured."
+            ));
+        }
+        let what = if opts.ssl {
+            Some("ssl")
+        } else if opts.send_proxy > 0 {
+            Some("send-proxy")
+        } else if opts.socks4.is_some() {
+            Some("socks4")
+        } else {
+            None
+        };
+        if let Some(w) = what {
+            return Err(format!(
+                "'{w}' on a 'proto fcgi' server is not supported by ebb."
+            ));
+        }
     }
     if be.l4.tcp_mode && opts.observe == crate::config::Observe::Layer7 {
         // HAProxy's alert, as at start.

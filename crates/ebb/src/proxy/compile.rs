@@ -192,7 +192,12 @@ pub fn compile_keeping(
                 if let Some(name) = &p.fcgi_app {
                     // (The parser checked that it names one.)
                     if let Some(a) = cfg.fcgi_apps.iter().find(|a| a.name == name.value) {
-                        sr.fcgi = Some(Arc::new(super::FcgiRt::compile(a)?));
+                        let f = super::FcgiRt::compile(a)?;
+                        // Its servers' HTTP checks go through FastCGI.
+                        if let Some(crate::backend::check::Probe::Http(p)) = &mut sr.probe {
+                            p.fcgi = Some(Arc::clone(&f.app));
+                        }
+                        sr.fcgi = Some(Arc::new(f));
                     }
                 }
                 for (force, c) in &p.persist_rules {

@@ -789,6 +789,19 @@ pub fn self_signed_pem(path: &Path, name: &str) {
     std::fs::write(path, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
 }
 
+/// Debian's Python 3 (tests' helper servers: `h2srvd.py`, `fcgiapp.py`).
+pub const PY: &str = "/usr/bin/python3";
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Debian's haproxy 2.6, run beside ebb for side-by-side comparisons.
 pub struct Hap {
     child: Child,

@@ -22,12 +22,19 @@ pub(in crate::backend) trait Wire: Read + Write {
     fn h2(&self) -> bool {
         false
     }
+    /// The connection's local address, when it has one.
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
 }
 impl Wire for TcpStream {
     fn io_timeout(&self, d: Duration) {
         let d = d.max(Duration::from_millis(1));
         let _ = self.set_read_timeout(Some(d));
         let _ = self.set_write_timeout(Some(d));
+    }
+    fn local_addr(&self) -> Option<SocketAddr> {
+        TcpStream::local_addr(self).ok()
     }
 }
 
@@ -42,6 +49,9 @@ impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
     fn alpn(&self) -> Option<&[u8]> {
         self.conn.alpn_protocol()
     }
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.sock.local_addr().ok()
+    }
 }
 
 /// How a server's checks connect beyond their address, TLS and PROXY
@@ -53,6 +63,10 @@ pub struct CheckHow {
     /// `mux` was set by `check-proto` or the server's `proto`, not
     /// defaulted.
     pub mux_set: bool,
+    /// The server speaks FastCGI (`proto fcgi`) and `check-proto` says
+    /// nothing: an HTTP check's default connection goes through FastCGI
+    /// ([`crate::backend::fcgicheck`]).
+    pub fcgi: bool,
     /// The server has `check-alpn`: an HTTP check's connection whose
     /// protocol is not set takes the one ALPN chose (HAProxy installs its
     /// multiplexer after the handshake then).
@@ -89,6 +103,7 @@ impl CheckHow {
             ) || o.proto_h2
                 || o.proto_h1,
             check_alpn: o.check_alpn.is_some(),
+            fcgi: o.proto_fcgi && o.check_proto.is_none(),
             ssl_ctx: None,
             check_sni: o.check_sni.clone(),
             check_alpn_list: o.check_alpn.clone(),
@@ -410,4 +425,48 @@ pub(super) fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdic
         .map_err(|e| connect_error(&e))?;
     let _ = sock.set_linger(Some(Duration::ZERO));
     Ok(())
+}
+
+/// A check connection that speaks another protocol under the HTTP/1.x a
+/// check writes and reads (HTTP/2: `backend::h2check`; FastCGI:
+/// `backend::fcgicheck`): the request is turned into it as it is written,
+/// the answer read back as HTTP/1.1 bytes.
+pub(in crate::backend) trait Translated {
+    /// The answer as HTTP/1.1 so far, where reading is in it, and whether
+    /// it is over (no more will come).
+    fn answer(&mut self) -> (&[u8], &mut usize, bool);
+    /// Sends what is due of the request.
+    fn send(&mut self) -> std::io::Result<()>;
+    /// The connection under it.
+    fn inner(&mut self) -> &mut dyn Wire;
+    /// Bytes the connection gave.
+    fn took(&mut self, bytes: &[u8]);
+    /// The connection ended.
+    fn closed(&mut self);
+}
+
+/// [`Read::read`] of a [`Translated`] connection: the answer's bytes as
+/// they come, 0 once it is over.
+pub(in crate::backend) fn read_translated<T: Translated>(
+    t: &mut T,
+    out: &mut [u8],
+) -> std::io::Result<usize> {
+    let mut tmp = [0u8; 4096];
+    loop {
+        let (resp, pos, end) = t.answer();
+        if *pos < resp.len() {
+            let n = out.len().min(resp.len() - *pos);
+            out[..n].copy_from_slice(&resp[*pos..*pos + n]);
+            *pos += n;
+            return Ok(n);
+        }
+        if end {
+            return Ok(0);
+        }
+        t.send()?;
+        match t.inner().read(&mut tmp)? {
+            0 => t.closed(),
+            n => t.took(&tmp[..n]),
+        }
+    }
 }

@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
@@ -26,6 +27,9 @@ pub struct HttpProbe {
     /// `http-check disable-on-404`: a 404 passes conditionally (`L7OKC`)
     /// while the server is not DOWN.
     pub disable_404: bool,
+    /// The backend's FastCGI application (`use-fcgi-app`), for the checks
+    /// of its `proto fcgi` servers.
+    pub(crate) fcgi: Option<Arc<crate::mux::fcgi::params::App>>,
 }
 
 #[derive(Clone)]
@@ -437,6 +441,7 @@ impl HttpProbe {
             steps,
             send_state: c.send_state,
             disable_404: c.disable_404,
+            fcgi: None,
         })
     }
 }
@@ -838,7 +843,23 @@ pub(super) fn run_http(
         nolb_404,
         &mut |cc| {
             // The server's protocol applies to a default connect.
+            let fcgi = p
+                .fcgi
+                .as_ref()
+                .filter(|_| how.fcgi && cc.default && cc.proto.is_none());
             match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)? {
+                c if fcgi.is_some() => {
+                    let app = fcgi.map(Arc::clone).ok_or_else(|| {
+                        Verdict::new(CheckStatus::L7Rsp, "no FastCGI application")
+                    })?;
+                    let local = c.local_addr();
+                    Ok(Box::new(crate::backend::fcgicheck::FcgiWire::new(
+                        c,
+                        app,
+                        local,
+                        Some(addr),
+                    )))
+                }
                 c if h2_for(how.mux_for(cc), c.alpn()) => {
                     let tls = step_is_tls(cc, tls.is_some());
                     Ok(Box::new(crate::backend::h2check::H2Wire::new(c, tls)))

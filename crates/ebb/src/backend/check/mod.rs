@@ -36,7 +36,10 @@ mod tests;
 
 use conn::l4_probe;
 pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
-pub(super) use conn::{connect_step, open, os_text, step_is_tls, timed_out, Connector, Wire};
+pub(super) use conn::{
+    connect_step, open, os_text, read_translated, step_is_tls, timed_out, Connector, Translated,
+    Wire,
+};
 pub use ext::{run_ext, ExtProbe, ExtServer};
 pub(super) use http::leading_int;
 use http::run_http;

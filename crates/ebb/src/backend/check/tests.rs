@@ -268,6 +268,7 @@ fn tcp_and_http_checks_against_real_sockets() {
         ],
         send_state: false,
         disable_404: false,
+        fcgi: None,
     });
     assert!(run_check(
         addr,

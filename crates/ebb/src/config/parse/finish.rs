@@ -25,7 +25,7 @@ impl Parser<'_> {
     /// A proxy's FastCGI application and servers: HAProxy's checks
     /// (`cfg_fcgi_apps_postparser`, `fcgi_flt_check`, with their words),
     /// and what ebb's FastCGI side does not do (TLS, PROXY headers,
-    /// SOCKS4, HTTP checks through FastCGI).
+    /// SOCKS4).
     fn check_fcgi(&self, p: &Proxy, errs: &mut Vec<ConfigError>) {
         let fcgi: Vec<&Server> = p.servers.iter().filter(|s| s.opts.proto_fcgi).collect();
         if let Some(a) = &p.fcgi_app {
@@ -82,18 +82,6 @@ impl Parser<'_> {
                     &s.loc,
                     format!(
                         "server '{}': {what} on a 'proto fcgi' server is not supported by ebb",
-                        s.name
-                    ),
-                );
-            }
-            // HAProxy's HTTP checks take the server's protocol unless
-            // `check-proto` says otherwise: FastCGI here.
-            if s.opts.check && p.http_check.enabled && s.opts.check_proto.is_none() {
-                push_err(
-                    errs,
-                    &s.loc,
-                    format!(
-                        "server '{}': HTTP health checks ('option httpchk') through FastCGI are not supported by ebb (use TCP checks, or 'check-proto h1' with a check 'port' that speaks HTTP)",
                         s.name
                     ),
                 );

@@ -653,3 +653,50 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod mutations {
+    /// The fuzz target's check (`fuzzing::fcgi_answer`) over the seeds
+    /// and many mutations of them (a cheap stand-in for a fuzzer run in
+    /// the unit tests): nothing panics, a complete answer parses.
+    #[test]
+    fn seeds_and_mutations_never_panic() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/fcgi_answer");
+        let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        seeds.push(vec![0]);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for s in &seeds {
+            assert!(crate::fuzzing::fcgi_answer(s).is_some_and(|o| !o.is_empty()) || s.len() < 2);
+            for _ in 0..2000 {
+                let mut m = s.clone();
+                for _ in 0..=(rnd() % 4) {
+                    if m.is_empty() {
+                        break;
+                    }
+                    let at = (rnd() as usize) % m.len();
+                    match rnd() % 3 {
+                        0 => m[at] = rnd() as u8,
+                        1 => {
+                            m.insert(at, rnd() as u8);
+                        }
+                        _ => {
+                            m.remove(at);
+                        }
+                    }
+                }
+                let _ = crate::fuzzing::fcgi_answer(&m);
+            }
+        }
+    }
+}

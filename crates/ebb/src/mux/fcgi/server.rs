@@ -110,6 +110,8 @@ struct FStream {
     fresh: bool,
     /// ABORT_REQUEST went out.
     aborted: bool,
+    /// Its answer is complete: only its END_REQUEST is awaited.
+    done: bool,
 }
 
 /// One FastCGI connection to a server.
@@ -165,9 +167,12 @@ thread_local! {
 }
 
 impl FConn {
-    /// Requests under way (begun or waiting for their turn).
+    /// Requests under way (begun or waiting for their turn), but those
+    /// whose answer is complete: a new one may wait behind such a
+    /// request for its END_REQUEST (rather than open a connection while
+    /// the application ends it).
     fn active(&self) -> usize {
-        self.streams.len()
+        self.streams.iter().filter(|s| !s.done).count()
     }
 
     fn spent(&self) -> bool {
@@ -232,6 +237,7 @@ pub(crate) fn attach(
         answer: None,
         fresh: false,
         aborted: false,
+        done: false,
     });
     c.streams_seen = c.streams_seen.saturating_add(1);
     if c.spent() {
@@ -507,6 +513,7 @@ impl FConn {
                 Ok(done) => {
                     if done {
                         s.pipe.borrow_mut().end = true;
+                        s.done = true;
                     }
                     wake(ctx, s.side);
                 }
