@@ -239,6 +239,12 @@ static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
 /// already) and their forwarders, started by [`start_forwarders`] (after
 /// `daemon`'s fork: no thread may run before it).
 pub fn install(rings: &[RingSection]) {
+    // The `debug` converter's lines to a ring.
+    crate::sample::set_ring_writer(|name, line| {
+        if let Some(r) = find(name) {
+            r.write(0, 0, &crate::syslog::Ident::default(), None, line);
+        }
+    });
     let Ok(mut all) = RINGS.write() else { return };
     if all.is_empty() {
         all.push(Arc::new(Ring::new(

@@ -300,11 +300,7 @@ fn debug(v: Val, prefix: &[u8], sink: &str, s: &Scratch) {
                 std::io::stderr().lock().write_all(&line)
             };
         }
-        ring => {
-            if let Some(r) = crate::ring::find(ring) {
-                r.write(0, 0, &crate::syslog::Ident::default(), None, &line);
-            }
-        }
+        ring => super::ring_write(ring, &line),
     }
 }
 

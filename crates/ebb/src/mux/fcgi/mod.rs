@@ -1,16 +1,12 @@
 //! FastCGI toward servers (`server ... proto fcgi` in a backend with
 //! `use-fcgi-app`), as HAProxy 2.6's FCGI mux and `fcgi-app` filter.
 //!
-//! - [`record`]: the FastCGI 1.0 records and name-value pairs, socket-free.
-//! - [`params`]: a request's PARAMS (CGI/1.1 variables and fields).
-//! - [`cgi`]: an answer's CGI lines and body made into HTTP/1.1.
 //! - [`server`]: the connections (`fcgi_srv`), their requests and
 //!   answers, each a stream's [`crate::mux::h2::server::Pipe`].
 //!
-//! The first three take bytes and give bytes: the connection module is
-//! the only one with a socket.
+//! The records, the PARAMS and the CGI answer are socket-free and live
+//! below the muxes (`crate::fcgi`), which the backend's FastCGI health
+//! checks use too; they are re-exported here for the connection module.
 
-pub(crate) mod cgi;
-pub(crate) mod params;
-pub(crate) mod record;
+pub(crate) use crate::fcgi::{cgi, params, record};
 pub(crate) mod server;
