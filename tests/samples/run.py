@@ -152,8 +152,8 @@ REQ_FETCHES = [
     "int(1609646706),utime(%F,-86400)", "int(-1),utime(%F %T)", "int(1546214400),utime(%G-%V %j)",
     "int(1451606400),utime(%G-%V %U %W)", "int(1609646706),utime()", "int(1609646706),utime",
     "int(1609646706),utime(%H,x)", "int(1609646706),ltime(%H:%M,60)", "int(0),utime(%n%t)",
-    "int(5),debug", "str(a),debug(pfx)", "str(a),debug(pfx,stderr)", "str(a),debug(,nosink)",
-    "str(a),debug(p,buf0),upper", "src,debug,ipmask(8)",
+    "int(5),debug(five)", "str(a),debug(pfx)", "str(a),debug(pfx,stderr)", "str(a),debug(,nosink)",
+    "str(a),debug(p,buf0),upper", "src,debug(ip),ipmask(8)",
 ]
 
 # Response-side fetches (http-response set-header).
