@@ -144,6 +144,24 @@ fn watch(who: &str, sock: &Path, addr: std::net::SocketAddr) {
     assert_eq!(read_until(&mut c, "\n"), "<6>hello /c\n", "{who}");
     c.write_all(b"show info\n").unwrap();
     assert_eq!(get(addr, "/d").status, 200, "{who}");
+    if who == "haproxy" {
+        // HAProxy reads its input when a message wakes it: on a loaded
+        // machine the line may come in after /d's wake-up, and then the
+        // next message ends the watch.
+        let got = read_until(&mut c, "hello /d\n");
+        if got.ends_with("\n\n") {
+            assert_eq!(got, "<6>hello /d\n\n", "{who}");
+            return;
+        }
+        assert_eq!(got, "<6>hello /d\n", "{who}");
+        assert_eq!(get(addr, "/e").status, 200, "{who}");
+        let mut rest = String::new();
+        if let Err(e) = c.read_to_string(&mut rest) {
+            panic!("{who}: {e} after {rest:?}");
+        }
+        assert!(rest == "\n" || rest == "<6>hello /e\n\n", "{who}: {rest:?}");
+        return;
+    }
     let mut rest = String::new();
     if let Err(e) = c.read_to_string(&mut rest) {
         panic!("{who}: {e} after {rest:?}");
