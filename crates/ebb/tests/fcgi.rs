@@ -648,6 +648,17 @@ fn refusals_at_start() {
             "'send-proxy' on a 'proto fcgi' server is not supported by ebb",
             false,
         ),
+        // (HAProxy 2.6.12 takes these, then crashes at the first check.)
+        (
+            format!("{DEFAULTS}{fe}backend be\n    option httpchk\n    server s 127.0.0.1:9000 check check-proto fcgi\n"),
+            "'check-proto fcgi' needs the backend's FastCGI application",
+            false,
+        ),
+        (
+            format!("{DEFAULTS}{fe}backend be\n    option httpchk\n    http-check connect proto fcgi\n    server s 127.0.0.1:9000 check\n"),
+            "'http-check connect proto fcgi' needs the backend's FastCGI application",
+            false,
+        ),
     ];
     for (i, (text, what, hap)) in cases.iter().enumerate() {
         assert_refused(&d, &format!("c{i}.cfg"), text, what, *hap);
@@ -856,9 +867,10 @@ fn servers_added_at_run_time() {
 }
 
 /// `option httpchk` on a `proto fcgi` server checks through FastCGI, as
-/// HAProxy's check takes the server's protocol: the check's request
-/// reaches the application as PARAMS (an expect on its answer's body
-/// sees them), its answer's status decides; beside HAProxy.
+/// HAProxy's check takes the server's protocol (and so does `http-check
+/// connect proto fcgi`): the check's request reaches the application as
+/// PARAMS (an expect on its answer's body sees them), its answer's status
+/// decides; beside HAProxy.
 #[test]
 fn http_checks_go_through_fastcgi() {
     let app = App::start("fcgi-check", &[]);
@@ -870,6 +882,10 @@ fn http_checks_go_through_fastcgi() {
              \x20   server up {a} proto fcgi check inter 200\n\
              backend bad\n    use-fcgi-app app\n    option httpchk GET /health.php?status=503\n\
              \x20   server down {a} proto fcgi check inter 200\n\
+             backend steps\n    use-fcgi-app app\n    option httpchk\n\
+             \x20   http-check connect proto fcgi\n    http-check send meth GET uri /step.php\n\
+             \x20   http-check expect string SCRIPT_NAME=/step.php\n\
+             \x20   server st {a} proto fcgi check inter 200\n\
              fcgi-app app\n    docroot /d\n",
             s.display(),
             a = app.addr
@@ -890,7 +906,9 @@ fn http_checks_go_through_fastcgi() {
     }
     for s in &socks {
         wait_until("checks settled", || {
-            status(s, "be", "up").1 == "L7OK" && status(s, "bad", "down").0 == "DOWN"
+            status(s, "be", "up").1 == "L7OK"
+                && status(s, "bad", "down").0 == "DOWN"
+                && status(s, "steps", "st").1 == "L7OK"
         });
         assert_eq!(status(s, "be", "up").0, "UP", "{}", s.display());
         assert_eq!(status(s, "bad", "down").1, "L7STS", "{}", s.display());
