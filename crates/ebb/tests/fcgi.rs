@@ -918,3 +918,54 @@ fn http_checks_go_through_fastcgi() {
         "the checks spoke FastCGI"
     );
 }
+
+/// A kept connection the application closes after its answer: the next
+/// request takes another (or, when it met the close, goes again on a new
+/// one): none fails. An HTTP/2 client's request goes as any (SERVER_PROTOCOL
+/// HTTP/2.0), its body and a large answer too.
+#[test]
+fn closed_connections_and_http2_clients() {
+    let app = App::start("fcgi-closed", &[]);
+    let e = Ebb::start(&format!(
+        "global\n    nbthread 1\n{DEFAULTS}frontend fe\n    bind BIND\n    bind BIND proto h2\n    default_backend be\nbackend be\n    http-reuse always\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n",
+        app.addr
+    ));
+    let a = e.addr();
+    for i in 0..8 {
+        let r = get_q(a, &format!("/a.php?closeafter=1&n={i}"));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    let threads: Vec<_> = (0..4)
+        .map(|i| std::thread::spawn(move || get_q(a, &format!("/a.php?closeafter=1&t={i}"))))
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+    if !have("curl") {
+        return;
+    }
+    let h2 = e.addrs[1];
+    let (ok, out, err) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        &format!("http://{h2}/h2.php?x=1"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("SERVER_PROTOCOL=HTTP/2.0\n"), "{out}");
+    assert!(out.contains("SCRIPT_NAME=/h2.php\n") && out.contains("QUERY_STRING=x=1\n"));
+    let (ok, out, _) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        &format!("http://{h2}/big.php?big=300000"),
+    ]);
+    assert!(ok && out.len() == 300_000, "{}", out.len());
+    let (ok, out, _) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        "--data-binary",
+        "posted over h2",
+        &format!("http://{h2}/p.php?echo=1"),
+    ]);
+    assert!(ok);
+    assert_eq!(out, "posted over h2");
+}

@@ -34,6 +34,7 @@ The query string (`a=1&b=2`) changes that:
   bad=half         close after half the body
   bad=id           answer with another request id first
   echo=1           the body is the STDIN as it came
+  closeafter=1     close the connection after the answer (even kept)
 """
 
 import asyncio
@@ -230,6 +231,9 @@ class Conn:
             await self.send(record(6, rid, b"", pad))
         end = struct.pack(">IB3x", int(one("appstatus", "0")), 0)
         await self.send(record(3, rid, end))
+        if one("closeafter"):
+            await self.close()
+            return
         await self.done(r)
 
     async def done(self, r):
