@@ -969,3 +969,35 @@ fn closed_connections_and_http2_clients() {
     assert!(ok);
     assert_eq!(out, "posted over h2");
 }
+
+/// An application without GET_VALUES (it answers FCGI_UNKNOWN_TYPE) still
+/// serves with `option get-values`; a connection whose aborted request
+/// the application never ends is closed once `timeout server` passed.
+#[test]
+fn unknown_type_and_aborts_never_ended() {
+    let app = App::start("fcgi-unknown", &["--no-values"]);
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n    option get-values\n",
+        app.addr
+    ));
+    assert_eq!(get_q(e.addr(), "/a.php").status, 200);
+    assert!(app.records().iter().any(|l| l.contains(" type=9 ")));
+
+    let app = App::start("fcgi-ignore-abort", &["--ignore-abort"]);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    option abortonclose\n    timeout connect 5s\n    timeout client 30s\n    timeout server 1s\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n",
+        app.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /a.php?delay=60000 HTTP/1.1\r\nHost: h\r\n\r\n");
+    wait_until("the request begun", || {
+        app.records().iter().any(|l| l.contains(" type=5 "))
+    });
+    drop(c);
+    wait_until("ABORT_REQUEST", || {
+        app.records().iter().any(|l| l.contains(" type=2 "))
+    });
+    wait_until("the connection closed", || {
+        app.records().iter().any(|l| l.ends_with(" closed"))
+    });
+}
