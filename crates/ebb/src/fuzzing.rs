@@ -191,8 +191,8 @@ backend other
 /// `None` where the connection would refuse it. Checks what must hold:
 /// nothing panics, a complete answer's head parses as HTTP/1.1.
 pub fn fcgi_answer(data: &[u8]) -> Option<Vec<u8>> {
-    use crate::mux::fcgi::cgi::Answer;
-    use crate::mux::fcgi::record::{Demux, Event};
+    use crate::fcgi::cgi::Answer;
+    use crate::fcgi::record::{Demux, Event};
     let (&cfg, input) = data.split_first()?;
     let step = usize::from(cfg & 0x3f) + 1;
     let mut demux = Demux::new(64);

@@ -15,6 +15,7 @@ pub mod config;
 pub mod dns;
 pub mod drain;
 pub mod environ;
+pub(crate) mod fcgi;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod h2;

@@ -5,10 +5,10 @@
 //! The check writes its HTTP/1.x request and reads an HTTP/1.1 answer, as
 //! with any server; [`FcgiWire`] sits between, over the check's blocking
 //! socket: the request becomes BEGIN_REQUEST, PARAMS and STDIN
-//! ([`crate::mux::fcgi::params`], with the check connection's own
+//! ([`crate::fcgi::params`], with the check connection's own
 //! addresses for REMOTE_ADDR and SERVER_PORT, and no `set-param` or
 //! hidden field: HAProxy runs no filter on a check), the application's
-//! STDOUT becomes the answer ([`crate::mux::fcgi::cgi`]), which ends with
+//! STDOUT becomes the answer ([`crate::fcgi::cgi`]), which ends with
 //! the request's END_REQUEST (or the connection). A record that is not
 //! FastCGI, or an answer that is not CGI, ends the answer where it is:
 //! the check then finds no valid answer (`L7RSP`).
@@ -17,10 +17,10 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use super::check::{read_translated, Translated, Wire};
+use crate::fcgi::cgi::Answer;
+use crate::fcgi::params::{self, App, Meta};
+use crate::fcgi::record::{self, Demux, Event};
 use crate::http1::{parse_request, Limits, Status};
-use crate::mux::fcgi::cgi::Answer;
-use crate::mux::fcgi::params::{self, App, Meta};
-use crate::mux::fcgi::record::{self, Demux, Event};
 use crate::stream::msg::{BodySize, ReqHead, Version};
 
 /// The request id of a check (the first of a connection).

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{ConfigError, FcgiApp, FcgiRuleKind};
-use crate::mux::fcgi::params::{App, Meta};
+use crate::fcgi::params::{App, Meta};
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
 

@@ -29,7 +29,7 @@ pub struct HttpProbe {
     pub disable_404: bool,
     /// The backend's FastCGI application (`use-fcgi-app`), for the checks
     /// of its `proto fcgi` servers.
-    pub(crate) fcgi: Option<Arc<crate::mux::fcgi::params::App>>,
+    pub(crate) fcgi: Option<Arc<crate::fcgi::params::App>>,
 }
 
 #[derive(Clone)]

@@ -12,7 +12,7 @@
 //! ```text
 //!   stream          ServerSide      fcgi_srv (this)                 application
 //!   head + body ──> obuf ──> Pipe.req ──> BEGIN_REQUEST, PARAMS, STDIN ──> socket
-//!   answer      <── ibuf <── Pipe.resp <── STDOUT (cgi.rs), END_REQUEST
+//!   answer      <── ibuf <── Pipe.resp <── STDOUT (fcgi::cgi), END_REQUEST
 //! ```
 //!
 //! A request begins once its head is whole (and, for a chunked body, the
@@ -57,9 +57,9 @@ use std::sync::Arc;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick, ETERNITY};
 
-use super::cgi::Answer;
-use super::params::{self, App, Meta};
-use super::record::{self, Demux, Event};
+use crate::fcgi::cgi::Answer;
+use crate::fcgi::params::{self, App, Meta};
+use crate::fcgi::record::{self, Demux, Event};
 use crate::http1::{parse_request, ChunkedDecoder, DateCache, Limits, Status as PStatus};
 use crate::mux::h2::server::{Attached, Pipe, Reuse, REQ_MAX};
 use crate::stream::msg::{BodySize, ReqHead};
