@@ -648,6 +648,17 @@ fn refusals_at_start() {
             "'send-proxy' on a 'proto fcgi' server is not supported by ebb",
             false,
         ),
+        // (HAProxy 2.6.12 takes these, then crashes at the first check.)
+        (
+            format!("{DEFAULTS}{fe}backend be\n    option httpchk\n    server s 127.0.0.1:9000 check check-proto fcgi\n"),
+            "'check-proto fcgi' needs the backend's FastCGI application",
+            false,
+        ),
+        (
+            format!("{DEFAULTS}{fe}backend be\n    option httpchk\n    http-check connect proto fcgi\n    server s 127.0.0.1:9000 check\n"),
+            "'http-check connect proto fcgi' needs the backend's FastCGI application",
+            false,
+        ),
     ];
     for (i, (text, what, hap)) in cases.iter().enumerate() {
         assert_refused(&d, &format!("c{i}.cfg"), text, what, *hap);
@@ -856,9 +867,10 @@ fn servers_added_at_run_time() {
 }
 
 /// `option httpchk` on a `proto fcgi` server checks through FastCGI, as
-/// HAProxy's check takes the server's protocol: the check's request
-/// reaches the application as PARAMS (an expect on its answer's body
-/// sees them), its answer's status decides; beside HAProxy.
+/// HAProxy's check takes the server's protocol (and so does `http-check
+/// connect proto fcgi`): the check's request reaches the application as
+/// PARAMS (an expect on its answer's body sees them), its answer's status
+/// decides; beside HAProxy.
 #[test]
 fn http_checks_go_through_fastcgi() {
     let app = App::start("fcgi-check", &[]);
@@ -870,6 +882,10 @@ fn http_checks_go_through_fastcgi() {
              \x20   server up {a} proto fcgi check inter 200\n\
              backend bad\n    use-fcgi-app app\n    option httpchk GET /health.php?status=503\n\
              \x20   server down {a} proto fcgi check inter 200\n\
+             backend steps\n    use-fcgi-app app\n    option httpchk\n\
+             \x20   http-check connect proto fcgi\n    http-check send meth GET uri /step.php\n\
+             \x20   http-check expect string SCRIPT_NAME=/step.php\n\
+             \x20   server st {a} proto fcgi check inter 200\n\
              fcgi-app app\n    docroot /d\n",
             s.display(),
             a = app.addr
@@ -890,7 +906,9 @@ fn http_checks_go_through_fastcgi() {
     }
     for s in &socks {
         wait_until("checks settled", || {
-            status(s, "be", "up").1 == "L7OK" && status(s, "bad", "down").0 == "DOWN"
+            status(s, "be", "up").1 == "L7OK"
+                && status(s, "bad", "down").0 == "DOWN"
+                && status(s, "steps", "st").1 == "L7OK"
         });
         assert_eq!(status(s, "be", "up").0, "UP", "{}", s.display());
         assert_eq!(status(s, "bad", "down").1, "L7STS", "{}", s.display());
@@ -899,4 +917,87 @@ fn http_checks_go_through_fastcgi() {
         app.records().iter().any(|l| l.contains(" type=1 ")),
         "the checks spoke FastCGI"
     );
+}
+
+/// A kept connection the application closes after its answer: the next
+/// request takes another (or, when it met the close, goes again on a new
+/// one): none fails. An HTTP/2 client's request goes as any (SERVER_PROTOCOL
+/// HTTP/2.0), its body and a large answer too.
+#[test]
+fn closed_connections_and_http2_clients() {
+    let app = App::start("fcgi-closed", &[]);
+    let e = Ebb::start(&format!(
+        "global\n    nbthread 1\n{DEFAULTS}frontend fe\n    bind BIND\n    bind BIND proto h2\n    default_backend be\nbackend be\n    http-reuse always\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n",
+        app.addr
+    ));
+    let a = e.addr();
+    for i in 0..8 {
+        let r = get_q(a, &format!("/a.php?closeafter=1&n={i}"));
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    let threads: Vec<_> = (0..4)
+        .map(|i| std::thread::spawn(move || get_q(a, &format!("/a.php?closeafter=1&t={i}"))))
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+    if !have("curl") {
+        return;
+    }
+    let h2 = e.addrs[1];
+    let (ok, out, err) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        &format!("http://{h2}/h2.php?x=1"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("SERVER_PROTOCOL=HTTP/2.0\n"), "{out}");
+    assert!(out.contains("SCRIPT_NAME=/h2.php\n") && out.contains("QUERY_STRING=x=1\n"));
+    let (ok, out, _) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        &format!("http://{h2}/big.php?big=300000"),
+    ]);
+    assert!(ok && out.len() == 300_000, "{}", out.len());
+    let (ok, out, _) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        "--data-binary",
+        "posted over h2",
+        &format!("http://{h2}/p.php?echo=1"),
+    ]);
+    assert!(ok);
+    assert_eq!(out, "posted over h2");
+}
+
+/// An application without GET_VALUES (it answers FCGI_UNKNOWN_TYPE) still
+/// serves with `option get-values`; a connection whose aborted request
+/// the application never ends is closed once `timeout server` passed.
+#[test]
+fn unknown_type_and_aborts_never_ended() {
+    let app = App::start("fcgi-unknown", &["--no-values"]);
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n    option get-values\n",
+        app.addr
+    ));
+    assert_eq!(get_q(e.addr(), "/a.php").status, 200);
+    assert!(app.records().iter().any(|l| l.contains(" type=9 ")));
+
+    let app = App::start("fcgi-ignore-abort", &["--ignore-abort"]);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    option abortonclose\n    timeout connect 5s\n    timeout client 30s\n    timeout server 1s\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    use-fcgi-app app\n    server s1 {} proto fcgi\nfcgi-app app\n    docroot /d\n",
+        app.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /a.php?delay=60000 HTTP/1.1\r\nHost: h\r\n\r\n");
+    wait_until("the request begun", || {
+        app.records().iter().any(|l| l.contains(" type=5 "))
+    });
+    drop(c);
+    wait_until("ABORT_REQUEST", || {
+        app.records().iter().any(|l| l.contains(" type=2 "))
+    });
+    wait_until("the connection closed", || {
+        app.records().iter().any(|l| l.ends_with(" closed"))
+    });
 }

@@ -3,6 +3,10 @@
 is chosen by its query string, so one process serves every case.
 
 Usage: fcgiapp.py [--log FILE] [--max-reqs N] [--mpxs 0|1] [--unix PATH]
+                  [--no-values] [--ignore-abort]
+
+--no-values answers GET_VALUES with FCGI_UNKNOWN_TYPE; --ignore-abort
+never ends an aborted request.
 
 It listens on 127.0.0.1, an ephemeral port (or on the UNIX socket PATH),
 prints `port N` (or `ready`) on stdout, and serves until killed. Requests
@@ -34,6 +38,7 @@ The query string (`a=1&b=2`) changes that:
   bad=half         close after half the body
   bad=id           answer with another request id first
   echo=1           the body is the STDIN as it came
+  closeafter=1     close the connection after the answer (even kept)
 """
 
 import asyncio
@@ -46,6 +51,8 @@ import urllib.parse
 LOG = None
 MAX_REQS = None
 MPXS = None
+NO_VALUES = False
+IGNORE_ABORT = False
 CONNS = 0
 
 
@@ -124,13 +131,15 @@ class Conn:
                 await self.record(rtype, rid, content)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
-        for t in list(self.tasks):
-            await t
         log(f"conn={self.n} closed")
+        for t in list(self.tasks):
+            t.cancel()
         self.w.close()
 
     async def record(self, rtype, rid, content):
-        if rtype == 9:  # GET_VALUES
+        if rtype == 9 and NO_VALUES:  # GET_VALUES, not known
+            await self.send(record(11, 0, bytes([9]) + b"\0" * 7))
+        elif rtype == 9:  # GET_VALUES
             out = b""
             for n, _ in pairs(content):
                 if n == b"FCGI_MAX_REQS" and MAX_REQS is not None:
@@ -156,6 +165,8 @@ class Conn:
                 t = asyncio.ensure_future(self.answer_safe(rid, self.reqs.pop(rid)))
                 self.tasks.add(t)
                 t.add_done_callback(self.tasks.discard)
+        elif rtype == 2 and IGNORE_ABORT:
+            pass
         elif rtype == 2 and rid in self.reqs:  # ABORT_REQUEST
             self.reqs.pop(rid)
             await self.send(record(3, rid, struct.pack(">IB3x", 0, 0)))
@@ -230,6 +241,9 @@ class Conn:
             await self.send(record(6, rid, b"", pad))
         end = struct.pack(">IB3x", int(one("appstatus", "0")), 0)
         await self.send(record(3, rid, end))
+        if one("closeafter"):
+            await self.close()
+            return
         await self.done(r)
 
     async def done(self, r):
@@ -243,7 +257,7 @@ class Conn:
 
 
 async def main():
-    global LOG, MAX_REQS, MPXS
+    global LOG, MAX_REQS, MPXS, NO_VALUES, IGNORE_ABORT
     args = sys.argv[1:]
     unix = None
     while args:
@@ -256,6 +270,10 @@ async def main():
             MPXS = args.pop(0)
         elif a == "--unix":
             unix = args.pop(0)
+        elif a == "--no-values":
+            NO_VALUES = True
+        elif a == "--ignore-abort":
+            IGNORE_ABORT = True
 
     async def serve(r, w):
         await Conn(r, w).run()

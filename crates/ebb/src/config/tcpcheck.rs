@@ -554,12 +554,7 @@ pub(super) fn parse_connect(
                     "none" => ConnectProto::None,
                     "h1" => ConnectProto::H1,
                     "h2" => ConnectProto::H2,
-                    "fcgi" if http => {
-                        return Err(format!(
-                            "'{kw} connect proto fcgi' is not supported by ebb (it has no FastCGI client)"
-                        ))
-                    }
-                    "fcgi" => ConnectProto::H1,
+                    "fcgi" => ConnectProto::Fcgi,
                     o => return Err(format!("'proto' : unknown MUX protocol '{o}'.")),
                 };
                 if http == (p == ConnectProto::None) {

@@ -1499,9 +1499,9 @@ fn http_check_expect() {
         "expects NAME VALUE",
     );
     err1(
-        &be("    http-check connect proto fcgi"),
-        "t.cfg:2: ",
-        "'http-check connect proto fcgi' is not supported",
+        &be("    option httpchk\n    http-check connect proto fcgi"),
+        "t.cfg:3: ",
+        "'http-check connect proto fcgi' needs the backend's FastCGI application",
     );
     err1(
         &be("    http-check"),

@@ -272,7 +272,7 @@ fn status_value(v: &[u8]) -> (u16, &[u8]) {
     let n = v.iter().take_while(|&&b| crate::http1::tchar(b)).count();
     let (status, rest) = v.split_at(n);
     let reason = &rest[rest.iter().take_while(|b| blank(b)).count()..];
-    let code = crate::fcgi::record::leading_u32(status);
+    let code = super::record::leading_u32(status);
     (u16::try_from(code).unwrap_or(u16::MAX), reason)
 }
 

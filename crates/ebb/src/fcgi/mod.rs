@@ -1,13 +1,14 @@
-//! FastCGI's bytes, socket-free (HAProxy 2.6's FCGI mux and `fcgi-app`
-//! filter): what the connections toward servers (the muxes' fcgi
-//! part) and the health checks over FastCGI (the backend's) both speak.
+//! FastCGI 1.0, socket-free (as [`crate::http1`] and [`crate::h2`] are
+//! for HTTP): bytes in, bytes out, fuzzed. The connections that speak it
+//! to servers are `mux::fcgi`'s, the health checks that do
+//! `backend::fcgicheck`'s (this module imports neither).
 //!
-//! - [`record`]: the FastCGI 1.0 records and name-value pairs.
-//! - [`params`]: a request's PARAMS (CGI/1.1 variables and fields).
-//! - [`cgi`]: an answer's CGI lines and body made into HTTP/1.1.
-//!
-//! Each takes bytes and gives bytes; neither imports the muxes nor the
-//! backend, which both use them.
+//! - [`record`]: the records and name-value pairs; [`record::Demux`],
+//!   the reader of an application's records.
+//! - [`params`]: a request's PARAMS (the CGI/1.1 variables and its
+//!   fields), as HAProxy 2.6 writes them.
+//! - [`cgi`]: an application's answer (CGI lines, body) made into the
+//!   HTTP/1.1 answer a stream reads.
 
 pub(crate) mod cgi;
 pub(crate) mod params;

@@ -31,6 +31,9 @@ pub(crate) const STDOUT: u8 = 6;
 pub(crate) const STDERR: u8 = 7;
 pub(crate) const GET_VALUES: u8 = 9;
 pub(crate) const GET_VALUES_RESULT: u8 = 10;
+/// The application's answer to a management record it does not know
+/// (FCGI_UNKNOWN_TYPE, §4.2): its answer to GET_VALUES when it has none.
+pub(crate) const UNKNOWN_TYPE: u8 = 11;
 
 /// The role of every request ebb sends (FCGI_RESPONDER).
 const RESPONDER: u16 = 1;
@@ -224,6 +227,9 @@ pub(crate) enum Event<'a> {
     /// The answer to GET_VALUES (`None`: malformed pairs, which close
     /// the connection, as HAProxy).
     Values(Option<Values>),
+    /// FCGI_UNKNOWN_TYPE: the application did not know a management
+    /// record (GET_VALUES), which HAProxy takes for an answer to it.
+    UnknownType,
     /// A record that is not FastCGI 1.0: the connection cannot go on.
     Broken,
 }
@@ -316,6 +322,7 @@ impl Demux {
                             GET_VALUES_RESULT => {
                                 return (used, Some(Event::Values(Some(Values::default()))))
                             }
+                            UNKNOWN_TYPE => return (used, Some(Event::UnknownType)),
                             _ => continue,
                         }
                     }
@@ -362,7 +369,7 @@ impl Demux {
                             }
                             continue;
                         }
-                        END_REQUEST | GET_VALUES_RESULT => {
+                        END_REQUEST | GET_VALUES_RESULT | UNKNOWN_TYPE => {
                             let keep = (VALUES_MAX - self.whole.len()).min(n);
                             self.whole.extend_from_slice(&part[..keep]);
                             if left > 0 {
@@ -391,6 +398,9 @@ impl Demux {
 
     fn whole_record(&mut self, rtype: u8, id: u16) -> Event<'static> {
         let c = &self.whole;
+        if rtype == UNKNOWN_TYPE {
+            return Event::UnknownType;
+        }
         if rtype == END_REQUEST {
             if c.len() < 8 {
                 return Event::BadEnd(id);
@@ -641,6 +651,7 @@ mod tests {
         put_pair(&mut c, b"FCGI_MAX_REQS", b"4");
         let mut input = rec(GET_VALUES_RESULT, 0, &c, 0);
         input.extend(rec(GET_VALUES_RESULT, 0, b"\x05", 0));
+        input.extend(rec(UNKNOWN_TYPE, 0, &[GET_VALUES, 0, 0, 0, 0, 0, 0, 0], 0));
         input.extend([2, STDOUT, 0, 1, 0, 1, 0, 0, b'x']);
         input.extend(rec(STDOUT, 1, b"never", 0));
         assert_eq!(
@@ -648,6 +659,7 @@ mod tests {
             [
                 "Values(Some(Values { max_reqs: Some(4), mpxs_conns: None }))",
                 "Values(None)",
+                "UnknownType",
                 "Broken"
             ]
         );

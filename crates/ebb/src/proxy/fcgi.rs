@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{App, Meta};
 use crate::config::{ConfigError, FcgiApp, FcgiRuleKind};
+use crate::fcgi::params::{App, Meta};
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
 

@@ -63,9 +63,9 @@ pub struct CheckHow {
     /// `mux` was set by `check-proto` or the server's `proto`, not
     /// defaulted.
     pub mux_set: bool,
-    /// The server speaks FastCGI (`proto fcgi`) and `check-proto` says
-    /// nothing: an HTTP check's default connection goes through FastCGI
-    /// ([`crate::backend::fcgicheck`]).
+    /// `check-proto fcgi`, or the server speaks FastCGI (`proto fcgi`)
+    /// and `check-proto` says nothing: an HTTP check's default connection
+    /// goes through FastCGI ([`crate::backend::fcgicheck`]).
     pub fcgi: bool,
     /// The server has `check-alpn`: an HTTP check's connection whose
     /// protocol is not set takes the one ALPN chose (HAProxy installs its
@@ -103,7 +103,10 @@ impl CheckHow {
             ) || o.proto_h2
                 || o.proto_h1,
             check_alpn: o.check_alpn.is_some(),
-            fcgi: o.proto_fcgi && o.check_proto.is_none(),
+            fcgi: match o.check_proto {
+                Some(p) => p == crate::config::CheckProto::Fcgi,
+                None => o.proto_fcgi,
+            },
             ssl_ctx: None,
             check_sni: o.check_sni.clone(),
             check_alpn_list: o.check_alpn.clone(),
@@ -129,7 +132,7 @@ impl CheckHow {
         use crate::config::ConnectProto as P;
         match cc.proto {
             Some(P::H2) => CheckMux::H2,
-            Some(P::H1 | P::None) => CheckMux::H1,
+            Some(P::H1 | P::None | P::Fcgi) => CheckMux::H1,
             None if cc.default && self.mux_set => self.mux,
             None if cc.alpn.is_some() || self.check_alpn => CheckMux::Alpn,
             None => CheckMux::H1,

@@ -843,10 +843,12 @@ pub(super) fn run_http(
         nolb_404,
         &mut |cc| {
             // The server's protocol applies to a default connect.
-            let fcgi = p
-                .fcgi
-                .as_ref()
-                .filter(|_| how.fcgi && cc.default && cc.proto.is_none());
+            // (A default connect's `proto` is the server's, as in `mux_for`.)
+            let fcgi_proto = match cc.proto {
+                Some(pr) => pr == crate::config::ConnectProto::Fcgi,
+                None => how.fcgi && cc.default,
+            };
+            let fcgi = p.fcgi.as_ref().filter(|_| fcgi_proto);
             match connect_step(cc, addr, &start, timeout, tls, proxy_hdr, &how)? {
                 c if fcgi.is_some() => {
                     let app = fcgi.map(Arc::clone).ok_or_else(|| {

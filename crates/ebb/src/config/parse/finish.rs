@@ -28,6 +28,31 @@ impl Parser<'_> {
     /// SOCKS4).
     fn check_fcgi(&self, p: &Proxy, errs: &mut Vec<ConfigError>) {
         let fcgi: Vec<&Server> = p.servers.iter().filter(|s| s.opts.proto_fcgi).collect();
+        // A FastCGI check needs the backend's application (HAProxy 2.6
+        // accepts one without and crashes at its first check).
+        if p.fcgi_app.is_none() && p.http_check.enabled {
+            let need = "needs the backend's FastCGI application ('use-fcgi-app')";
+            for s in p.servers.iter().filter(|s| {
+                s.opts.check && s.opts.check_proto == Some(crate::config::CheckProto::Fcgi)
+            }) {
+                push_err(
+                    errs,
+                    &s.loc,
+                    format!("server '{}': 'check-proto fcgi' {need}", s.name),
+                );
+            }
+            for r in &p.http_check.rules {
+                if let HttpCheckStep::Connect(cc) = &r.step {
+                    if cc.proto == Some(crate::config::ConnectProto::Fcgi) {
+                        push_err(
+                            errs,
+                            &r.loc,
+                            format!("'http-check connect proto fcgi' {need}"),
+                        );
+                    }
+                }
+            }
+        }
         if let Some(a) = &p.fcgi_app {
             if !self.fcgi_apps.iter().any(|f| f.name == a.value) {
                 push_err(
@@ -397,7 +422,7 @@ impl Parser<'_> {
                 // HAProxy's alert: the check's protocol must suit its type.
                 let http = p.http_check.enabled;
                 let bad = match s.opts.check_proto {
-                    Some(CheckProto::H1 | CheckProto::H2) => !http,
+                    Some(CheckProto::H1 | CheckProto::H2 | CheckProto::Fcgi) => !http,
                     Some(CheckProto::None) => http,
                     None => false,
                 };

@@ -414,12 +414,10 @@ pub(super) fn parse_server_opts(
                         o.check_proto = Some(match v {
                             "h1" => CheckProto::H1,
                             "h2" => CheckProto::H2,
+                            "fcgi" => CheckProto::Fcgi,
                             "none" => CheckProto::None,
-                            x => {
-                                return Err(format!(
-                                    "server option 'check-proto {x}' is not supported (ebb supports h1, h2 and none)"
-                                ))
-                            }
+                            // HAProxy's message.
+                            x => return Err(format!("'check-proto' :  unknown MUX protocol '{x}'.")),
                         })
                     }
                     "socks4" => o.socks4 = Some(socks4_addr(opt, v)?),

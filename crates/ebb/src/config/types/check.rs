@@ -84,13 +84,14 @@ pub struct CheckConnect {
     pub proto: Option<ConnectProto>,
 }
 
-/// A connect step's `proto`: `none` (tcp-check: raw bytes), `h1`, `h2`
-/// (http-check).
+/// A connect step's `proto`: `none` (tcp-check: raw bytes), `h1`, `h2`,
+/// `fcgi` (http-check; FastCGI with the backend's application).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnectProto {
     None,
     H1,
     H2,
+    Fcgi,
 }
 
 /// One step of an HTTP check's sequence.

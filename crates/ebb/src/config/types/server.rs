@@ -485,6 +485,8 @@ pub struct Route {
 pub enum CheckProto {
     H1,
     H2,
+    /// `fcgi`: FastCGI, with the backend's application.
+    Fcgi,
     /// `none`: raw TCP (a `tcp-check` sequence's own).
     None,
 }

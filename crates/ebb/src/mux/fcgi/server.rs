@@ -12,7 +12,7 @@
 //! ```text
 //!   stream          ServerSide      fcgi_srv (this)                 application
 //!   head + body ──> obuf ──> Pipe.req ──> BEGIN_REQUEST, PARAMS, STDIN ──> socket
-//!   answer      <── ibuf <── Pipe.resp <── STDOUT (cgi.rs), END_REQUEST
+//!   answer      <── ibuf <── Pipe.resp <── STDOUT (fcgi::cgi), END_REQUEST
 //! ```
 //!
 //! A request begins once its head is whole (and, for a chunked body, the
@@ -42,7 +42,9 @@
 //! not CGI 502. A stream that leaves before its answer ends has its
 //! request aborted (ABORT_REQUEST); the connection waits for the
 //! application's END_REQUEST before it gives that request's place to
-//! another. STDERR records go to the application's `log-stderr` targets
+//! another (a connection whose requests were all aborted closes when the
+//! application has not ended them within `timeout server`). STDERR
+//! records go to the application's `log-stderr` targets
 //! (level `err`, tagged with the application's name), their control
 //! bytes written `.` (HAProxy's later fix: a line per record, no escape
 //! sequence reaching a terminal).
@@ -55,9 +57,9 @@ use std::sync::Arc;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick, ETERNITY};
 
-use super::cgi::Answer;
-use super::params::{self, App, Meta};
-use super::record::{self, Demux, Event};
+use crate::fcgi::cgi::Answer;
+use crate::fcgi::params::{self, App, Meta};
+use crate::fcgi::record::{self, Demux, Event};
 use crate::http1::{parse_request, ChunkedDecoder, DateCache, Limits, Status as PStatus};
 use crate::mux::h2::server::{Attached, Pipe, Reuse, REQ_MAX};
 use crate::stream::msg::{BodySize, ReqHead};
@@ -83,6 +85,10 @@ pub(crate) struct Target {
     pub(crate) app: Arc<App>,
     /// The application's `log-stderr` targets (tagged with its name).
     pub(crate) stderr: Option<Arc<crate::log::Logger>>,
+    /// How long a connection whose requests were all aborted waits for
+    /// their END_REQUEST before it closes (the backend's `timeout
+    /// server`, in ms).
+    pub(crate) abort_wait: u32,
 }
 
 use crate::mux::srvconn::{self, ConnCount as Count};
@@ -157,6 +163,10 @@ pub(crate) struct FConn {
     count: Count,
     me: Option<TaskletId>,
     deadline: Tick,
+    /// See [`Target::abort_wait`]; when the wait ends, once every request
+    /// left was aborted.
+    abort_wait: u32,
+    abort_by: Option<Tick>,
 }
 
 thread_local! {
@@ -290,6 +300,8 @@ fn new_conn(
         count: Count::Used(t.srv.used_conn()),
         me: None,
         deadline: ETERNITY,
+        abort_wait: t.abort_wait,
+        abort_by: None,
     }));
     let task = ConnTask {
         conn: Rc::clone(&conn),
@@ -482,6 +494,8 @@ impl FConn {
                         fault(ctx, &mut s, 502);
                     }
                 }
+                // The application has no GET_VALUES: the section's options.
+                Event::UnknownType => self.values_wait = false,
                 Event::Values(v) => match v {
                     Some(v) if self.values_wait => {
                         self.values_wait = false;
@@ -839,14 +853,28 @@ impl FConn {
             let _ = self.flush();
             return self.close(ctx);
         }
+        // Requests all aborted: their END_REQUEST is waited for a while.
+        let aborted = !self.streams.is_empty() && self.streams.iter().all(|s| s.aborted);
+        self.abort_by = match self.abort_by {
+            _ if !aborted => None,
+            Some(t) => Some(t),
+            None => Some(ticks::add(now, self.abort_wait)),
+        };
         // (Idle, it looks once a second whether its server's purge timer
-        // closes it.)
+        // closes it; the wait for aborted requests is looked at as well.)
         let d = srvconn::next_look(ctx);
         srvconn::set_deadline(ctx, self.me, &mut self.deadline, d);
         Status::Continue
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
+        if self
+            .abort_by
+            .is_some_and(|t| ticks::is_expired(t, ctx.now()))
+        {
+            // The application never ended what was aborted.
+            return self.close(ctx);
+        }
         if self.streams.is_empty() {
             if !self.count.purged(&self.srv, ctx.thread_id()) {
                 let d = srvconn::next_look(ctx);

@@ -451,6 +451,7 @@ impl Stream {
             srv: Arc::clone(&s),
             app: Arc::clone(&app.app),
             stderr: c.w.shared.fcgi_loggers.get(app.name()).cloned(),
+            abort_wait: up.timeouts.server,
         };
         let meta = up.fcgi.as_deref().cloned().unwrap_or_default();
         let r = match self.side_tasklet(c, ctx) {

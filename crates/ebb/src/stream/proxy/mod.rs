@@ -262,7 +262,7 @@ pub(super) struct Upstream {
     /// request, for a `proto fcgi` server's PARAMS (evaluated once the
     /// request's rules ran, as HAProxy's filter does, whatever server
     /// takes it).
-    fcgi: Option<Box<crate::config::Meta>>,
+    fcgi: Option<Box<crate::fcgi::params::Meta>>,
     /// Bytes (the request's, the answer's: `H1::bytes_in`, `bytes_out`)
     /// already added to the counters: `option contstats` adds them as
     /// they flow (see [`Stream::count_continuously`]).
